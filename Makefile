@@ -1,0 +1,39 @@
+# Two commands do everything on a fresh clone: `make train` and `make test`.
+# Each creates (or refreshes, when pyproject.toml changed) the virtual environment in .venv.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Torch is installed before the project so that pip does not pick a multi-GB build on its own.
+# A CPU-only machine can ask for the small CPU wheel: make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
+CONFIG ?= configs/base.yaml
+
+.PHONY: train test lint format clean
+
+$(BIN)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 is required, found " + sys.version.split()[0]'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -c 'import torch' 2>/dev/null || \
+		$(BIN)/python -m pip install --quiet "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+train: $(BIN)/.installed
+	$(BIN)/python -m project.cli fit --config $(CONFIG)
+
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(BIN)/.installed
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) lightning_logs .pytest_cache

@@ -1,0 +1,1 @@
+"""Transformer forecasting trained without teacher forcing, with an incremental decoder cache."""
