@@ -1,0 +1,193 @@
+import pytest
+import torch
+
+from project.naive import naive_generate
+from tests.conftest import relative_difference, small_model
+
+VARIANTS = {
+    "step-tokens": {},
+    "patches": {"patch_length": 3},
+    "channel-independent": {"channel_independent": True},
+}
+
+
+def decode_one_position_at_a_time(model, tgt, memory):
+    cache = model.new_cache()
+    patch = model.patch_length
+    steps = [model.decode(tgt[:, t : t + patch], memory, cache) for t in range(0, tgt.shape[1], patch)]
+    return torch.cat(steps, dim=1)
+
+
+@pytest.mark.parametrize(("dtype", "tolerance"), [(torch.float64, 1e-10), (torch.float32, 1e-5)])
+@pytest.mark.parametrize(("batch", "context", "length"), [(1, 12, 12), (4, 6, 24), (7, 24, 3)])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_cached_decode_matches_full_decode(dtype, tolerance, batch, context, length, variant):
+    model = small_model(dtype, **VARIANTS[variant])
+    patch = model.patch_length
+    src = torch.randn(batch, context * patch, 5, dtype=dtype)
+    tgt = torch.randn(batch, length * patch, 5, dtype=dtype)
+    with torch.no_grad():
+        memory = model.encode(src)
+        full = model.decode(tgt, memory)
+        cached = decode_one_position_at_a_time(model, tgt, memory)
+    assert cached.shape == full.shape == tgt.shape
+    assert (cached - full).abs().max().item() <= tolerance
+
+
+def test_cached_decode_with_gradients_matches_full_decode():
+    model = small_model()
+    src, tgt = torch.randn(3, 12, 5, dtype=torch.float64), torch.randn(3, 9, 5, dtype=torch.float64)
+    memory = model.encode(src)
+    cache = model.new_cache()
+    chunked = torch.cat([model.decode(tgt[:, :4], memory, cache), model.decode(tgt[:, 4:], memory, cache)], 1)
+    assert (chunked - model.decode(tgt, memory)).abs().max().item() <= 1e-10
+
+
+@pytest.mark.parametrize("cached", [False, True])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_changing_future_inputs_leaves_past_outputs_unchanged(cached, variant):
+    model = small_model(**VARIANTS[variant])
+    patch = model.patch_length
+    src, tgt = (
+        torch.randn(2, 6 * patch, 5, dtype=torch.float64),
+        torch.randn(2, 8 * patch, 5, dtype=torch.float64),
+    )
+    memory = model.encode(src)
+    decode = decode_one_position_at_a_time if cached else lambda m, x, mem: m.decode(x, mem)
+    for t in range(patch - 1, tgt.shape[1] - patch, patch):  # the last step of every patch but the final one
+        changed = tgt.clone()
+        changed[:, t + 1 :] = torch.randn_like(changed[:, t + 1 :]) * 100
+        before, after = decode(model, tgt, memory), decode(model, changed, memory)
+        torch.testing.assert_close(after[:, : t + 1], before[:, : t + 1], rtol=0, atol=1e-12)
+        assert not torch.allclose(after[:, t + 1 :], before[:, t + 1 :])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_generate_equals_a_hand_written_step_loop_and_naive_redecoding(variant):
+    model = small_model(**VARIANTS[variant])
+    patch = model.patch_length
+    src = torch.randn(3, 4 * patch, 5, dtype=torch.float64)
+    horizon = 5 * patch
+    with torch.no_grad():
+        forecast = model.generate(src, horizon)
+        memory, cache = model.encode(src), model.new_cache()
+        step_input, steps = src[:, -patch:], []
+        for _ in range(horizon // patch):
+            step_input = model.decode(step_input, memory, cache)
+            steps.append(step_input)
+        by_hand = torch.cat(steps, dim=1)
+    assert forecast.shape == (3, horizon, 5)
+    torch.testing.assert_close(forecast, by_hand, rtol=0, atol=1e-12)
+    if patch == 1:
+        torch.testing.assert_close(forecast, naive_generate(model, src, horizon), rtol=0, atol=1e-10)
+
+
+def test_generate_truncates_to_a_horizon_that_is_not_a_multiple_of_the_patch():
+    model = small_model(patch_length=4)
+    src = torch.randn(2, 8, 5, dtype=torch.float64)
+    assert model.generate(src, 6).shape == (2, 6, 5)
+    torch.testing.assert_close(model.generate(src, 6), model.generate(src, 8)[:, :6])
+
+
+def test_consecutive_generate_calls_are_independent():
+    model = small_model()
+    first, second = torch.randn(2, 12, 5, dtype=torch.float64), torch.randn(2, 12, 5, dtype=torch.float64)
+    alone = model.generate(second, 6)
+    model.generate(first, 6)
+    torch.testing.assert_close(model.generate(second, 6), alone, rtol=0, atol=0)
+
+
+def test_generate_runs_under_bf16_autocast():
+    model = small_model(torch.float32)
+    src = torch.randn(4, 12, 5)
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        forecast = model.generate(src, 8)
+    assert forecast.shape == (4, 8, 5)
+    assert torch.isfinite(forecast).all()
+    torch.testing.assert_close(forecast.float(), model.generate(src, 8), rtol=0.1, atol=0.1)
+
+
+def test_differentiable_cached_unroll_runs_under_bf16_autocast():
+    model = small_model(torch.float32).train()
+    src = torch.randn(4, 12, 5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model.generate(src, 6).float().pow(2).mean()
+    loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def unroll_by_full_redecoding(model, src, steps):
+    memory = model.encode(src)
+    sequence = src[:, -1:]
+    for _ in range(steps):
+        sequence = torch.cat([sequence, model.decode(sequence, memory)[:, -1:]], dim=1)
+    return sequence[:, 1:]
+
+
+def test_gradients_flow_through_the_cache_like_full_redecoding():
+    model = small_model()
+    src = torch.randn(3, 12, 5, dtype=torch.float64)
+    target = torch.randn(3, 3, 5, dtype=torch.float64)
+    gradients = []
+    for unroll in (lambda: model.generate(src, 3), lambda: unroll_by_full_redecoding(model, src, 3)):
+        loss = (unroll() - target).pow(2).mean()
+        gradients.append(torch.autograd.grad(loss, list(model.parameters())))
+    for cached, full in zip(*gradients):
+        assert relative_difference(cached, full) <= 1e-8
+
+
+def test_no_gradient_decoding_does_not_keep_a_graph():
+    model = small_model()
+    with torch.no_grad():
+        forecast = model.generate(torch.randn(2, 12, 5, dtype=torch.float64), 4)
+    assert not forecast.requires_grad
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda m: m.encode(torch.randn(12, 5)), r"src must have shape \(N, length, 5\).*got \(12, 5\)"),
+        (
+            lambda m: m.encode(torch.randn(2, 12, 4)),
+            r"src must have shape \(N, length, 5\).*got \(2, 12, 4\)",
+        ),
+        (lambda m: m.generate(torch.randn(2, 12, 5), 0), r"horizon must be a positive integer; got 0"),
+        (lambda m: m.generate(torch.randn(2, 12, 5), -3), r"horizon must be a positive integer; got -3"),
+        (lambda m: m.encode(torch.randn(1, 40, 5)), r"src: token positions 0\.\.39 exceed max_length=32"),
+        (
+            lambda m: m.generate(torch.randn(1, 4, 5), 40),
+            r"tgt: token positions 32\.\.32 exceed max_length=32",
+        ),
+        (
+            lambda m: m.decode(torch.randn(2, 1, 5), torch.randn(3, 12, 32)),
+            r"memory must have shape \(2, S, 32\) to match tgt; got \(3, 12, 32\)",
+        ),
+    ],
+)
+def test_bad_input_names_the_argument_and_the_expected_shape(call, message):
+    model = small_model(torch.float32, max_length=32)
+    with pytest.raises(ValueError, match=message):
+        call(model)
+
+
+def test_memory_from_another_batch_than_the_cache_is_rejected():
+    model = small_model(torch.float32)
+    cache = model.new_cache()
+    model.decode(torch.randn(4, 1, 5), model.encode(torch.randn(4, 12, 5)), cache)
+    with pytest.raises(
+        ValueError, match=r"memory has shape \(2, 12, 32\) but the cache was filled for .*\(4, 12, 32\)"
+    ):
+        model.decode(torch.randn(2, 1, 5), model.encode(torch.randn(2, 12, 5)), cache)
+    with pytest.raises(ValueError, match=r"memory is not the tensor this cache was filled for"):
+        model.decode(torch.randn(4, 1, 5), model.encode(torch.randn(4, 12, 5)), cache)
+
+
+def test_patched_model_rejects_lengths_that_are_not_multiples_of_the_patch():
+    model = small_model(patch_length=4)
+    with pytest.raises(ValueError, match=r"length a positive multiple of patch_length=4; got \(2, 10, 5\)"):
+        model.encode(torch.randn(2, 10, 5, dtype=torch.float64))
+
+
+def test_invalid_architecture_is_rejected():
+    with pytest.raises(ValueError, match="d_model must be divisible by nhead; got d_model=30, nhead=4"):
+        small_model(d_model=30, nhead=4)
