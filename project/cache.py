@@ -18,54 +18,53 @@ from torch.nn import functional as F
 class LayerCache:
     """What one decoder layer keeps between decode calls.
 
-    Self-attention keys and values of every position decoded so far, ``(N, H, L, D)``, kept in one of two
-    forms. Without gradients they are written into a buffer that grows by doubling, so a step costs O(1)
-    copies. In a differentiable unroll each decode call's chunk is kept as the autograd graph made it and never
-    written again, so backward can *reference* the chunks instead of saving a copy per step
-    (``_AttendOverChunks``). Once a chunk needs gradients, the cache stays in chunk form.
+    ``keys``/``values``: the self-attention keys and values of every position decoded so far, ``(N, H, L, D)``,
+    as views of buffers that grow by doubling, so a step copies only its own position. The buffers hold plain
+    values, written without autograd.
 
-    ``memory_keys``/``memory_values`` are the cross-attention keys and values of the encoder output
-    ``(N, H, S, D)``. They depend only on the memory, so they are computed on the first decode call and reused.
+    ``key_chunks``/``value_chunks``: in a differentiable unroll, also each decode call's keys and values as the
+    autograd graph made them. They are never written again, so backward can *reference* them instead of saving a
+    copy of all past positions per step (``_AttendOverChunks``). Empty when decoding without gradients.
+
+    ``memory_keys``/``memory_values``: the cross-attention keys and values of the encoder output ``(N, H, S, D)``.
+    They depend only on the memory, so they are computed on the first decode call and reused.
     """
 
     def __init__(self) -> None:
         self.length = 0
-        self.key_chunks: list[Tensor] = []
-        self.value_chunks: list[Tensor] = []
         self._key_buffer: Tensor | None = None
         self._value_buffer: Tensor | None = None
+        self.key_chunks: list[Tensor] = []
+        self.value_chunks: list[Tensor] = []
         self.memory_keys: Tensor | None = None
         self.memory_values: Tensor | None = None
 
-    def append(self, keys: Tensor, values: Tensor) -> None:
-        """Add the keys/values ``(N, H, k, D)`` of the ``k`` newest positions."""
-        differentiable = torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad)
-        if differentiable or self.key_chunks:
-            if self._key_buffer is not None:  # switching form: what was buffered becomes the first chunk
-                self.key_chunks, self.value_chunks = [self.keys], [self.values]
-                self._key_buffer = self._value_buffer = None
-            self.key_chunks.append(keys)
-            self.value_chunks.append(values)
-        else:
-            self._write(keys, values)
-        self.length += keys.shape[2]
-
     @property
     def keys(self) -> Tensor:
-        if self.key_chunks:
-            return torch.cat(self.key_chunks, dim=2)
         return self._key_buffer[:, :, : self.length]  # (N, H, L, D)
 
     @property
     def values(self) -> Tensor:
-        if self.value_chunks:
-            return torch.cat(self.value_chunks, dim=2)
         return self._value_buffer[:, :, : self.length]  # (N, H, L, D)
+
+    def append(self, keys: Tensor, values: Tensor) -> None:
+        """Add the keys/values ``(N, H, k, D)`` of the ``k`` newest positions."""
+        differentiable = torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad)
+        if differentiable and not self.key_chunks and self.length:
+            # Positions decoded without gradients become one constant chunk, so the chunks cover every position.
+            self.key_chunks, self.value_chunks = [self.keys.clone()], [self.values.clone()]
+        if differentiable or self.key_chunks:
+            # Contiguous, because concatenating many strided views in backward is several times slower; the
+            # copies replace the projection output the views would otherwise keep alive.
+            self.key_chunks.append(keys.contiguous())
+            self.value_chunks.append(values.contiguous())
+        self._write(keys.detach(), values.detach())
 
     def attend(self, query: Tensor) -> Tensor:
         """Attention of the newest ``k`` queries ``(N, H, k, D)`` over every cached position, causally."""
         if self.key_chunks and torch.is_grad_enabled():
-            return _AttendOverChunks.apply(query, len(self.key_chunks), *self.key_chunks, *self.value_chunks)
+            chunks = (*self.key_chunks, *self.value_chunks)
+            return _AttendOverChunks.apply(query.contiguous(), self.keys, self.values, len(self.key_chunks), *chunks)
         keys, values = self.keys, self.values
         return F.scaled_dot_product_attention(query, keys, values, attn_mask=_causal_tail_mask(query, keys))
 
@@ -76,6 +75,7 @@ class LayerCache:
             self._value_buffer = self._grown(self._value_buffer, values, end)
         self._key_buffer[:, :, self.length : end] = keys
         self._value_buffer[:, :, self.length : end] = values
+        self.length = end
 
     def _grown(self, buffer: Tensor | None, new: Tensor, needed: int) -> Tensor:
         batch, nhead, _, head_dim = new.shape
@@ -116,15 +116,15 @@ class _AttendOverChunks(torch.autograd.Function):
     """Differentiable attention over cached chunks that saves references, not copies.
 
     Plain autograd would save the concatenated ``keys``/``values`` of every step for backward: a fresh copy of
-    all past positions per step, O(T²) memory over a T-step unroll. Here backward gets the chunks themselves
-    (each saved once, shared by every later step), re-concatenates them, and recomputes the attention weights
-    from the saved log-sum-exp of each query row. What a step keeps alive is then O(1) in the number of past
-    positions, and the whole unroll is O(T), like teacher forcing.
+    all past positions per step, O(T²) memory over a T-step unroll. Here forward reads the cache's buffers
+    (``keys``/``values``, not saved: later steps append to them), and backward gets the chunks themselves (each
+    saved once, shared by every later step), concatenates them, and recomputes the attention weights from the
+    saved log-sum-exp of each query row. What a step keeps alive is then O(1) in the number of past positions,
+    and the whole unroll is O(T), like teacher forcing. The chunks are inputs so that gradients reach them.
     """
 
     @staticmethod
-    def forward(ctx, query: Tensor, num_chunks: int, *chunks: Tensor) -> Tensor:
-        keys, values = torch.cat(chunks[:num_chunks], dim=2), torch.cat(chunks[num_chunks:], dim=2)
+    def forward(ctx, query: Tensor, keys: Tensor, values: Tensor, num_chunks: int, *chunks: Tensor) -> Tensor:
         with torch.autocast(query.device.type, enabled=False):
             scores = _scores(query, keys.to(query.dtype)).to(_softmax_dtype(query))  # (N, H, k, L)
             log_normaliser = scores.logsumexp(dim=-1, keepdim=True)
@@ -155,7 +155,7 @@ class _AttendOverChunks(torch.autograd.Function):
         sizes = [chunk.shape[2] for chunk in key_chunks]
         grad_key_chunks = [g.to(c.dtype) for g, c in zip(grad_keys.split(sizes, dim=2), key_chunks)]
         grad_value_chunks = [g.to(c.dtype) for g, c in zip(grad_values.split(sizes, dim=2), value_chunks)]
-        return grad_query, None, *grad_key_chunks, *grad_value_chunks
+        return grad_query, None, None, None, *grad_key_chunks, *grad_value_chunks
 
 
 def _softmax_dtype(query: Tensor) -> torch.dtype:

@@ -13,6 +13,9 @@ activations for one T-long pass, as teacher forcing does. The ŷ come from a cac
 
 from __future__ import annotations
 
+import math
+from typing import Literal
+
 import torch
 from torch import Tensor
 
@@ -60,3 +63,28 @@ def scheduled_sampling(
     use_truth = (coin < teacher_forcing_probability).repeat_interleave(patch, dim=1)[:, :-patch]
     fed_back = torch.where(use_truth, target[:, :-patch], predictions[:, :-patch])
     return model.decode(torch.cat([start, fed_back], dim=1), memory)
+
+
+TeacherForcingSchedule = Literal["linear", "exponential", "inverse_sigmoid"]
+
+
+def teacher_forcing_probability(
+    step: int, schedule: TeacherForcingSchedule, decay_steps: int, minimum: float = 0.0
+) -> float:
+    """Probability of feeding the true value at optimizer step ``step``: 1 at the start, decaying to ``minimum``.
+
+    The three curves of Bengio et al. (2015), parameterised by the steps they take to decay:
+    ``linear`` reaches the minimum at ``decay_steps``; ``exponential`` is k^step with k chosen so that the
+    probability is 1% at ``decay_steps``; ``inverse_sigmoid`` is k / (k + exp(step / k)), a logistic curve, here
+    centred on ``decay_steps / 2``: 99% at the start and 1% at ``decay_steps``.
+    """
+    progress = step / decay_steps
+    if schedule == "linear":
+        probability = 1.0 - progress
+    elif schedule == "exponential":
+        probability = 0.01**progress
+    elif schedule == "inverse_sigmoid":
+        probability = 1.0 / (1.0 + math.exp(min(50.0, math.log(99.0) * (2.0 * progress - 1.0))))
+    else:
+        raise ValueError(f"schedule must be linear, exponential or inverse_sigmoid; got {schedule!r}")
+    return max(minimum, min(1.0, probability))

@@ -191,3 +191,15 @@ def test_patched_model_rejects_lengths_that_are_not_multiples_of_the_patch():
 def test_invalid_architecture_is_rejected():
     with pytest.raises(ValueError, match="d_model must be divisible by nhead; got d_model=30, nhead=4"):
         small_model(d_model=30, nhead=4)
+
+
+def test_a_cache_filled_without_gradients_can_continue_with_them():
+    model = small_model()
+    src, tgt = torch.randn(2, 12, 5, dtype=torch.float64), torch.randn(2, 6, 5, dtype=torch.float64)
+    memory, cache = model.encode(src), model.new_cache()
+    with torch.no_grad():
+        first = model.decode(tgt[:, :3], memory, cache)
+    rest = torch.cat([model.decode(tgt[:, t : t + 1], memory, cache) for t in range(3, 6)], dim=1)
+    assert rest.requires_grad
+    full = model.decode(tgt, memory)
+    assert (torch.cat([first, rest], dim=1) - full).abs().max().item() <= 1e-10
