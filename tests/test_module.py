@@ -1,35 +1,16 @@
 import lightning as L
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 
 from project import regimes
 from project.data import WindowDataModule
-from project.module import ContextNorm, Forecaster
+from project.module import ContextNorm
 from tests.conftest import relative_difference
-
-TINY = dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32)
-
-
-def tiny_module(**overrides) -> Forecaster:
-    arguments = dict(TINY, n_features=2, context_length=8, horizon=4, dropout=0.0)
-    arguments.update(overrides)
-    return Forecaster(**arguments)
+from tests.helpers import learnable_series, quiet_trainer, tiny_module
 
 
-def learnable_series(rows: int = 1200) -> pd.DataFrame:
-    """Two noiseless, phase-shifted cycles: easy to learn, impossible to forecast by repeating the last value."""
-    steps = np.arange(rows)
-    return pd.DataFrame({"a": np.sin(2 * np.pi * steps / 12), "b": np.cos(2 * np.pi * steps / 7)})
-
-
-def quiet_trainer(**overrides) -> L.Trainer:
-    arguments = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
-    arguments.update(overrides)
-    return L.Trainer(**arguments)
-
-
+@pytest.mark.filterwarnings("ignore:You are trying to `self.log()`")
 @pytest.mark.parametrize(
     ("loss", "expected"), [("mse", torch.nn.functional.mse_loss), ("mae", torch.nn.functional.l1_loss)]
 )

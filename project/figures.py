@@ -1,0 +1,66 @@
+"""Pictures of forecasts: context, truth and free-running forecast per channel, logged to TensorBoard."""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+from matplotlib.figure import Figure
+from torch import Tensor
+
+
+def plot_forecasts(context: Tensor, target: Tensor, forecast: Tensor, channel_names: list[str]) -> Figure:
+    """One row per window, one column per channel: the context, the truth after it, and the forecast."""
+    n_windows, context_length, n_channels = context.shape
+    # A bare Figure, not pyplot: no global state and no display backend, so it works on any server.
+    figure = Figure(figsize=(2.6 * n_channels, 1.9 * n_windows))
+    axes = figure.subplots(n_windows, n_channels, squeeze=False, sharex=True)
+    past = range(-context_length + 1, 1)
+    future = range(1, target.shape[1] + 1)
+    for window in range(n_windows):
+        for channel in range(n_channels):
+            axis = axes[window, channel]
+            axis.plot(past, context[window, :, channel], color="0.4", linewidth=1)
+            axis.plot(future, target[window, :, channel], color="black", linewidth=1, label="truth")
+            axis.plot(future, forecast[window, :, channel], color="tab:red", linewidth=1.2, label="forecast")
+            axis.axvline(0.5, color="0.8", linewidth=0.8)
+            if window == 0:
+                axis.set_title(channel_names[channel], fontsize=9)
+            axis.tick_params(labelsize=7)
+    axes[0, -1].legend(fontsize=7, loc="upper right")
+    figure.tight_layout()
+    return figure
+
+
+class ForecastFigures(L.Callback):
+    """Every ``every_n_epochs`` validation epochs, log a figure of free-running forecasts for fixed windows.
+
+    Args:
+        every_n_epochs: Epochs between figures; 0 turns figures off.
+        num_windows: Validation windows to draw, spread evenly over the validation split (the same each time).
+    """
+
+    def __init__(self, every_n_epochs: int = 1, num_windows: int = 3) -> None:
+        self.every_n_epochs = every_n_epochs
+        self.num_windows = num_windows
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if (
+            not self.every_n_epochs
+            or trainer.sanity_checking
+            or trainer.current_epoch % self.every_n_epochs
+            or not trainer.is_global_zero
+            or trainer.logger is None
+            or not hasattr(trainer.logger.experiment, "add_figure")
+        ):
+            return
+        datamodule = trainer.datamodule
+        windows = datamodule.split("val", datamodule.eval_stride)
+        picks = torch.linspace(0, len(windows) - 1, min(self.num_windows, len(windows))).round().long()
+        context, target = (torch.stack(part).to(pl_module.device) for part in zip(*(windows[i] for i in picks)))
+        with torch.no_grad():
+            forecast = pl_module(context, target.shape[1]).float()
+        to_units = datamodule.inverse_transform
+        figure = plot_forecasts(
+            *(to_units(x.cpu()) for x in (context, target, forecast)), channel_names=datamodule.feature_names
+        )
+        trainer.logger.experiment.add_figure("val/forecasts", figure, global_step=trainer.global_step)

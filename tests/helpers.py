@@ -1,0 +1,77 @@
+"""Running the CLI the way a user does: a fresh Python process from the repository root."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import pandas as pd
+
+from project.module import Forecaster
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+# A model small enough that a CLI run takes seconds on two CPU cores.
+SMALL_MODEL = [
+    "--model.d_model=16",
+    "--model.nhead=2",
+    "--model.num_encoder_layers=1",
+    "--model.num_decoder_layers=1",
+    "--model.dim_feedforward=32",
+]
+
+
+def run_cli(*arguments: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PYTHONWARNINGS": "ignore", "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "project.cli", *arguments],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environment,
+    )
+
+
+def quick_fit_arguments(log_dir: Path, steps: int = 2) -> list[str]:
+    """Overrides that keep a base.yaml run to a few steps, logging under ``log_dir``."""
+    return [
+        f"--trainer.max_steps={steps}",
+        f"--trainer.limit_train_batches={steps}",
+        "--trainer.limit_val_batches=2",
+        "--trainer.limit_test_batches=2",
+        f"--trainer.logger.init_args.save_dir={log_dir}",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false",
+    ]
+
+
+def only_run(log_dir: Path, name: str = "synthetic") -> Path:
+    """The single version folder a CLI run wrote under ``log_dir``."""
+    (version,) = sorted((log_dir / name).iterdir())
+    return version
+
+
+TINY = dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32)
+
+
+def tiny_module(**overrides) -> Forecaster:
+    arguments = dict(TINY, n_features=2, context_length=8, horizon=4, dropout=0.0)
+    arguments.update(overrides)
+    return Forecaster(**arguments)
+
+
+def learnable_series(rows: int = 1200) -> pd.DataFrame:
+    """Two noiseless, phase-shifted cycles: easy to learn, impossible to forecast by repeating the last value."""
+    steps = np.arange(rows)
+    return pd.DataFrame({"a": np.sin(2 * np.pi * steps / 12), "b": np.cos(2 * np.pi * steps / 7)})
+
+
+def quiet_trainer(**overrides) -> L.Trainer:
+    arguments = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    arguments.update(overrides)
+    return L.Trainer(**arguments)
