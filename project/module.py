@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Literal
 
 import lightning as L
 import torch
+from lightning.pytorch.core.saving import save_hparams_to_yaml
+from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor, nn
 from torchmetrics import MeanAbsoluteError, MeanMetric, MeanSquaredError, MetricCollection
 from torchmetrics.regression import SymmetricMeanAbsolutePercentageError
@@ -176,11 +179,18 @@ class Forecaster(L.LightningModule):
 
     # -- Lightning hooks ---------------------------------------------------------------------------------------
 
-    def on_fit_start(self) -> None:
-        batch_size = getattr(self.trainer.datamodule, "batch_size", None)
-        if self.logger is not None and batch_size is not None:
-            effective = batch_size * self.trainer.world_size * self.trainer.accumulate_grad_batches
-            self.logger.log_hyperparams({"effective_batch_size": effective})
+    def on_train_start(self) -> None:
+        # Runs with different devices or accumulation are comparable by the batch the optimizer sees. Logged
+        # with every other hyperparameter again, because TensorBoard's HPARAMS tab keeps only the last set.
+        datamodule = self.trainer.datamodule
+        if self.logger is None or not hasattr(datamodule, "batch_size"):
+            return
+        effective = datamodule.batch_size * self.trainer.world_size * self.trainer.accumulate_grad_batches
+        hyperparameters = {**datamodule.hparams_initial, **self.hparams_initial, "effective_batch_size": effective}
+        self.logger.log_hyperparams({k: v for k, v in hyperparameters.items() if not k.startswith("_")})
+        if isinstance(self.logger, TensorBoardLogger) and self.trainer.is_global_zero:
+            # The logger writes hparams.yaml only once, before this hook; rewrite it with the effective batch size.
+            save_hparams_to_yaml(Path(self.logger.log_dir) / "hparams.yaml", self.logger.hparams)
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_index: int) -> Tensor:
         context, target = batch
@@ -221,10 +231,11 @@ class Forecaster(L.LightningModule):
     def configure_optimizers(self):
         decay = [p for p in self.parameters() if p.dim() >= 2]
         no_decay = [p for p in self.parameters() if p.dim() < 2]
-        optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": self.hparams.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=self.hparams.learning_rate,
-        )
+        groups = [
+            {"params": decay, "weight_decay": self.hparams.weight_decay, "name": "weights"},
+            {"params": no_decay, "weight_decay": 0.0, "name": "biases_and_norms"},
+        ]
+        optimizer = torch.optim.AdamW(groups, lr=self.hparams.learning_rate)
         total_steps = self.trainer.estimated_stepping_batches
         warmup, schedule = self.hparams.warmup_steps, self.hparams.lr_schedule
 
