@@ -49,12 +49,23 @@ class ForecastCLI(LightningCLI):
         parser.set_defaults({"lr_monitor.logging_interval": "step"})
         parser.add_lightning_class_args(ForecastFigures, "forecast_figures")
         parser.add_lightning_class_args(ForecastWriter, "predictions")
+        parser.add_argument(
+            "--test_after_fit", type=bool, default=True, help="fit: test the best checkpoint when training ends"
+        )
 
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
         super().parse_arguments(parser, args)
         # LightningCLI then replaces the model's settings with the checkpoint's (--ckpt_path); keep what the user
         # asked for, to compare.
         self.config_as_given = self.config.clone()
+
+    def after_fit(self) -> None:
+        if not self.config.fit.test_after_fit or self.trainer.fast_dev_run or self.trainer.interrupted:
+            return
+        best = self.trainer.checkpoint_callback.best_model_path if self.trainer.checkpoint_callback else ""
+        # The fit already logged every hyperparameter with the effective batch size; do not log them again.
+        self.trainer.enable_autolog_hparams = False
+        self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best or None)
 
     def before_instantiate_classes(self) -> None:
         subcommand = self.config.get("subcommand")

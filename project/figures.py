@@ -1,6 +1,14 @@
-"""Pictures of forecasts: context, truth and free-running forecast per channel, logged to TensorBoard."""
+"""Pictures of forecasts: context, truth and free-running forecast per channel.
+
+Logged to TensorBoard during training (``ForecastFigures``), or drawn from a checkpoint:
+
+    python -m project.figures lightning_logs/synthetic/version_0/checkpoints/last.ckpt --output forecast.png
+"""
 
 from __future__ import annotations
+
+import argparse
+from pathlib import Path
 
 import lightning as L
 import torch
@@ -64,3 +72,37 @@ class ForecastFigures(L.Callback):
             *(to_units(x.cpu()) for x in (context, target, forecast)), channel_names=datamodule.feature_names
         )
         trainer.logger.experiment.add_figure("val/forecasts", figure, global_step=trainer.global_step)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from project.data import WindowDataModule
+    from project.module import Forecaster
+
+    parser = argparse.ArgumentParser(
+        prog="python -m project.figures", description="Plot test forecasts of a checkpoint."
+    )
+    parser.add_argument("checkpoint", type=Path, help="a .ckpt written by `python -m project.cli fit`")
+    parser.add_argument("--source", default=None, help="data file (default: the one the checkpoint was trained on)")
+    parser.add_argument("--windows", type=int, default=3, help="test windows to draw, spread over the test split")
+    parser.add_argument("--output", type=Path, default=Path("forecast.png"))
+    args = parser.parse_args(argv)
+    if not args.checkpoint.is_file():
+        parser.error(f"{args.checkpoint}: checkpoint not found")
+    checkpoint = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
+    model = Forecaster.load_from_checkpoint(args.checkpoint, map_location="cpu").eval()
+    settings = {k: v for k, v in checkpoint["datamodule_hyper_parameters"].items() if not k.startswith("_")}
+    datamodule = WindowDataModule(**{**settings, **({"source": args.source} if args.source else {})})
+    datamodule.load_state_dict(checkpoint[type(datamodule).__qualname__])
+    windows = datamodule.split("test", datamodule.eval_stride)
+    picks = torch.linspace(0, len(windows) - 1, min(args.windows, len(windows))).round().long()
+    context, target = (torch.stack(part) for part in zip(*(windows[i] for i in picks)))
+    with torch.no_grad():
+        forecast = model(context, target.shape[1])
+    to_units = datamodule.inverse_transform
+    figure = plot_forecasts(to_units(context), to_units(target), to_units(forecast), datamodule.feature_names)
+    figure.savefig(args.output, dpi=110)
+    print(f"Wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

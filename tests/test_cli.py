@@ -13,7 +13,7 @@ def readme_command(prefix: str) -> list[str]:
     """The README's command that starts with ``prefix``, split as a shell would."""
     for line in (REPOSITORY / "README.md").read_text().splitlines():
         if line.strip().startswith(prefix):
-            return shlex.split(line.strip())
+            return shlex.split(line.strip(), comments=True)
     raise AssertionError(f"the README has no command starting with {prefix!r}")
 
 

@@ -8,6 +8,7 @@ VARIANTS = {
     "step-tokens": {},
     "patches": {"patch_length": 3},
     "channel-independent": {"channel_independent": True},
+    "patches-channel-independent": {"patch_length": 2, "channel_independent": True},
 }
 
 
