@@ -143,12 +143,12 @@ class Forecaster(L.LightningModule):
         norm = self._context_norm(context)
         return norm.inverse(self.model.generate(norm(context), horizon))
 
-    def training_forecast(self, context: Tensor, target: Tensor) -> Tensor:
-        """Forecasts whose loss has the gradient of the configured training regime."""
+    def training_forecast(self, context: Tensor, target: Tensor, mode: TrainingMode | None = None) -> Tensor:
+        """Forecasts whose loss has the gradient of training regime ``mode`` (default: the configured one)."""
         norm = self._context_norm(context)
         context, target = norm(context), norm(target)
         memory, start = self.model.encode(context), self.model.start_of(context)
-        mode, horizon = self.hparams.training_mode, target.shape[1]
+        mode, horizon = mode or self.hparams.training_mode, target.shape[1]
         if mode == "teacher_forcing":
             forecast = regimes.teacher_forced(self.model, memory, start, target)
         elif mode == "scheduled_sampling":
@@ -159,12 +159,6 @@ class Forecaster(L.LightningModule):
         else:
             forecast = regimes.free_running_detached(self.model, memory, start, horizon)
         return norm.inverse(forecast)
-
-    def teacher_forced_forecast(self, context: Tensor, target: Tensor) -> Tensor:
-        norm = self._context_norm(context)
-        context = norm(context)
-        memory, start = self.model.encode(context), self.model.start_of(context)
-        return norm.inverse(regimes.teacher_forced(self.model, memory, start, norm(target)))
 
     def teacher_forcing_probability(self) -> float:
         return regimes.teacher_forcing_probability(
@@ -220,7 +214,7 @@ class Forecaster(L.LightningModule):
     def _evaluate(self, batch, split: str, metrics: MetricCollection, repeat_last: MeanSquaredError) -> None:
         context, target = batch
         forecast = self(context, target.shape[1])
-        teacher_forced = self.teacher_forced_forecast(context, target)
+        teacher_forced = self.training_forecast(context, target, mode="teacher_forcing")
         self.log(f"{split}/loss", self.loss(forecast, target), sync_dist=True, prog_bar=split == "val")
         self.log(f"{split}/loss_teacher_forced", self.loss(teacher_forced, target), sync_dist=True)
         metrics.update(forecast, target)
