@@ -27,11 +27,11 @@ from project.data import WindowDataModule
 from project.runs import find_runs, read_scalars
 
 BASE_CONFIG, CONFIG = Path("configs/base.yaml"), Path("configs/etth1.yaml")  # etth1.yaml is a preset on base
-REGIMES = {
-    "teacher forcing": ["--model.training_mode=teacher_forcing"],
-    "free-running (detach)": ["--model.training_mode=free_running", "--model.feedback=detach"],
-    "free-running (BPTT)": ["--model.training_mode=free_running", "--model.feedback=bptt"],
-    "scheduled sampling": ["--model.training_mode=scheduled_sampling"],
+REGIMES = {  # table row → (run name, CLI arguments)
+    "teacher forcing": ("teacher_forcing", ["--model.training_mode=teacher_forcing"]),
+    "free-running (detach)": ("free_running_detach", ["--model.training_mode=free_running", "--model.feedback=detach"]),
+    "free-running (BPTT)": ("free_running_bptt", ["--model.training_mode=free_running", "--model.feedback=bptt"]),
+    "scheduled sampling": ("scheduled_sampling", ["--model.training_mode=scheduled_sampling"]),
 }
 PUBLISHED = {  # multivariate ETTh1, horizon 96, as reported by the papers (MSE, MAE)
     "PatchTST/64 (Nie et al. 2023)": (0.370, 0.400),
@@ -73,8 +73,8 @@ def errors(forecast, windows) -> tuple[float, float]:
     return float(squared / count), float(absolute / count)
 
 
-def train_and_test(regime: str, arguments: list[str], data: Path, logs: Path, extra: list[str]) -> dict:
-    name = regime.split(" (")[0].replace(" ", "_") + ("_bptt" if "BPTT" in regime else "")
+def train_and_test(regime: str, data: Path, logs: Path, extra: list[str]) -> dict:
+    name, arguments = REGIMES[regime]
     logger = [f"--trainer.logger.init_args.save_dir={logs}", f"--trainer.logger.init_args.name={name}"]
     configs = ["--config", str(BASE_CONFIG), "--config", str(CONFIG)]
     common = [*configs, f"--data.source={data}", *arguments, *logger, *extra]
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.data.is_file():
         parser.error(f"{args.data}: ETTh1.csv not found; download it from https://github.com/zhouhaoyi/ETDataset")
     rows = measure_baselines(args.data)
-    rows += [train_and_test(regime, REGIMES[regime], args.data, args.logs, extra) for regime in args.regimes]
+    rows += [train_and_test(regime, args.data, args.logs, extra) for regime in args.regimes]
     rows += [_row(f"{name} (published)", mse, mae, None) for name, (mse, mae) in PUBLISHED.items()]
     hardware = (
         f"{platform.machine()} CPU, {torch.get_num_threads()} threads"
