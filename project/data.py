@@ -154,7 +154,10 @@ class WindowDataModule(L.LightningDataModule):
         else:
             frame, self.source_name = _read_table(Path(source)), str(source)
 
-        self.timestamps = None if time_column is None else self._parse_timestamps(frame, time_column)
+        # The usual step between timestamps dates forecasts past the last row.
+        self.timestamps, self.time_step = (
+            (None, None) if time_column is None else self._parse_timestamps(frame, time_column)
+        )
         self.feature_names = self._feature_columns(frame, feature_columns, time_column)
         values = self._clean(frame[self.feature_names], fill_missing)
         self.raw = torch.from_numpy(values)  # (rows, F) float32, in original units
@@ -226,8 +229,8 @@ class WindowDataModule(L.LightningDataModule):
         if self.timestamps is None:
             return None
         if self.predict_windows == "last":
-            step = self.timestamps.diff().mode().iloc[0]
-            return pd.DatetimeIndex([self.timestamps.iloc[-1] + step * (i + 1) for i in range(self.horizon)])
+            last = self.timestamps.iloc[-1]
+            return pd.DatetimeIndex([last + self.time_step * (i + 1) for i in range(self.horizon)])
         target_start = self._context_start(self.split_rows("test")[0]) + self.predict_dataset().target_start(window)
         return pd.DatetimeIndex(self.timestamps.iloc[target_start : target_start + self.horizon])
 
@@ -264,37 +267,37 @@ class WindowDataModule(L.LightningDataModule):
             persistent_workers=self.num_workers > 0,
         )
 
-    def _parse_timestamps(self, frame: pd.DataFrame, column: str) -> pd.Series:
+    def _parse_timestamps(self, frame: pd.DataFrame, column: str) -> tuple[pd.Series, pd.Timedelta | None]:
+        """The parsed, checked time column and its most common step."""
         _check_columns_exist(self.source_name, frame, [column])
         parsed = pd.to_datetime(frame[column], errors="coerce")
-        bad = parsed.isna()
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0])
+        if parsed.isna().any():
+            row = _first(parsed.isna())
             raise InputError(
                 f"{self.source_name}: column '{column}' must hold timestamps; row {row} has {frame[column].iloc[row]!r}"
             )
-        steps = parsed.diff().iloc[1:]
+        steps = parsed.diff().iloc[1:]  # steps.iloc[i] leads to row i + 1
         if (steps == pd.Timedelta(0)).any():
-            row = int(np.flatnonzero((steps == pd.Timedelta(0)).to_numpy())[0]) + 1
+            row = _first(steps == pd.Timedelta(0)) + 1
             raise InputError(
                 f"{self.source_name}: column '{column}' has duplicate timestamps; row {row} repeats {parsed.iloc[row]}"
             )
         if (steps < pd.Timedelta(0)).any():
-            row = int(np.flatnonzero((steps < pd.Timedelta(0)).to_numpy())[0]) + 1
+            row = _first(steps < pd.Timedelta(0)) + 1
             raise InputError(
                 f"{self.source_name}: column '{column}' must be sorted in increasing time; row {row} "
                 f"({parsed.iloc[row]}) comes before row {row - 1} ({parsed.iloc[row - 1]})"
             )
-        if len(steps) and steps.nunique() > 1:
-            usual = steps.mode().iloc[0]
-            irregular = steps != usual
-            row = int(np.flatnonzero(irregular.to_numpy())[0]) + 1
+        usual = steps.mode().iloc[0] if len(steps) else None
+        irregular = steps != usual
+        if irregular.any():
+            row = _first(irregular) + 1
             warnings.warn(
                 f"{self.source_name}: column '{column}' is not regularly spaced: {int(irregular.sum())} steps differ "
                 f"from the usual {usual}, first before row {row} ({parsed.iloc[row]})",
                 stacklevel=3,
             )
-        return parsed.reset_index(drop=True)
+        return parsed.reset_index(drop=True), usual
 
     def _feature_columns(self, frame: pd.DataFrame, requested: list[str] | None, time_column: str | None) -> list[str]:
         if requested is not None:
@@ -302,18 +305,12 @@ class WindowDataModule(L.LightningDataModule):
                 raise InputError("feature_columns must name at least one column; got an empty list")
             _check_columns_exist(self.source_name, frame, requested)
             for column in requested:
-                if not pd.api.types.is_numeric_dtype(frame[column]) or pd.api.types.is_bool_dtype(frame[column]):
+                if not _is_numeric(frame[column]):
                     raise InputError(
                         f"{self.source_name}: column '{column}' must be numeric; got dtype {frame[column].dtype}"
                     )
             return list(requested)
-        numeric = [
-            column
-            for column in frame.columns
-            if column != time_column
-            and pd.api.types.is_numeric_dtype(frame[column])
-            and not pd.api.types.is_bool_dtype(frame[column])
-        ]
+        numeric = [column for column in frame.columns if column != time_column and _is_numeric(frame[column])]
         if not numeric:
             raise InputError(f"{self.source_name}: expected at least one numeric column; found none")
         return [str(column) for column in numeric]
@@ -409,6 +406,16 @@ def _check_columns_exist(source_name: str, frame: pd.DataFrame, columns: list[st
         if column not in frame.columns:
             available = ", ".join(map(str, frame.columns))
             raise InputError(f"{source_name}: column '{column}' not found; available: {available}")
+
+
+def _is_numeric(column: pd.Series) -> bool:
+    """Numbers a model can read; booleans are numeric to pandas but are flags, not measurements."""
+    return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
+
+
+def _first(mask: pd.Series) -> int:
+    """Position of the first True in ``mask``."""
+    return int(np.flatnonzero(mask.to_numpy())[0])
 
 
 def _check_positive(name: str, value: int) -> None:

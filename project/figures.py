@@ -39,6 +39,17 @@ def plot_forecasts(context: Tensor, target: Tensor, forecast: Tensor, channel_na
     return figure
 
 
+def forecast_figure(model: L.LightningModule, datamodule, split: str, num_windows: int) -> Figure:
+    """Free-running forecasts of ``num_windows`` windows spread evenly over ``split``, in original units."""
+    windows = datamodule.split(split, datamodule.eval_stride)
+    picks = torch.linspace(0, len(windows) - 1, min(num_windows, len(windows))).round().long()
+    context, target = (torch.stack(part).to(model.device) for part in zip(*(windows[i] for i in picks)))
+    with torch.no_grad():
+        forecast = model(context, target.shape[1]).float()
+    context, target, forecast = (datamodule.inverse_transform(x.cpu()) for x in (context, target, forecast))
+    return plot_forecasts(context, target, forecast, datamodule.feature_names)
+
+
 class ForecastFigures(L.Callback):
     """Every ``every_n_epochs`` validation epochs, log a figure of free-running forecasts for fixed windows.
 
@@ -61,16 +72,7 @@ class ForecastFigures(L.Callback):
             or not hasattr(trainer.logger.experiment, "add_figure")
         ):
             return
-        datamodule = trainer.datamodule
-        windows = datamodule.split("val", datamodule.eval_stride)
-        picks = torch.linspace(0, len(windows) - 1, min(self.num_windows, len(windows))).round().long()
-        context, target = (torch.stack(part).to(pl_module.device) for part in zip(*(windows[i] for i in picks)))
-        with torch.no_grad():
-            forecast = pl_module(context, target.shape[1]).float()
-        to_units = datamodule.inverse_transform
-        figure = plot_forecasts(
-            *(to_units(x.cpu()) for x in (context, target, forecast)), channel_names=datamodule.feature_names
-        )
+        figure = forecast_figure(pl_module, trainer.datamodule, "val", self.num_windows)
         trainer.logger.experiment.add_figure("val/forecasts", figure, global_step=trainer.global_step)
 
 
@@ -93,14 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = {k: v for k, v in checkpoint["datamodule_hyper_parameters"].items() if not k.startswith("_")}
     datamodule = WindowDataModule(**{**settings, **({"source": args.source} if args.source else {})})
     datamodule.load_state_dict(checkpoint[type(datamodule).__qualname__])
-    windows = datamodule.split("test", datamodule.eval_stride)
-    picks = torch.linspace(0, len(windows) - 1, min(args.windows, len(windows))).round().long()
-    context, target = (torch.stack(part) for part in zip(*(windows[i] for i in picks)))
-    with torch.no_grad():
-        forecast = model(context, target.shape[1])
-    to_units = datamodule.inverse_transform
-    figure = plot_forecasts(to_units(context), to_units(target), to_units(forecast), datamodule.feature_names)
-    figure.savefig(args.output, dpi=110)
+    forecast_figure(model, datamodule, "test", args.windows).savefig(args.output, dpi=110)
     print(f"Wrote {args.output}")
 
 
