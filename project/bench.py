@@ -24,10 +24,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from project import regimes
-from project.memory import SavedTensorsMeter
-from project.model import ForecastTransformer
-from project.naive import naive_free_running, naive_generate
+from project.model.transformer import ForecastTransformer
+from project.training import regimes
+from project.training.memory import SavedTensorsMeter
+from project.training.naive import naive_free_running, naive_generate
 
 N_FEATURES, CONTEXT_LENGTH = 5, 12
 NAIVE = "naive loop (as posted)"

@@ -15,8 +15,8 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from project.data import InputError, WindowDataModule
 from project.figures import ForecastFigures
-from project.module import Forecaster
 from project.predictions import ForecastWriter
+from project.training.module import Forecaster
 
 # Set by the data, so a user sets them once under `data:` and the model follows.
 LINKED_FROM_DATA = ("n_features", "context_length", "horizon")

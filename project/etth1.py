@@ -22,9 +22,9 @@ import torch
 import yaml
 from torch.utils.data import DataLoader
 
-from project.baselines import LinearBaseline, repeat_last
 from project.data import WindowDataModule
 from project.runs import find_runs, read_scalars
+from project.training.baselines import LinearBaseline, repeat_last
 
 BASE_CONFIG, CONFIG = Path("configs/base.yaml"), Path("configs/etth1.yaml")  # etth1.yaml is a preset on base
 REGIMES = {  # table row → (run name, CLI arguments)

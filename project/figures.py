@@ -78,7 +78,7 @@ class ForecastFigures(L.Callback):
 
 def main(argv: list[str] | None = None) -> None:
     from project.data import WindowDataModule
-    from project.module import Forecaster
+    from project.training.module import Forecaster
 
     parser = argparse.ArgumentParser(
         prog="python -m project.figures", description="Plot test forecasts of a checkpoint."

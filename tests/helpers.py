@@ -11,7 +11,7 @@ import lightning as L
 import numpy as np
 import pandas as pd
 
-from project.module import Forecaster
+from project.training.module import Forecaster
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 

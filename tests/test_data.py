@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
-from project.data import InputError, WindowDataModule, WindowDataset
+from project.data.datamodule import InputError, WindowDataModule, WindowDataset
 
 ETTH1 = Path(__file__).resolve().parents[2] / "shared" / "data" / "ETTh1.csv"
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from project.naive import naive_generate
+from project.training.naive import naive_generate
 from tests.conftest import relative_difference, small_model
 
 VARIANTS = {

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 import torch
 
-from project import regimes
 from project.data import WindowDataModule
-from project.module import ContextNorm
+from project.training import regimes
+from project.training.module import ContextNorm
 from tests.conftest import relative_difference
 from tests.helpers import learnable_series, quiet_trainer, tiny_module
 

@@ -3,10 +3,10 @@ import itertools
 import pytest
 import torch
 
-from project import regimes
-from project.memory import SavedTensorsMeter
-from project.module import Forecaster
-from project.naive import naive_free_running
+from project.training import regimes
+from project.training.memory import SavedTensorsMeter
+from project.training.module import Forecaster
+from project.training.naive import naive_free_running
 from tests.conftest import relative_difference, small_model
 
 

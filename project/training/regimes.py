@@ -19,7 +19,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from project.model import ForecastTransformer
+from project.model.transformer import ForecastTransformer
 
 
 def teacher_forced(model: ForecastTransformer, memory: Tensor, start: Tensor, target: Tensor) -> Tensor:

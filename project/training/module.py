@@ -14,8 +14,8 @@ from torch import Tensor, nn
 from torchmetrics import MeanAbsoluteError, MeanMetric, MeanSquaredError, MetricCollection
 from torchmetrics.regression import SymmetricMeanAbsolutePercentageError
 
-from project import regimes
-from project.model import ForecastTransformer
+from project.model.transformer import ForecastTransformer
+from project.training import regimes
 
 TrainingMode = Literal["teacher_forcing", "free_running", "scheduled_sampling"]
 LOSSES = {"mse": nn.MSELoss, "mae": nn.L1Loss, "huber": nn.HuberLoss}

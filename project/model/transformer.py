@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
-from project.cache import KVCache, LayerCache
+from project.model.cache import KVCache, LayerCache
 
 
 class SinusoidalPositions(nn.Module):

@@ -11,7 +11,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from project.model import ForecastTransformer
+from project.model.transformer import ForecastTransformer
 
 NaiveFeedback = Literal["detach", "bptt", "partial"]
 

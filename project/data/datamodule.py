@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from project.synthetic import synthetic_series
+from project.data.synthetic import synthetic_series
 
 
 class InputError(ValueError):
@@ -88,7 +88,7 @@ class WindowDataModule(L.LightningDataModule):
 
     Args:
         source: A CSV or Parquet file, or a ``pandas.DataFrame`` (from Python). Empty: the embedded synthetic
-            series (five hourly channels, see ``project.synthetic``), so that nothing needs downloading.
+            series (five hourly channels, see ``project.data.synthetic``), so that nothing needs downloading.
         time_column: Column of timestamps. Parsed and checked: unique, increasing; irregular spacing is reported.
             Needed for splitting by date and for timestamps in prediction files.
         feature_columns: Channels to model, in order. Empty: every numeric column except ``time_column``.

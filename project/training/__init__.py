@@ -1,0 +1,1 @@
+"""How the network is trained: regimes, reference loops, the LightningModule, memory accounting, baselines."""
