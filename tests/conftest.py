@@ -1,12 +1,47 @@
+import os
+from pathlib import Path
+
 import pytest
 import torch
 
-from project.model import ForecastTransformer
+from project.model.transformer import ForecastTransformer
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--data-dir",
+        default=os.environ.get("FORECAST_DATA_DIR"),
+        help="folder holding ETTh1.csv and m4-hourly/ for the real-data tests (env FORECAST_DATA_DIR); "
+        "without it those tests are skipped",
+    )
+
+
+@pytest.fixture(scope="session")
+def data_dir(request) -> Path:
+    """The folder of public datasets, or a skip when none was given."""
+    folder = request.config.getoption("--data-dir")
+    if not folder or not Path(folder).is_dir():
+        pytest.skip("real-data test: pass --data-dir or set FORECAST_DATA_DIR to a folder with ETTh1.csv")
+    return Path(folder)
+
+
+@pytest.fixture
+def etth1(data_dir) -> Path:
+    path = data_dir / "ETTh1.csv"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    return path
 
 
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _cache_in_tmp(tmp_path, monkeypatch):
+    """Data caches and default log folders of in-process runs go to the test's own folder."""
+    monkeypatch.chdir(tmp_path)
 
 
 def small_model(dtype: torch.dtype = torch.float64, **overrides) -> ForecastTransformer:

@@ -1,4 +1,5 @@
-"""Running the CLI the way a user does: a fresh Python process from the repository root."""
+"""Running the CLI the way a user does (a fresh Python process from the repository root, or in-process for
+speed), and the small models and data the tests share."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import lightning as L
 import numpy as np
 import pandas as pd
 
+from project.cli import cli_main
 from project.training.module import Forecaster
 
 REPOSITORY = Path(__file__).resolve().parents[1]
+BASE = str(REPOSITORY / "configs" / "base.yaml")
 
 # A model small enough that a CLI run takes seconds on two CPU cores.
 SMALL_MODEL = [
@@ -25,16 +28,36 @@ SMALL_MODEL = [
 ]
 
 
-def run_cli(*arguments: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "PYTHONWARNINGS": "ignore", "COLUMNS": "200"}
+def config(name: str) -> str:
+    """Absolute path of a file in configs/, for runs whose working directory is a test folder."""
+    return str(REPOSITORY / "configs" / name)
+
+
+def run_cli(*arguments: str, timeout: int = 600, cwd: Path = REPOSITORY) -> subprocess.CompletedProcess:
+    """``python -m project.cli …`` in a fresh process."""
+    environment = {**os.environ, "PYTHONWARNINGS": "ignore", "COLUMNS": "200", "PYTHONPATH": str(REPOSITORY)}
     return subprocess.run(
         [sys.executable, "-m", "project.cli", *arguments],
-        cwd=REPOSITORY,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,
         env=environment,
     )
+
+
+def cli(*arguments: str) -> int:
+    """``python -m project.cli …`` in this process (imports paid once); the exit code (0 when it returns)."""
+    try:
+        cli_main(list(arguments))
+    except SystemExit as exit:
+        return exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
+    return 0
+
+
+def last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else ""
 
 
 def quick_fit_arguments(log_dir: Path, steps: int = 2) -> list[str]:
@@ -50,7 +73,7 @@ def quick_fit_arguments(log_dir: Path, steps: int = 2) -> list[str]:
     ]
 
 
-def only_run(log_dir: Path, name: str = "synthetic") -> Path:
+def only_run(log_dir: Path, name: str = "synthetic_series") -> Path:
     """The single version folder a CLI run wrote under ``log_dir``."""
     (version,) = sorted((log_dir / name).iterdir())
     return version

@@ -1,5 +1,6 @@
 """Data: reading and checking tables, windows, the DataModule and the embedded synthetic series."""
 
-from project.data.datamodule import InputError, WindowDataModule
+from project.data.datamodule import WindowDataModule
+from project.errors import InputError
 
 __all__ = ["InputError", "WindowDataModule"]

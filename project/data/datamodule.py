@@ -1,9 +1,9 @@
-"""A table of timestamps and numeric channels, as forecasting windows: files, cleaning, splits, scaling, loaders.
+"""The LightningDataModule: one series or thousands, with covariates, as forecasting windows.
 
-Windows are views into one tensor of the whole series (``Tensor.unfold``), so memory stays about the size of
-the series whatever the window length. Splits are chronological; a validation or test window may take its
-context from rows before its split, never its target. Scaling is fitted on training rows only and travels in
-the checkpoint, so ``validate``/``test``/``predict`` scale exactly as training did.
+It reads and checks a long-format table (``project.data.table``), turns it into one matrix of every series' rows
+(``project.data.panel``, memory-mapped from a cache), splits each series chronologically, fits the scaling on
+training rows only (``project.data.scaling``, saved in every checkpoint) and serves windows that never straddle two
+series (``project.data.windows``, whose docstring documents the batch format).
 """
 
 from __future__ import annotations
@@ -16,408 +16,416 @@ import lightning as L
 import numpy as np
 import pandas as pd
 import torch
-from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from project.data.synthetic import synthetic_series
+from project.data.panel import Panel, PanelSettings, build_panel, cached_panel
+from project.data.sampling import EvaluationShard, ResumableLoader, TrainingOrder
+from project.data.scaling import Scaler, Scaling
+from project.data.synthetic import synthetic_panel, synthetic_series
+from project.data.table import read_table
+from project.data.windows import ForecastOrigins, PanelWindows, split_windows
+from project.errors import InputError
 
-
-class InputError(ValueError):
-    """Bad user input. The message is one line naming the file, column or argument and what was expected."""
-
-
-class StandardScaler:
-    """Per-channel standardisation ``(x - mean) / std`` with statistics from the training rows only."""
-
-    def __init__(self, mean: Tensor, std: Tensor) -> None:
-        self.mean, self.std = mean, std
-
-    @classmethod
-    def fit(cls, rows: Tensor) -> StandardScaler:
-        # A constant channel would divide by zero; leave it unscaled instead.
-        std = rows.std(dim=0, unbiased=False)
-        return cls(rows.mean(dim=0), torch.where(std > 0, std, torch.ones_like(std)))
-
-    def transform(self, values: Tensor) -> Tensor:
-        return (values - self.mean.to(values)) / self.std.to(values)
-
-    def inverse_transform(self, values: Tensor) -> Tensor:
-        return values * self.std.to(values) + self.mean.to(values)
-
-
-class WindowDataset(Dataset):
-    """(context, target) pairs of shapes (context_length, F) and (horizon, F), all views into ``series``.
-
-    Windows are anchored at the end of ``series``: the last window's target ends on its last row, and with
-    ``stride`` > 1 it is the oldest rows that are skipped.
-    """
-
-    def __init__(self, series: Tensor, context_length: int, horizon: int, stride: int = 1) -> None:
-        window_length = context_length + horizon
-        self.first_row = (len(series) - window_length) % stride
-        self.windows = series[self.first_row :].unfold(0, window_length, stride)  # (W, F, window_length), a view
-        self.context_length, self.stride = context_length, stride
-
-    def __len__(self) -> int:
-        return self.windows.shape[0]
-
-    def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
-        window = self.windows[index].T  # (window_length, F)
-        return window[: self.context_length], window[self.context_length :]
-
-    def target_start(self, index: int) -> int:
-        """Row of ``series`` where window ``index``'s target begins."""
-        return self.first_row + index * self.stride + self.context_length
-
-
-class ContextDataset(Dataset):
-    """The last ``context_length`` rows of a series: one input for a forecast into the unknown future."""
-
-    def __init__(self, series: Tensor, context_length: int) -> None:
-        self.context = series[-context_length:]
-
-    def __len__(self) -> int:
-        return 1
-
-    def __getitem__(self, index: int) -> tuple[Tensor]:
-        return (self.context,)
+Split = Literal["train", "val", "test"]
+DEFAULT_FRACTIONS = (0.7, 0.1, 0.2)
 
 
 class WindowDataModule(L.LightningDataModule):
-    """Reads, checks, splits and scales a multichannel time series and serves forecasting windows.
+    """Reads, checks, splits and scales one or many time series and serves forecasting windows.
 
     Args:
-        source: A CSV or Parquet file, or a ``pandas.DataFrame`` (from Python). Empty: the embedded synthetic
-            series (five hourly channels, see ``project.data.synthetic``), so that nothing needs downloading.
-        time_column: Column of timestamps. Parsed and checked: unique, increasing; irregular spacing is reported.
-            Needed for splitting by date and for timestamps in prediction files.
-        feature_columns: Channels to model, in order. Empty: every numeric column except ``time_column``.
+        source: A CSV or Parquet file in long format (one row per series and time step), or a
+            ``pandas.DataFrame`` (from Python). Empty: the embedded synthetic data chosen by ``synthetic``.
+        synthetic: Embedded data when ``source`` is empty: ``series`` (one hourly series of five channels) or
+            ``panel`` (daily sales of 36 store × product series with prices, promotions and store covariates).
+        time_column: Column of timestamps: unique and increasing within each series. Needed for splitting by date,
+            calendar features and timestamps in prediction files; its frequency (hours, business days, month
+            starts, …) is inferred and saved in checkpoints.
+        id_columns: Columns identifying a series (e.g. ``[store, product]``). Empty: the table is one series.
+        target_columns: Columns to forecast; predictions are fed back as inputs. Empty: every numeric column not
+            named in another role.
+        past_covariates: Numeric columns known only up to the forecast start (e.g. footfall, temperature).
+        future_covariates: Numeric columns known over the forecast horizon too (prices, promotions, holidays).
+            To forecast into the future, add rows after each series' last target with these filled and the
+            targets empty.
+        static_covariates: Columns constant within a series (store, category, size): text or category columns
+            become learned embeddings, numeric ones are scaled across series.
+        calendar_features: Add sine/cosine calendar features of every cycle longer than the data's step (hour of
+            day, day of week, day of year, month of year) as future covariates. Needs ``time_column``.
         context_length: Time steps the model sees before the forecast (the look-back window).
-        horizon: Time steps to forecast.
-        stride: Step between consecutive training windows.
+        horizon: Time steps to forecast in training, validation and test.
+        predict_horizon: Time steps ``predict`` forecasts; empty: ``horizon``. Up to the model's ``max_horizon``.
+        stride: Step between consecutive training windows of a series.
         eval_stride: Step between consecutive validation and test windows (1: every window, as benchmarks do).
         batch_size: Windows per batch and per device.
-        num_workers: DataLoader worker processes.
-        train_fraction: Share of rows, from the start, for training (when not splitting by date).
-        val_fraction: Share of rows after the training rows for validation.
-        test_fraction: Share of rows after the validation rows for testing; what is left after it is unused.
-        val_start: First timestamp of the validation split; with ``test_start`` it replaces the fractions.
+        num_workers: DataLoader worker processes; they share the memory-mapped matrix.
+        train_fraction: Share of each series' rows, from its start, for training (when not splitting by date or
+            size). Default 0.7.
+        val_fraction: Share of each series' rows after its training rows for validation. Default 0.1.
+        test_fraction: Share of each series' rows after its validation rows for testing. Default 0.2.
+        val_start: First timestamp of the validation split, the same for every series; with ``test_start``.
         test_start: First timestamp of the test split.
-        test_end: Timestamp after the last test row (exclusive). Empty: the end of the data.
-        fill_missing: What to do with missing or infinite values: ``none`` (an error naming the column and row),
-            ``ffill`` (carry the last valid value forward) or ``interpolate`` (linear in time).
-        scale: Standardise each channel with the training rows' mean and standard deviation.
-        predict_windows: What ``predict`` forecasts: ``last`` (the future after the last row) or ``test`` (every
-            test window, for inspection against the truth).
-        synthetic_rows: Length of the embedded synthetic series, when ``source`` is empty.
+        test_end: Timestamp after the last test row (exclusive). Empty: the end of each series.
+        val_size: Validation rows at the end of each series, before the test rows (with ``test_size``).
+        test_size: Test rows at the end of each series (e.g. the competition horizon).
+        fill_missing: What to do with missing or infinite values in observed rows: ``none`` (an error naming the
+            column, row and series), ``ffill`` (carry the last valid value forward) or ``interpolate``.
+        scaling: Standardisation fitted on training rows: ``per_series`` (each series by its own statistics, the
+            default with ``id_columns``), ``global`` (one set for all series, the default without) or ``none``.
+        predict_windows: What ``predict`` forecasts: ``last`` (the future after each series' last target) or
+            ``test`` (every test window, to inspect against the truth).
+        synthetic_rows: Length of the embedded series, when ``source`` is empty and ``synthetic`` is ``series``.
+        cache_dir: Folder where a file source's matrix is written once and memory-mapped (shared by workers and
+            DDP ranks). Empty: keep it in memory.
+        shuffle_seed: Seed of the training order. Empty: the run's seed (``seed_everything``).
     """
 
     def __init__(
         self,
         source: str | Path | pd.DataFrame | None = None,
+        synthetic: Literal["series", "panel"] = "series",
         time_column: str | None = None,
-        feature_columns: list[str] | None = None,
+        id_columns: list[str] | None = None,
+        target_columns: list[str] | None = None,
+        past_covariates: list[str] | None = None,
+        future_covariates: list[str] | None = None,
+        static_covariates: list[str] | None = None,
+        calendar_features: bool = True,
         context_length: int = 12,
         horizon: int = 12,
+        predict_horizon: int | None = None,
         stride: int = 1,
         eval_stride: int = 1,
         batch_size: int = 64,
         num_workers: int = 0,
-        train_fraction: float = 0.7,
-        val_fraction: float = 0.1,
-        test_fraction: float = 0.2,
+        train_fraction: float | None = None,
+        val_fraction: float | None = None,
+        test_fraction: float | None = None,
         val_start: str | None = None,
         test_start: str | None = None,
         test_end: str | None = None,
+        val_size: int | None = None,
+        test_size: int | None = None,
         fill_missing: Literal["none", "ffill", "interpolate"] = "none",
-        scale: bool = True,
+        scaling: Scaling | None = None,
         predict_windows: Literal["last", "test"] = "last",
         synthetic_rows: int = 10_000,
+        cache_dir: str | None = ".cache/data",
+        shuffle_seed: int | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["source"])
+        # A path is saved so that `predict --ckpt_path` alone finds the data it was trained on; a DataFrame is not.
+        self.hparams["source"] = None if source is None or isinstance(source, pd.DataFrame) else str(source)
         for name in ("context_length", "horizon", "stride", "eval_stride", "batch_size", "synthetic_rows"):
             _check_positive(name, locals()[name])
+        for name in ("predict_horizon", "val_size", "test_size"):
+            if locals()[name] is not None:
+                _check_positive(name, locals()[name])
         if num_workers < 0:
             raise InputError(f"num_workers must be >= 0; got {num_workers}")
+        if target_columns is not None and not target_columns:
+            raise InputError("target_columns must name at least one column, or be left out to use every numeric one")
         self.context_length, self.horizon = context_length, horizon
+        self.predict_horizon = predict_horizon or horizon
         self.stride, self.eval_stride = stride, eval_stride
         self.batch_size, self.num_workers = batch_size, num_workers
         self.predict_windows = predict_windows
-        self.scale = scale
+        self.shuffle_seed = shuffle_seed
+        # Several processes may read fewer windows than others (EvaluationShard), even none.
+        self.allow_zero_length_dataloader_with_multiple_devices = True
 
         if source is None:
-            frame, self.source_name = synthetic_series(synthetic_rows), "synthetic data"
-            time_column = time_column or "timestamp"
-        elif isinstance(source, pd.DataFrame):
-            frame, self.source_name = source, "the DataFrame"
-        else:
-            frame, self.source_name = _read_table(Path(source)), str(source)
-
-        # The usual step between timestamps dates forecasts past the last row.
-        self.timestamps, self.time_step = (
-            (None, None) if time_column is None else self._parse_timestamps(frame, time_column)
+            time_column = time_column or ("timestamp" if synthetic == "series" else "date")
+            self.source_name = f"synthetic {synthetic}"
+        settings = PanelSettings(
+            time_column=time_column,
+            id_columns=tuple(id_columns or ()),
+            target_columns=tuple(target_columns or ()),
+            past_covariates=tuple(past_covariates or ()),
+            future_covariates=tuple(future_covariates or ()),
+            static_covariates=tuple(static_covariates or ()),
+            calendar_features=calendar_features and time_column is not None,
+            fill_missing=fill_missing,
         )
-        self.feature_names = self._feature_columns(frame, feature_columns, time_column)
-        values = self._clean(frame[self.feature_names], fill_missing)
-        self.raw = torch.from_numpy(values)  # (rows, F) float32, in original units
-        self.boundaries = self._split_rows(train_fraction, val_fraction, test_fraction, val_start, test_start, test_end)
-        self.scaler: StandardScaler | None = None
-        self.series: Tensor | None = None  # (rows, F), scaled
+        self.panel = self._read(source, synthetic, synthetic_rows, settings, cache_dir)
+        self.scaling: Scaling = scaling or ("per_series" if settings.id_columns else "global")
+        self.split_rows = self._split_rows(
+            (train_fraction, val_fraction, test_fraction), (val_start, test_start, test_end), (val_size, test_size)
+        )
+        self.scaler: Scaler | None = None
+        self._datasets: dict[tuple, Dataset] = {}
+
+    # -- What the model needs to know (linked into it by the CLI) --------------------------------------------------
+
+    @property
+    def target_names(self) -> list[str]:
+        return self.panel.roles.targets
 
     @property
     def n_features(self) -> int:
-        return len(self.feature_names)
+        """Target channels F."""
+        return len(self.panel.roles.targets)
+
+    @property
+    def n_past_covariates(self) -> int:
+        return len(self.panel.roles.past)
+
+    @property
+    def n_future_covariates(self) -> int:
+        return len(self.panel.roles.future) + len(self.panel.roles.calendar)
+
+    @property
+    def static_cardinalities(self) -> list[int]:
+        """Categories of each categorical static covariate (the model adds one "unknown" embedding to each)."""
+        return [len(vocabulary) for vocabulary in self.panel.categories]
+
+    @property
+    def n_static_reals(self) -> int:
+        return len(self.panel.roles.static_real)
 
     # -- Lightning hooks ---------------------------------------------------------------------------------------
 
     def setup(self, stage: str | None = None) -> None:
         if self.scaler is None:  # restored from a checkpoint otherwise (load_state_dict)
-            train_end = self.boundaries[0]
-            self._use_scaler(self._fitted_scaler(self.raw[:train_end]))
+            self.scaler = Scaler.fit(self.panel, self.split_rows[:, 0], self.scaling)
+            self._datasets.clear()
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.split("train", self.stride), shuffle=True)
+        dataset = self.split("train", self.stride)
+        rank, world_size = self._process()
+        if self.shuffle_seed is None:
+            self.shuffle_seed = int(torch.initial_seed() % 2**31)
+        sampler = TrainingOrder(dataset, self.shuffle_seed, rank, world_size)
+        return ResumableLoader(dataset, sampler=sampler, batches_done=self._batches_done, **self._loader_settings())
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader(self.split("val", self.eval_stride))
+        return self._evaluation_loader(self.split("val", self.eval_stride))
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader(self.split("test", self.eval_stride))
+        return self._evaluation_loader(self.split("test", self.eval_stride))
 
     def predict_dataloader(self) -> DataLoader:
-        return self._loader(self.predict_dataset())
+        return self._evaluation_loader(self.predict_dataset())
 
     def state_dict(self) -> dict:
+        self.setup()
+        roles = self.panel.roles
         return {
-            "feature_names": list(self.feature_names),
-            "scaler_mean": self.scaler.mean.tolist(),
-            "scaler_std": self.scaler.std.tolist(),
+            "targets": roles.targets,
+            "past_covariates": roles.past,
+            "future_covariates": roles.future,
+            "calendar": roles.calendar,
+            "static_categorical": roles.static_categorical,
+            "static_real": roles.static_real,
+            "categories": self.panel.categories,
+            "frequency": self.panel.frequency,
+            "scaler": self.scaler.state_dict(self.panel),
+            "shuffle_seed": self.shuffle_seed,
+            "from_dataframe": self.source_name == "the DataFrame",
         }
 
     def load_state_dict(self, state_dict: dict) -> None:
-        trained_on = state_dict["feature_names"]
-        if trained_on != self.feature_names:
-            raise InputError(
-                f"{self.source_name}: the checkpoint was trained on columns {trained_on}; "
-                f"the data has {self.feature_names}"
-            )
-        mean, std = (torch.tensor(state_dict[key], dtype=torch.float32) for key in ("scaler_mean", "scaler_std"))
-        self._use_scaler(StandardScaler(mean, std))
+        roles = self.panel.roles
+        ours = {
+            "targets": roles.targets,
+            "past_covariates": roles.past,
+            "future_covariates": roles.future,
+            "calendar": roles.calendar,
+            "static_categorical": roles.static_categorical,
+            "static_real": roles.static_real,
+        }
+        for role, columns in ours.items():
+            if state_dict[role] != columns:
+                raise InputError(
+                    f"{self.source_name}: the checkpoint was trained with {role} {state_dict[role]}; the data has "
+                    f"{columns}"
+                )
+        self._use_vocabularies(state_dict["categories"])
+        if self.panel.frequency is None and state_dict["frequency"]:
+            self.panel.frequency = state_dict["frequency"]  # too few rows here to infer it: trust the training data
+        if self.shuffle_seed is None:
+            self.shuffle_seed = state_dict["shuffle_seed"]
+        self.scaler = Scaler.from_state(state_dict["scaler"], self.panel, self.split_rows[:, 0])
+        self._datasets.clear()
 
     # -- Windows -----------------------------------------------------------------------------------------------
 
-    def split(self, name: Literal["train", "val", "test"], stride: int = 1) -> WindowDataset:
+    def split(self, name: Split, stride: int | None = None) -> PanelWindows:
         """The windows whose targets lie in split ``name``; contexts may reach back into the previous split."""
-        start, end = self.split_rows(name)
-        return WindowDataset(
-            self._scaled()[self._context_start(start) : end], self.context_length, self.horizon, stride
-        )
+        stride = stride or (self.stride if name == "train" else self.eval_stride)
+        key = (name, stride)
+        if key not in self._datasets:
+            self.setup()
+            column = {"train": 0, "val": 1, "test": 2}[name]
+            start = np.zeros(self.panel.n_series, dtype=np.int64) if column == 0 else self.split_rows[:, column - 1]
+            first, count = split_windows(self.split_rows[:, column], start, self.context_length, self.horizon, stride)
+            self._datasets[key] = PanelWindows(
+                self.panel, self.scaler, self.context_length, self.horizon, first, count, stride
+            )
+        return self._datasets[key]
 
-    def split_rows(self, name: Literal["train", "val", "test"]) -> tuple[int, int]:
-        """Rows ``[start, end)`` whose values are targets of split ``name``."""
-        train_end, val_end, test_end = self.boundaries
-        return {"train": (0, train_end), "val": (train_end, val_end), "test": (val_end, test_end)}[name]
-
-    def predict_dataset(self) -> Dataset:
+    def predict_dataset(self) -> PanelWindows | ForecastOrigins:
         if self.predict_windows == "test":
             return self.split("test", self.eval_stride)
-        return ContextDataset(self._scaled(), self.context_length)
-
-    def forecast_timestamps(self, window: int) -> pd.DatetimeIndex | None:
-        """Timestamps of the ``horizon`` forecast steps of prediction window ``window`` (None without a time column)."""
-        if self.timestamps is None:
-            return None
-        if self.predict_windows == "last":
-            last = self.timestamps.iloc[-1]
-            return pd.DatetimeIndex([last + self.time_step * (i + 1) for i in range(self.horizon)])
-        target_start = self._context_start(self.split_rows("test")[0]) + self.predict_dataset().target_start(window)
-        return pd.DatetimeIndex(self.timestamps.iloc[target_start : target_start + self.horizon])
-
-    def inverse_transform(self, values: Tensor) -> Tensor:
-        """Scaled values (…, F) back in the original units of each channel."""
-        return self.scaler.inverse_transform(values)
+        if ("predict",) not in self._datasets:
+            self.setup()
+            self._datasets[("predict",)] = ForecastOrigins(
+                self.panel, self.scaler, self.context_length, self.predict_horizon, self.source_name
+            )
+        return self._datasets[("predict",)]
 
     # -- Internals ---------------------------------------------------------------------------------------------
 
-    def _context_start(self, split_start: int) -> int:
-        """Evaluation windows may take their context from the rows before their split; training windows may not."""
-        return max(0, split_start - self.context_length)
-
-    def _fitted_scaler(self, rows: Tensor) -> StandardScaler:
-        if self.scale:
-            return StandardScaler.fit(rows)
-        return StandardScaler(torch.zeros(self.n_features), torch.ones(self.n_features))
-
-    def _use_scaler(self, scaler: StandardScaler) -> None:
-        self.scaler = scaler
-        self.series = scaler.transform(self.raw)
-
-    def _scaled(self) -> Tensor:
-        if self.series is None:
-            self.setup()
-        return self.series
-
-    def _loader(self, dataset: Dataset, shuffle: bool = False) -> DataLoader:
-        return DataLoader(
-            dataset,
-            batch_size=self.batch_size,
-            shuffle=shuffle,
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
+    def _read(self, source, synthetic: str, synthetic_rows: int, settings: PanelSettings, cache_dir) -> Panel:
+        if source is None:
+            frame = synthetic_series(synthetic_rows) if synthetic == "series" else synthetic_panel()
+            return build_panel(frame, settings, self.source_name)
+        if isinstance(source, pd.DataFrame) or not cache_dir:
+            frame, self.source_name = read_table(source)
+            return build_panel(frame, settings, self.source_name)
+        path = Path(source)
+        self.source_name = str(path)
+        return cached_panel(
+            path, settings, Path(cache_dir), lambda: build_panel(read_table(path)[0], settings, str(path))
         )
 
-    def _parse_timestamps(self, frame: pd.DataFrame, column: str) -> tuple[pd.Series, pd.Timedelta | None]:
-        """The parsed, checked time column and its most common step."""
-        _check_columns_exist(self.source_name, frame, [column])
-        parsed = pd.to_datetime(frame[column], errors="coerce")
-        if parsed.isna().any():
-            row = _first(parsed.isna())
+    def _split_rows(self, fractions: tuple, dates: tuple, sizes: tuple) -> np.ndarray:
+        """(series, 3) local rows ending the train, validation and test targets of each series."""
+        panel, observed = self.panel, self.panel.observed
+        given = {
+            "fractions": any(f is not None for f in fractions),
+            "dates": any(d is not None for d in dates),
+            "sizes": any(s is not None for s in sizes),
+        }
+        if sum(given.values()) > 1:
+            chosen = " and ".join(name for name, used in given.items() if used)
             raise InputError(
-                f"{self.source_name}: column '{column}' must hold timestamps; row {row} has {frame[column].iloc[row]!r}"
+                f"split by one of fractions (train/val/test_fraction), dates (val_start/test_start/test_end) or "
+                f"sizes (val_size/test_size); got {chosen}"
             )
-        steps = parsed.diff().iloc[1:]  # steps.iloc[i] leads to row i + 1
-        if (steps == pd.Timedelta(0)).any():
-            row = _first(steps == pd.Timedelta(0)) + 1
-            raise InputError(
-                f"{self.source_name}: column '{column}' has duplicate timestamps; row {row} repeats {parsed.iloc[row]}"
-            )
-        if (steps < pd.Timedelta(0)).any():
-            row = _first(steps < pd.Timedelta(0)) + 1
-            raise InputError(
-                f"{self.source_name}: column '{column}' must be sorted in increasing time; row {row} "
-                f"({parsed.iloc[row]}) comes before row {row - 1} ({parsed.iloc[row - 1]})"
-            )
-        usual = steps.mode().iloc[0] if len(steps) else None
-        irregular = steps != usual
-        if irregular.any():
-            row = _first(irregular) + 1
-            warnings.warn(
-                f"{self.source_name}: column '{column}' is not regularly spaced: {int(irregular.sum())} steps differ "
-                f"from the usual {usual}, first before row {row} ({parsed.iloc[row]})",
-                stacklevel=3,
-            )
-        return parsed.reset_index(drop=True), usual
-
-    def _feature_columns(self, frame: pd.DataFrame, requested: list[str] | None, time_column: str | None) -> list[str]:
-        if requested is not None:
-            if not requested:
-                raise InputError("feature_columns must name at least one column; got an empty list")
-            _check_columns_exist(self.source_name, frame, requested)
-            for column in requested:
-                if not _is_numeric(frame[column]):
-                    raise InputError(
-                        f"{self.source_name}: column '{column}' must be numeric; got dtype {frame[column].dtype}"
-                    )
-            return list(requested)
-        numeric = [column for column in frame.columns if column != time_column and _is_numeric(frame[column])]
-        if not numeric:
-            raise InputError(f"{self.source_name}: expected at least one numeric column; found none")
-        return [str(column) for column in numeric]
-
-    def _clean(self, features: pd.DataFrame, fill_missing: str) -> np.ndarray:
-        values = features.to_numpy(dtype=np.float64, copy=True)
-        missing = ~np.isfinite(values)
-        if missing.any():
-            if fill_missing == "none":
-                row, channel = (int(i) for i in np.argwhere(missing)[0])
-                when = "" if self.timestamps is None else f" ({self.timestamps.iloc[row]})"
-                raise InputError(
-                    f"{self.source_name}: column '{self.feature_names[channel]}' has a missing or infinite value "
-                    f"at row {row}{when}; set fill_missing to ffill or interpolate, or clean the data"
-                )
-            filled = pd.DataFrame(np.where(missing, np.nan, values))
-            if fill_missing == "interpolate":
-                filled = filled.interpolate(method="linear", limit_direction="both")
-            # Leading gaps have nothing to carry forward: take the first valid value instead.
-            values = filled.ffill().bfill().to_numpy()
-            if not np.isfinite(values).all():
-                channel = int(np.flatnonzero(~np.isfinite(values).all(axis=0))[0])
-                raise InputError(
-                    f"{self.source_name}: column '{self.feature_names[channel]}' has no valid value to fill from"
-                )
-        return values.astype(np.float32)
-
-    def _split_rows(
-        self,
-        train_fraction: float,
-        val_fraction: float,
-        test_fraction: float,
-        val_start: str | None,
-        test_start: str | None,
-        test_end: str | None,
-    ) -> tuple[int, int, int]:
-        rows = len(self.raw)
-        if val_start is not None or test_start is not None or test_end is not None:
-            if self.timestamps is None:
+        if given["dates"]:
+            val_start, test_start, test_end = dates
+            if panel.timestamps is None:
                 raise InputError("val_start/test_start/test_end split by date and need time_column; got none")
             if val_start is None or test_start is None:
                 raise InputError(
                     f"splitting by date needs both val_start and test_start; got val_start={val_start}, "
                     f"test_start={test_start}"
                 )
-            boundaries = [int(self.timestamps.searchsorted(pd.Timestamp(date))) for date in (val_start, test_start)] + [
-                rows if test_end is None else int(self.timestamps.searchsorted(pd.Timestamp(test_end)))
-            ]
+            cuts = [self._rows_before(date) for date in (val_start, test_start)]
+            cuts.append(observed if test_end is None else np.minimum(self._rows_before(test_end), observed))
             described = f"val_start={val_start}, test_start={test_start}, test_end={test_end}"
+        elif given["sizes"]:
+            val_size, test_size = sizes
+            if val_size is None or test_size is None:
+                raise InputError(f"splitting by size needs both val_size and test_size; got {val_size} and {test_size}")
+            cuts = [observed - test_size - val_size, observed - test_size, observed]
+            described = f"val_size={val_size}, test_size={test_size}"
         else:
-            fractions = {"train_fraction": train_fraction, "val_fraction": val_fraction, "test_fraction": test_fraction}
-            for name, fraction in fractions.items():
-                if not 0 < fraction <= 1:
-                    raise InputError(f"{name} must be in (0, 1]; got {fraction}")
-            if sum(fractions.values()) > 1 + 1e-9:
+            shares = [DEFAULT_FRACTIONS[i] if f is None else f for i, f in enumerate(fractions)]
+            names = ("train_fraction", "val_fraction", "test_fraction")
+            for name, share in zip(names, shares):
+                if not 0 < share <= 1:
+                    raise InputError(f"{name} must be in (0, 1]; got {share}")
+            if sum(shares) > 1 + 1e-9:
                 raise InputError(
-                    f"train_fraction + val_fraction + test_fraction must be at most 1; got "
-                    f"{train_fraction} + {val_fraction} + {test_fraction} = {sum(fractions.values()):g}"
+                    "train_fraction + val_fraction + test_fraction must be at most 1; got "
+                    f"{shares[0]} + {shares[1]} + {shares[2]} = {sum(shares):g}"
                 )
-            cumulative = np.cumsum([train_fraction, val_fraction, test_fraction])
-            boundaries = [min(rows, round(rows * share)) for share in cumulative]
-            described = f"fractions {train_fraction}/{val_fraction}/{test_fraction}"
+            cuts = [np.minimum(observed, np.round(observed * share)) for share in np.cumsum(shares)]
+            described = f"fractions {shares[0]}/{shares[1]}/{shares[2]}"
+        rows = np.stack([np.clip(np.asarray(c, dtype=np.int64), 0, observed) for c in cuts], axis=1)
+        self._check_splits(rows, described)
+        return rows
 
-        train_end, val_end, end = boundaries
-        window = self.context_length + self.horizon
-        if rows < window + 2 * self.horizon:
+    def _rows_before(self, date: str) -> np.ndarray:
+        """Per series, the number of observed rows strictly before ``date``."""
+        moment = pd.Timestamp(date)
+        if self.panel.timezone:
+            moment = (moment.tz_localize(self.panel.timezone) if moment.tz is None else moment).tz_convert("UTC")
+            moment = moment.tz_localize(None)
+        moment = np.datetime64(moment.to_datetime64(), "ns")
+        rows = np.zeros(self.panel.n_series, dtype=np.int64)
+        for series in range(self.panel.n_series):
+            observed = self.panel.timestamps[self.panel.rows(series)][: self.panel.observed[series]]
+            rows[series] = np.searchsorted(observed, moment, side="left")
+        return rows
+
+    def _check_splits(self, rows: np.ndarray, described: str) -> None:
+        """Every split has at least one window; series too short to train on are counted in one warning."""
+        observed, window = self.panel.observed, self.context_length + self.horizon
+        single = self.panel.n_series == 1
+        longest = int(observed.max())
+        if longest < window + 2 * self.horizon:
+            subject = f"has {longest} rows" if single else f"has no series longer than {longest} rows"
             raise InputError(
-                f"{self.source_name}: has {rows} rows; a training window and a validation and test horizon need at "
-                f"least context_length + 3 * horizon = {window + 2 * self.horizon}"
+                f"{self.source_name}: {subject}; a training window and a validation and test horizon need at least "
+                f"context_length + 3 * horizon = {window + 2 * self.horizon}"
             )
-        needed = {"train": window, "val": self.horizon, "test": self.horizon}
-        for name, (start, stop) in zip(needed, [(0, train_end), (train_end, val_end), (val_end, end)]):
-            if stop - start < needed[name]:
-                raise InputError(
-                    f"{self.source_name}: the {name} split ({described}) has {max(0, stop - start)} of {rows} rows; "
-                    f"it needs at least {needed[name]} (context_length={self.context_length}, horizon={self.horizon})"
+        starts = np.column_stack([np.zeros(len(rows), dtype=np.int64), rows[:, :2]])
+        for column, (name, needed) in enumerate((("train", window), ("val", self.horizon), ("test", self.horizon))):
+            _, count = split_windows(rows[:, column], starts[:, column], self.context_length, self.horizon, 1)
+            if count.sum() == 0:
+                split_rows = int((rows[:, column] - starts[:, column]).max())
+                amount = (
+                    f"{max(0, split_rows)} of {longest} rows" if single else f"at most {split_rows} rows in a series"
                 )
-        return train_end, val_end, end
+                raise InputError(
+                    f"{self.source_name}: the {name} split ({described}) has {amount}; it needs at least {needed} "
+                    f"(context_length={self.context_length}, horizon={self.horizon})"
+                )
+        _, train_windows = split_windows(rows[:, 0], starts[:, 0], self.context_length, self.horizon, 1)
+        if not single and (train_windows == 0).any():
+            warnings.warn(
+                f"{self.source_name}: {int((train_windows == 0).sum())} of {len(rows)} series have fewer than "
+                f"context_length + horizon = {window} training rows and give no training window",
+                stacklevel=3,
+            )
 
+    def _use_vocabularies(self, trained: list[list[str]]) -> None:
+        """Re-code categorical static covariates with the training vocabulary; unseen values become "unknown"."""
+        for column, vocabulary in enumerate(trained):
+            ours = self.panel.categories[column]
+            if ours == vocabulary:
+                continue
+            lookup = {label: code + 1 for code, label in enumerate(vocabulary)}
+            labels = [ours[code - 1] if code > 0 else None for code in self.panel.static_categorical[:, column]]
+            unseen = sorted({label for label in labels if label not in lookup})
+            if unseen:
+                name = self.panel.roles.static_categorical[column]
+                warnings.warn(
+                    f"{self.source_name}: static covariate '{name}' has values the model never saw in training "
+                    f"({', '.join(map(str, unseen[:5]))}{', …' if len(unseen) > 5 else ''}); they use the unknown "
+                    "category's embedding",
+                    stacklevel=3,
+                )
+            self.panel.static_categorical[:, column] = [lookup.get(label, 0) for label in labels]
+            self.panel.categories[column] = list(vocabulary)
 
-def _read_table(path: Path) -> pd.DataFrame:
-    if not path.is_file():
-        raise InputError(f"{path}: data file not found")
-    if path.suffix.lower() == ".csv":
-        return pd.read_csv(path)
-    if path.suffix.lower() in (".parquet", ".pq"):
-        return pd.read_parquet(path)
-    raise InputError(f"{path}: expected a .csv or .parquet file; got '{path.suffix}'")
+    def _process(self) -> tuple[int, int]:
+        trainer = self.trainer
+        return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
 
+    def _batches_done(self) -> int:
+        trainer = self.trainer
+        return 0 if trainer is None else trainer.fit_loop.epoch_loop.batch_progress.current.processed
 
-def _check_columns_exist(source_name: str, frame: pd.DataFrame, columns: list[str]) -> None:
-    for column in columns:
-        if column not in frame.columns:
-            available = ", ".join(map(str, frame.columns))
-            raise InputError(f"{source_name}: column '{column}' not found; available: {available}")
+    def _evaluation_loader(self, dataset: Dataset) -> DataLoader:
+        rank, world_size = self._process()
+        return DataLoader(dataset, sampler=EvaluationShard(dataset, rank, world_size), **self._loader_settings())
 
-
-def _is_numeric(column: pd.Series) -> bool:
-    """Numbers a model can read; booleans are numeric to pandas but are flags, not measurements."""
-    return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
-
-
-def _first(mask: pd.Series) -> int:
-    """Position of the first True in ``mask``."""
-    return int(np.flatnonzero(mask.to_numpy())[0])
+    def _loader_settings(self) -> dict:
+        # A generator of its own, so that creating a loader does not consume the global random state that
+        # dropout uses: a resumed run then draws the same dropout masks as an uninterrupted one.
+        return dict(
+            batch_size=self.batch_size,
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+            generator=torch.Generator(),
+        )
 
 
 def _check_positive(name: str, value: int) -> None:
-    if not isinstance(value, int) or value <= 0:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise InputError(f"{name} must be a positive integer; got {value}")

@@ -1,0 +1,144 @@
+"""The data's calendar: its frequency, the dates after the last row, and calendar features as known covariates.
+
+The frequency is what pandas infers (hours, business days, month or quarter starts…), so that forecasts of monthly
+or quarterly data land on period starts instead of "last date + the most common number of days". Data that has
+gaps in that calendar is reported once, never silently re-gridded.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from pandas.tseries.frequencies import to_offset
+from pandas.tseries.offsets import BaseOffset, Tick
+
+# Cyclic features, each used when the data's step is shorter than its cycle (and, for some, not too short to
+# matter): (name, cycle length in days, value in cycle units, cycle length in those units, longest useful step).
+_CYCLES = (
+    ("minute_of_hour", 1 / 24, lambda t: t.minute + t.second / 60, 60.0, None),
+    ("hour_of_day", 1.0, lambda t: t.hour + t.minute / 60, 24.0, None),
+    ("day_of_week", 7.0, lambda t: t.day_of_week + t.hour / 24, 7.0, None),
+    ("day_of_year", 365.25, lambda t: t.day_of_year - 1 + t.hour / 24, 365.25, 27.0),
+    ("month_of_year", 365.25, lambda t: t.month - 1 + (t.day - 1) / 31, 12.0, None),
+)
+
+
+def infer_frequency(series: Sequence[pd.DatetimeIndex], source_name: str, column: str) -> BaseOffset | None:
+    """The calendar frequency of the series' timestamps (from the longest series), with one warning for gaps.
+
+    None when every series has fewer than two rows.
+    """
+    longest = max(series, key=len)
+    if len(longest) < 2:
+        return None
+    frequency = _pandas_frequency(longest) or _best_fitting_frequency(longest)
+    _warn_about_gaps(series, frequency, source_name, column)
+    return frequency
+
+
+def future_timestamps(last: pd.Timestamp, frequency: BaseOffset | None, steps: int) -> pd.DatetimeIndex | None:
+    """The ``steps`` timestamps after ``last`` in the data's calendar."""
+    if frequency is None:
+        return None
+    return pd.date_range(start=last, periods=steps + 1, freq=frequency)[1:]
+
+
+def nominal_step(frequency: BaseOffset) -> pd.Timedelta:
+    """A typical step of ``frequency`` (a month is about 30 days), to decide which calendar cycles are visible."""
+    if isinstance(frequency, Tick):
+        return pd.Timedelta(frequency)
+    grid = pd.date_range("2001-01-01", periods=13, freq=frequency)
+    return pd.Series(grid).diff().iloc[1:].median()
+
+
+def calendar_feature_names(frequency: BaseOffset | None) -> list[str]:
+    """Names of the sine/cosine pairs of every cycle longer than the data's step."""
+    return [f"{name}_{part}" for name, *_ in _visible_cycles(frequency) for part in ("sin", "cos")]
+
+
+def calendar_features(timestamps: pd.DatetimeIndex, frequency: BaseOffset | None) -> np.ndarray:
+    """Features (rows, 2 · cycles) in [-1, 1], in the order of ``calendar_feature_names``."""
+    columns = []
+    for _, _, value, length, _ in _visible_cycles(frequency):
+        angle = 2 * np.pi * np.asarray(value(timestamps), dtype=np.float64) / length
+        columns += [np.sin(angle), np.cos(angle)]
+    if not columns:
+        return np.zeros((len(timestamps), 0), dtype=np.float32)
+    return np.stack(columns, axis=1).astype(np.float32)
+
+
+def _visible_cycles(frequency: BaseOffset | None) -> list[tuple]:
+    if frequency is None:
+        return []
+    step_days = nominal_step(frequency) / pd.Timedelta(days=1)
+    visible = []
+    for cycle in _CYCLES:
+        name, cycle_days, _, _, longest_step = cycle
+        if name == "month_of_year" and step_days < 27:
+            continue  # day_of_year already describes the season of daily and weekly data
+        if step_days < cycle_days and (longest_step is None or step_days <= longest_step):
+            visible.append(cycle)
+    return visible
+
+
+def _pandas_frequency(timestamps: pd.DatetimeIndex) -> BaseOffset | None:
+    if len(timestamps) < 3:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pandas 3 announces that infer_freq will return an offset
+        inferred = pd.infer_freq(timestamps)
+    return None if inferred is None else to_offset(inferred)
+
+
+def _best_fitting_frequency(timestamps: pd.DatetimeIndex) -> BaseOffset:
+    """For data with gaps, where pandas infers nothing: the calendar that fits every timestamp with the fewest
+    missing steps, among those suggested by the most common step; that step itself when none fits."""
+    steps = pd.Series(timestamps).diff().iloc[1:]
+    usual = steps.mode().iloc[0]
+    candidates = [to_offset(usual)]
+    days = usual / pd.Timedelta(days=1)
+    if days == 1:
+        candidates.append(to_offset("B"))
+    elif days == 7:
+        candidates += [to_offset(f"W-{day}") for day in ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")]
+    elif 28 <= days <= 31:
+        candidates += [to_offset("MS"), to_offset("ME")]
+    elif 89 <= days <= 92:
+        months = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+        candidates += [to_offset(f"Q{edge}-{month}") for edge in ("S", "E") for month in months]
+    elif 365 <= days <= 366:
+        candidates += [to_offset("YS"), to_offset("YE")]
+    fitting = [(len(_grid(timestamps, c)), c) for c in candidates if timestamps.isin(_grid(timestamps, c)).all()]
+    return min(fitting, key=lambda pair: pair[0])[1] if fitting else candidates[0]
+
+
+def _grid(timestamps: pd.DatetimeIndex, frequency: BaseOffset) -> pd.DatetimeIndex:
+    return pd.date_range(start=timestamps[0], end=timestamps[-1], freq=frequency)
+
+
+def _warn_about_gaps(series: Sequence[pd.DatetimeIndex], frequency: BaseOffset, source_name: str, column: str) -> None:
+    """One warning for all series whose timestamps miss steps of, or fall off, the calendar of ``frequency``."""
+    irregular, missing, example = 0, 0, None
+    for index, timestamps in enumerate(series):
+        if len(timestamps) < 2:
+            continue
+        grid = _grid(timestamps, frequency)
+        on_grid = timestamps.isin(grid)
+        if on_grid.all() and len(grid) == len(timestamps):
+            continue
+        irregular += 1
+        missing += max(0, len(grid) - int(on_grid.sum()))
+        if example is None:
+            off = np.flatnonzero(~on_grid)
+            row = int(off[0]) if len(off) else int(np.flatnonzero(~grid[: len(timestamps)].isin(timestamps))[0])
+            example = (index, row, timestamps[min(row, len(timestamps) - 1)])
+    if irregular:
+        which = "" if len(series) == 1 else f" in {irregular} of {len(series)} series (first: series {example[0]})"
+        warnings.warn(
+            f"{source_name}: column '{column}' is not regularly spaced at its frequency {frequency.freqstr}{which}: "
+            f"{missing} missing steps, first near row {example[1]} ({example[2]})",
+            stacklevel=3,
+        )

@@ -1,0 +1,472 @@
+"""Many series in one array: a long-format table becomes one float32 matrix, per-series offsets and static values.
+
+Every row of every series sits in ``values`` (rows, columns), series after series, so a window is a slice of
+consecutive rows and no window is ever copied ahead of time. With a ``cache_dir`` the matrix is written once to
+a ``.npy`` file and memory-mapped, so DataLoader workers and DDP ranks share its pages instead of holding copies.
+
+Columns of ``values``, in order: targets, past covariates, future covariates (the user's, then calendar features).
+Rows after a series' last row with a target are *future rows*: their targets are empty and they carry the known
+future covariates that ``predict`` needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from pandas.tseries.frequencies import to_offset
+from pandas.tseries.offsets import BaseOffset
+
+from project.data.calendar import calendar_feature_names, calendar_features, infer_frequency
+from project.data.table import (
+    check_columns_exist,
+    check_float32_range,
+    check_numeric,
+    numeric_columns,
+    parse_timestamps,
+)
+from project.errors import InputError
+
+FillMissing = Literal["none", "ffill", "interpolate"]
+CACHE_VERSION = 1
+
+
+@dataclass
+class ColumnRoles:
+    """What each column of the table is for. ``calendar`` lists the derived calendar features."""
+
+    targets: list[str]
+    past: list[str] = field(default_factory=list)
+    future: list[str] = field(default_factory=list)
+    calendar: list[str] = field(default_factory=list)
+    static_categorical: list[str] = field(default_factory=list)
+    static_real: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+
+    @property
+    def value_columns(self) -> list[str]:
+        """Columns of ``Panel.values``, in order."""
+        return [*self.targets, *self.past, *self.future, *self.calendar]
+
+    @property
+    def scaled_columns(self) -> int:
+        """Leading columns of ``values`` that are standardised (the calendar is already in [-1, 1])."""
+        return len(self.targets) + len(self.past) + len(self.future)
+
+
+@dataclass
+class Panel:
+    """The rows of every series in one matrix, and what is constant per series.
+
+    ``values`` (rows, columns) float32; rows of series s are ``series_start[s]:series_start[s + 1]``, of which the
+    first ``observed[s]`` have targets. ``timestamps`` (rows,) datetime64[ns] or None (in UTC when ``timezone``).
+    ``ids`` has one row per series (no columns for a single series); ``static_categorical`` (series, C) holds
+    codes into ``categories`` starting at 1 (0 is "unknown"); ``static_real`` (series, C) raw numbers.
+    """
+
+    values: np.ndarray
+    series_start: np.ndarray
+    observed: np.ndarray
+    timestamps: np.ndarray | None
+    ids: pd.DataFrame
+    static_categorical: np.ndarray
+    categories: list[list[str]]
+    static_real: np.ndarray
+    roles: ColumnRoles
+    frequency: str | None
+    timezone: str | None = None
+    source_rows: np.ndarray | None = None  # row of the original table for every row here, for error messages
+
+    @property
+    def n_series(self) -> int:
+        return len(self.series_start) - 1
+
+    @property
+    def offset(self) -> BaseOffset | None:
+        return None if self.frequency is None else to_offset(self.frequency)
+
+    def rows(self, series: int) -> slice:
+        return slice(int(self.series_start[series]), int(self.series_start[series + 1]))
+
+    def series_timestamps(self, series: int) -> pd.DatetimeIndex | None:
+        if self.timestamps is None:
+            return None
+        index = pd.DatetimeIndex(self.timestamps[self.rows(series)])
+        return index if self.timezone is None else index.tz_localize("UTC").tz_convert(self.timezone)
+
+    def describe_series(self, series: int) -> str:
+        """How messages name a series: `` in series 'a'`` (empty for a single series)."""
+        return series_name(self.ids, series)
+
+    # Pickling for DataLoader workers started with "spawn": a memory-mapped matrix travels as its path, so each
+    # worker maps the same file instead of receiving a copy.
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        if isinstance(self.values, np.memmap) and self.values.filename:
+            state["values"] = ("memmap", self.values.filename)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        if isinstance(state["values"], tuple):
+            state["values"] = np.load(state["values"][1], mmap_mode="r")
+        self.__dict__.update(state)
+
+
+@dataclass(frozen=True)
+class PanelSettings:
+    """How to read a table into a ``Panel``; every field is a ``WindowDataModule`` argument of the same name."""
+
+    time_column: str | None = None
+    id_columns: tuple[str, ...] = ()
+    target_columns: tuple[str, ...] = ()
+    past_covariates: tuple[str, ...] = ()
+    future_covariates: tuple[str, ...] = ()
+    static_covariates: tuple[str, ...] = ()
+    calendar_features: bool = True
+    fill_missing: FillMissing = "none"
+
+
+def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) -> Panel:
+    """Check ``frame`` and turn it into a ``Panel``; every problem is an ``InputError`` of one line."""
+    roles = _column_roles(frame, settings, source_name)
+    order, series_start, ids = _group_rows(frame, roles.ids, source_name)
+    timestamps, timezone = None, None
+    if settings.time_column is not None:
+        parsed = pd.DatetimeIndex(parse_timestamps(source_name, frame, settings.time_column))
+        timezone = None if parsed.tz is None else str(parsed.tz)
+        # Stored as UTC without a zone, so that the matrix and its cache hold plain datetime64 values.
+        timestamps = (parsed.tz_convert("UTC").tz_localize(None) if timezone else parsed).to_numpy("datetime64[ns]")
+        timestamps = timestamps[order]
+        _check_increasing(timestamps, series_start, ids, order, source_name, settings.time_column)
+
+    numeric_names = [*roles.targets, *roles.past, *roles.future]
+    numeric = frame[numeric_names].to_numpy(dtype=np.float64)
+    check_float32_range(source_name, numeric_names, numeric)
+    numeric = numeric[order]
+    observed = _observed_rows(numeric[:, : len(roles.targets)], series_start)
+    numeric = _fill_missing(numeric, series_start, observed, roles, order, ids, source_name, settings.fill_missing)
+
+    frequency, calendar = None, np.zeros((len(numeric), 0), dtype=np.float32)
+    if timestamps is not None:
+        index = pd.DatetimeIndex(timestamps)
+        if timezone:
+            index = index.tz_localize("UTC").tz_convert(timezone)  # the calendar is the data's local one
+        per_series = [index[series_start[s] : series_start[s + 1]] for s in range(len(series_start) - 1)]
+        offset = infer_frequency(per_series, source_name, settings.time_column)
+        frequency = None if offset is None else offset.freqstr
+        if settings.calendar_features:
+            roles.calendar = calendar_feature_names(offset)
+            calendar = calendar_features(index, offset)
+
+    static_categorical, categories, static_real = _static_values(frame, roles, order, series_start, ids, source_name)
+    values = np.concatenate([numeric.astype(np.float32), calendar], axis=1)
+    return Panel(
+        values=np.ascontiguousarray(values),
+        series_start=series_start,
+        observed=observed,
+        timestamps=timestamps,
+        ids=ids,
+        static_categorical=static_categorical,
+        categories=categories,
+        static_real=static_real,
+        roles=roles,
+        frequency=frequency,
+        timezone=timezone,
+        source_rows=order,
+    )
+
+
+# -- The memory-mapped cache --------------------------------------------------------------------------------------
+
+
+def cached_panel(path: Path, settings: PanelSettings, cache_dir: Path, build) -> Panel:
+    """The panel of the file ``path``: read from ``cache_dir`` when this file and these settings were read before,
+    otherwise built by ``build()`` and written there once. ``values`` is memory-mapped either way.
+
+    The cache key is the file's path, size and modification time and every setting that shapes the matrix, so an
+    edited file or another column choice gets its own entry. Entries are written to a temporary folder and renamed,
+    so a reader never sees half of one and two processes writing the same entry do not collide.
+    """
+    stat = path.resolve().stat()
+    identity = {
+        "file": str(path.resolve()),
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "version": CACHE_VERSION,
+    }
+    identity["settings"] = {k: list(v) if isinstance(v, tuple) else v for k, v in settings.__dict__.items()}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    entry = cache_dir / f"{path.stem}-{key}"
+    if not (entry / "meta.json").is_file():
+        _write_entry(build(), entry)
+    return _read_entry(entry)
+
+
+def _write_entry(panel: Panel, entry: Path) -> None:
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", dir=entry.parent))
+    try:
+        np.save(staging / "values.npy", panel.values)
+        arrays = {
+            "series_start": panel.series_start,
+            "observed": panel.observed,
+            "static_categorical": panel.static_categorical,
+            "static_real": panel.static_real,
+        }
+        if panel.timestamps is not None:
+            arrays["timestamps"] = panel.timestamps.astype("datetime64[ns]").view(np.int64)
+        np.savez(staging / "arrays.npz", **arrays)
+        panel.ids.to_json(staging / "ids.json", orient="split", index=False)
+        meta = {
+            "roles": panel.roles.__dict__,
+            "categories": panel.categories,
+            "frequency": panel.frequency,
+            "timezone": panel.timezone,
+        }
+        (staging / "meta.json").write_text(json.dumps(meta))
+        try:
+            os.replace(staging, entry)
+        except OSError:
+            if not (entry / "meta.json").is_file():  # lost a race to another writer of the same entry: fine
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _read_entry(entry: Path) -> Panel:
+    meta = json.loads((entry / "meta.json").read_text())
+    arrays = np.load(entry / "arrays.npz")
+    ids = pd.read_json(entry / "ids.json", orient="split", dtype=False)
+    timestamps = arrays["timestamps"].view("datetime64[ns]") if "timestamps" in arrays else None
+    return Panel(
+        values=np.load(entry / "values.npy", mmap_mode="r"),
+        series_start=arrays["series_start"],
+        observed=arrays["observed"],
+        timestamps=timestamps,
+        ids=ids,
+        static_categorical=arrays["static_categorical"],
+        categories=meta["categories"],
+        static_real=arrays["static_real"],
+        roles=ColumnRoles(**meta["roles"]),
+        frequency=meta["frequency"],
+        timezone=meta["timezone"],
+    )
+
+
+# -- Building blocks -----------------------------------------------------------------------------------------------
+
+
+def _column_roles(frame: pd.DataFrame, settings: PanelSettings, source_name: str) -> ColumnRoles:
+    """Each named column exists and has one role; targets default to every other numeric column."""
+    time = [settings.time_column] if settings.time_column else []
+    named = {
+        "id_columns": list(settings.id_columns),
+        "target_columns": list(settings.target_columns),
+        "past_covariates": list(settings.past_covariates),
+        "future_covariates": list(settings.future_covariates),
+        "static_covariates": list(settings.static_covariates),
+    }
+    seen: dict[str, str] = {column: "time_column" for column in time}
+    for role, columns in named.items():
+        check_columns_exist(source_name, frame, columns)
+        for column in columns:
+            if column in seen:
+                raise InputError(
+                    f"{source_name}: column '{column}' is listed as {seen[column]} and as {role}; give each column "
+                    "one role"
+                )
+            seen[column] = role
+    check_numeric(source_name, frame, named["past_covariates"] + named["future_covariates"])
+    if named["target_columns"]:
+        check_numeric(source_name, frame, named["target_columns"])
+        targets = named["target_columns"]
+    else:
+        targets = numeric_columns(source_name, frame, excluded=set(seen))
+        left_out = [str(c) for c in frame.columns if c not in seen and c not in targets]
+        note = f"; left out (not numeric): {', '.join(left_out)}" if left_out else ""
+        from lightning.pytorch.utilities import rank_zero_info  # only for this one message
+
+        rank_zero_info(f"{source_name}: forecasting every numeric column: {', '.join(targets)}{note}")
+    static = named["static_covariates"]
+    categorical = [c for c in static if not pd.api.types.is_numeric_dtype(frame[c]) or _is_category(frame[c])]
+    return ColumnRoles(
+        targets=[str(c) for c in targets],
+        past=named["past_covariates"],
+        future=named["future_covariates"],
+        static_categorical=categorical,
+        static_real=[c for c in static if c not in categorical],
+        ids=named["id_columns"],
+    )
+
+
+def _is_category(column: pd.Series) -> bool:
+    return isinstance(column.dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(column)
+
+
+def _group_rows(
+    frame: pd.DataFrame, id_columns: list[str], source_name: str
+) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+    """A stable order putting each series' rows together (series sorted by id), the offsets, and the ids."""
+    if not id_columns:
+        return np.arange(len(frame)), np.array([0, len(frame)], dtype=np.int64), pd.DataFrame(index=range(1))
+    for column in id_columns:
+        if frame[column].isna().any():
+            row = int(np.flatnonzero(frame[column].isna().to_numpy())[0])
+            raise InputError(f"{source_name}: column '{column}' identifies series but row {row} has no value")
+    codes = frame.groupby(id_columns, sort=True, observed=True).ngroup().to_numpy()
+    order = np.argsort(codes, kind="stable")
+    counts = np.bincount(codes)
+    series_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    ids = frame[id_columns].iloc[order[series_start[:-1]]].reset_index(drop=True)
+    return order, series_start, ids
+
+
+def _series_of_row(series_start: np.ndarray, row: int) -> int:
+    return int(np.searchsorted(series_start, row, side="right") - 1)
+
+
+def series_name(ids: pd.DataFrame, series: int) -> str:
+    """`` in series 'a'`` or `` in series ('a', 1)`` for messages; empty for a single series."""
+    if ids.shape[1] == 0:
+        return ""
+    values = ids.iloc[series].tolist()
+    return f" in series {values[0]!r}" if len(values) == 1 else f" in series {tuple(values)!r}"
+
+
+def _check_increasing(
+    timestamps: np.ndarray,
+    series_start: np.ndarray,
+    ids: pd.DataFrame,
+    order: np.ndarray,
+    source_name: str,
+    column: str,
+) -> None:
+    steps = np.diff(timestamps)
+    same_series = np.ones(len(steps), dtype=bool)
+    same_series[series_start[1:-1] - 1] = False  # a step from one series to the next is not a step in time
+    zero = np.timedelta64(0, "ns")
+    for problem, mask in (("duplicate", same_series & (steps == zero)), ("unsorted", same_series & (steps < zero))):
+        if mask.any():
+            position = int(np.flatnonzero(mask)[0]) + 1
+            row, where = int(order[position]), series_name(ids, _series_of_row(series_start, position))
+            when = pd.Timestamp(timestamps[position])
+            if problem == "duplicate":
+                raise InputError(
+                    f"{source_name}: column '{column}' has duplicate timestamps{where}; row {row} repeats {when}"
+                )
+            before = int(order[position - 1])
+            raise InputError(
+                f"{source_name}: column '{column}' must be sorted in increasing time{where}; row {row} ({when}) comes "
+                f"before row {before} ({pd.Timestamp(timestamps[position - 1])})"
+            )
+
+
+def _observed_rows(targets: np.ndarray, series_start: np.ndarray) -> np.ndarray:
+    """Rows of each series up to its last row with any target; the rest are future rows."""
+    has_target = np.isfinite(targets).any(axis=1)
+    observed = np.zeros(len(series_start) - 1, dtype=np.int64)
+    for series in range(len(observed)):
+        present = np.flatnonzero(has_target[series_start[series] : series_start[series + 1]])
+        observed[series] = present[-1] + 1 if len(present) else 0
+    return observed
+
+
+def _fill_missing(
+    numeric: np.ndarray,
+    series_start: np.ndarray,
+    observed: np.ndarray,
+    roles: ColumnRoles,
+    order: np.ndarray,
+    ids: pd.DataFrame,
+    source_name: str,
+    fill_missing: FillMissing,
+) -> np.ndarray:
+    """Missing or infinite values of observed rows: an error naming column and row, or filled within each series.
+
+    Future rows keep their gaps: their targets are unknown by definition, and a missing future covariate there is
+    reported by ``predict``, which is the only step that reads it.
+    """
+    columns = [*roles.targets, *roles.past, *roles.future]
+    observed_row = np.zeros(len(numeric), dtype=bool)
+    for series, count in enumerate(observed):
+        observed_row[series_start[series] : series_start[series] + count] = True
+    missing = ~np.isfinite(numeric) & observed_row[:, None]
+    if not missing.any():
+        return numeric
+    if fill_missing == "none":
+        position, column = (int(i) for i in np.argwhere(missing)[0])
+        where = series_name(ids, _series_of_row(series_start, position))
+        raise InputError(
+            f"{source_name}: column '{columns[column]}' has a missing or infinite value at row {int(order[position])}"
+            f"{where}; set fill_missing to ffill or interpolate, or clean the data"
+        )
+    filled = numeric.copy()
+    for series, count in enumerate(observed):
+        rows = slice(series_start[series], series_start[series] + count)
+        block = pd.DataFrame(np.where(np.isfinite(numeric[rows]), numeric[rows], np.nan))
+        if fill_missing == "interpolate":
+            block = block.interpolate(method="linear", limit_direction="both")
+        # Leading gaps have nothing to carry forward: take the first valid value instead.
+        filled[rows] = block.ffill().bfill().to_numpy()
+        if not np.isfinite(filled[rows]).all():
+            column = int(np.flatnonzero(~np.isfinite(filled[rows]).all(axis=0))[0])
+            raise InputError(
+                f"{source_name}: column '{columns[column]}' has no valid value to fill from{series_name(ids, series)}"
+            )
+    return filled
+
+
+def _static_values(
+    frame: pd.DataFrame,
+    roles: ColumnRoles,
+    order: np.ndarray,
+    series_start: np.ndarray,
+    ids: pd.DataFrame,
+    source_name: str,
+) -> tuple[np.ndarray, list[list[str]], np.ndarray]:
+    """Per-series static covariates: category codes (1-based, vocabulary sorted) and numbers; each must be constant."""
+    n_series = len(series_start) - 1
+    codes = np.zeros((n_series, len(roles.static_categorical)), dtype=np.int64)
+    categories = []
+    for index, column in enumerate(roles.static_categorical):
+        labels = frame[column].astype(str).to_numpy()[order]
+        _check_constant(labels, series_start, ids, source_name, column, order)
+        vocabulary = sorted(set(labels[series_start[:-1]].tolist()))
+        lookup = {label: code + 1 for code, label in enumerate(vocabulary)}
+        codes[:, index] = [lookup[label] for label in labels[series_start[:-1]]]
+        categories.append(vocabulary)
+    reals = frame[roles.static_real].to_numpy(dtype=np.float64)[order] if roles.static_real else None
+    static_real = np.zeros((n_series, 0), dtype=np.float32)
+    if reals is not None:
+        for index, column in enumerate(roles.static_real):
+            if not np.isfinite(reals[:, index]).all():
+                position = int(np.flatnonzero(~np.isfinite(reals[:, index]))[0])
+                raise InputError(
+                    f"{source_name}: static covariate '{column}' has a missing value at row {int(order[position])}"
+                )
+            _check_constant(reals[:, index], series_start, ids, source_name, column, order)
+        static_real = reals[series_start[:-1]].astype(np.float32)
+    return codes, categories, static_real
+
+
+def _check_constant(
+    values: np.ndarray, series_start: np.ndarray, ids: pd.DataFrame, source_name: str, column: str, order: np.ndarray
+) -> None:
+    first_of_own_series = np.repeat(values[series_start[:-1]], np.diff(series_start))
+    differs = values != first_of_own_series
+    if differs.any():
+        position = int(np.flatnonzero(differs)[0])
+        series = _series_of_row(series_start, position)
+        raise InputError(
+            f"{source_name}: static covariate '{column}' must be constant within each series; it changes from "
+            f"{first_of_own_series[position]!r} to {values[position]!r} at row {int(order[position])}"
+            f"{series_name(ids, series)}"
+        )

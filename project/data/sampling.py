@@ -1,0 +1,70 @@
+"""Which windows each process reads, in which order, and where a resumed run picks up.
+
+- ``TrainingOrder``: a shuffle that depends only on (seed, epoch), split evenly across processes; a run resumed
+  from a mid-epoch checkpoint skips the batches it already trained on, so it reaches the same parameters as a run
+  that was never interrupted.
+- ``EvaluationShard``: every window exactly once across processes, none repeated. ``DistributedSampler`` pads the
+  last shard with repeated windows, which makes metrics under DDP differ from a single process.
+
+Both subclass ``DistributedSampler`` so that Lightning keeps them instead of putting its own in their place.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+
+class TrainingOrder(DistributedSampler):
+    """A permutation of the dataset drawn from ``seed + epoch``; process ``rank`` takes every ``world_size``-th
+    index, the list padded with its own start so that every process has as many batches (as DDP needs)."""
+
+    def __init__(self, dataset: Dataset, seed: int, rank: int = 0, world_size: int = 1) -> None:
+        super().__init__(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed, drop_last=False)
+        self.skip = 0  # indices of the current epoch already trained on, when resuming
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        order = torch.randperm(len(self.dataset), generator=generator).tolist()
+        order += order[: self.total_size - len(order)]
+        shard = order[self.rank : self.total_size : self.num_replicas]
+        skip, self.skip = self.skip, 0
+        return iter(shard[skip:])
+
+
+class EvaluationShard(DistributedSampler):
+    """Windows ``rank, rank + world_size, …`` in order: each window once over all processes, shards may differ
+    in length by one."""
+
+    def __init__(self, dataset: Dataset, rank: int = 0, world_size: int = 1) -> None:
+        super().__init__(dataset, num_replicas=world_size, rank=rank, shuffle=False, drop_last=False)
+        self.num_samples = len(range(rank, len(dataset), world_size))
+        self.total_size = len(dataset)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.rank, len(self.dataset), self.num_replicas))
+
+
+class ResumableLoader(DataLoader):
+    """A training ``DataLoader`` whose position travels in Lightning's checkpoints (``state_dict``).
+
+    ``batches_done`` reports how many batches of the current epoch the Trainer has trained on; the loader's own
+    iterator cannot tell, because the Trainer and the workers fetch batches ahead.
+    """
+
+    def __init__(self, *args, sampler: TrainingOrder, batches_done: Callable[[], int], **kwargs) -> None:
+        super().__init__(*args, sampler=sampler, **kwargs)
+        self._batches_done = batches_done
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.sampler.epoch, "batches_done": self._batches_done()}
+
+    def load_state_dict(self, state: dict) -> None:
+        # Lightning loads this state and draws the first batch before it announces the epoch (``set_epoch``), so
+        # the epoch is restored here too; an epoch that had ended starts over with the next one.
+        self.sampler.set_epoch(state["epoch"])
+        if 0 < state["batches_done"] < math.ceil(self.sampler.num_samples / self.batch_size):
+            self.sampler.skip = state["batches_done"] * self.batch_size

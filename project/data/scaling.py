@@ -1,0 +1,118 @@
+"""Standardisation fitted on training rows only: per series, or one set of statistics for all series.
+
+The statistics travel in every checkpoint (``state_dict``), keyed by series id, so that ``validate``, ``test`` and
+``predict`` scale exactly as training did, on the same data or on new data with the same series.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from project.data.panel import Panel
+
+Scaling = Literal["per_series", "global", "none"]
+
+
+@dataclass
+class Scaler:
+    """``(x - loc[s]) / scale[s]`` for the first ``loc.shape[1]`` columns of the panel, per series ``s``.
+
+    ``static_loc``/``static_scale`` standardise the numeric static covariates across series.
+    """
+
+    mode: Scaling
+    loc: np.ndarray  # (series, scaled columns) float64
+    scale: np.ndarray
+    static_loc: np.ndarray  # (static reals,)
+    static_scale: np.ndarray
+
+    @classmethod
+    def fit(cls, panel: Panel, train_rows: np.ndarray, mode: Scaling) -> Scaler:
+        """Statistics of the first ``train_rows[s]`` rows of each series s (its training rows).
+
+        A series with fewer than two training rows (it starts after the training period) is scaled with the
+        statistics of all series' training rows, which never include its own later rows.
+        """
+        columns = panel.roles.scaled_columns
+        means, squared_deviations = np.zeros((panel.n_series, columns)), np.zeros((panel.n_series, columns))
+        counts = np.zeros(panel.n_series)
+        for series in range(panel.n_series):
+            start = int(panel.series_start[series])
+            block = np.asarray(panel.values[start : start + int(train_rows[series]), :columns], dtype=np.float64)
+            if len(block):
+                means[series] = block.mean(0)
+                squared_deviations[series] = ((block - means[series]) ** 2).sum(0)
+            counts[series] = len(block)
+        # All series' training rows together, combined from the per-series sums (Chan et al.'s parallel variance).
+        total = max(1.0, counts.sum())
+        overall_mean = (counts[:, None] * means).sum(0) / total
+        overall_deviations = squared_deviations.sum(0) + (counts[:, None] * (means - overall_mean) ** 2).sum(0)
+        overall_std = _std(overall_deviations / total, overall_mean)
+        if mode == "none":
+            loc, scale = np.zeros((panel.n_series, columns)), np.ones((panel.n_series, columns))
+        elif mode == "global":
+            loc, scale = np.tile(overall_mean, (panel.n_series, 1)), np.tile(overall_std, (panel.n_series, 1))
+        else:
+            enough = counts[:, None] >= 2
+            loc = np.where(enough, means, overall_mean)
+            own_std = _std(squared_deviations / np.maximum(counts, 1)[:, None], means)
+            scale = np.where(enough, own_std, overall_std)
+        static = panel.static_real.astype(np.float64)
+        static_loc = static.mean(0) if len(static) else np.zeros(static.shape[1])
+        static_scale = _std(static.var(0), static_loc) if len(static) else np.ones(static.shape[1])
+        if mode == "none":
+            static_loc, static_scale = np.zeros_like(static_loc), np.ones_like(static_scale)
+        return cls(mode, loc, scale, static_loc, static_scale)
+
+    def state_dict(self, panel: Panel) -> dict:
+        state = {
+            "mode": self.mode,
+            "static_loc": self.static_loc.tolist(),
+            "static_scale": self.static_scale.tolist(),
+        }
+        if self.mode == "per_series":
+            state["series"] = [series_key(panel, s) for s in range(panel.n_series)]
+            state["loc"], state["scale"] = self.loc.tolist(), self.scale.tolist()
+        else:
+            state["loc"], state["scale"] = self.loc[:1].tolist(), self.scale[:1].tolist()
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict, panel: Panel, train_rows: np.ndarray) -> Scaler:
+        """The checkpoint's statistics for ``panel``'s series, matched by id.
+
+        A series the checkpoint has not seen is scaled by its own training rows, with a warning.
+        """
+        loc, scale = np.asarray(state["loc"], dtype=np.float64), np.asarray(state["scale"], dtype=np.float64)
+        static = (np.asarray(state["static_loc"]), np.asarray(state["static_scale"]))
+        if state["mode"] != "per_series":
+            return cls(state["mode"], np.tile(loc, (panel.n_series, 1)), np.tile(scale, (panel.n_series, 1)), *static)
+        row_of = {key: row for row, key in enumerate(state["series"])}
+        rows = np.array([row_of.get(series_key(panel, s), -1) for s in range(panel.n_series)])
+        own = cls.fit(panel, train_rows, "per_series")
+        unseen = rows < 0
+        if unseen.any():
+            warnings.warn(
+                f"{int(unseen.sum())} of {panel.n_series} series are not in the checkpoint's scaling statistics; "
+                "they are scaled by their own training rows",
+                stacklevel=2,
+            )
+        loc = np.where(unseen[:, None], own.loc, loc[np.maximum(rows, 0)])
+        scale = np.where(unseen[:, None], own.scale, scale[np.maximum(rows, 0)])
+        return cls("per_series", loc, scale, *static)
+
+
+def series_key(panel: Panel, series: int) -> str:
+    """A series' id as a string key (its id values joined by '|'); '' for a single series."""
+    return "|".join(str(value) for value in panel.ids.iloc[series].tolist())
+
+
+def _std(variance: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """Standard deviations, with 1 for constant columns (which would divide by zero); a deviation below 1e-10 of
+    the mean is rounding in the mean of a constant, not variation."""
+    std = np.sqrt(np.maximum(variance, 0.0))
+    return np.where(std > 1e-10 * np.abs(mean), std, 1.0)

@@ -1,0 +1,193 @@
+"""Forecasting windows over a ``Panel``, as batches of named tensors.
+
+A window is ``context_length`` rows of one series followed by ``horizon`` rows of the same series: windows never
+straddle two series. They are not stored: a split keeps, per series, where its first window starts and how many
+it has, and ``__getitem__`` slices the panel's matrix (a view) and standardises that slice.
+
+The batch format, documented once (every tensor float32 unless noted; N windows, S context, T horizon, F targets):
+
+    context            (N, S, F)      targets of the context window, scaled
+    target             (N, T, F)      targets to forecast, scaled (absent when forecasting into the unknown)
+    past_covariates    (N, S, C_p)    observed covariates over the context, scaled          (when there are any)
+    future_covariates  (N, S + T, C_f) known covariates over context and horizon, scaled,
+                                      calendar features last                                (when there are any)
+    static_categorical (N, C_c) int64 category codes, 0 = unknown                          (when there are any)
+    static_real        (N, C_r)       numeric static covariates, scaled across series       (when there are any)
+    series             (N,) int64     index of the series in the panel
+    window             (N,) int64     index of the window in its dataset
+    loc, scale         (N, 1, F)      the scaling of the targets: original = scaled * scale + loc
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+from torch.utils.data import Dataset
+
+from project.data.calendar import calendar_features, future_timestamps
+from project.data.panel import Panel
+from project.data.scaling import Scaler
+from project.errors import InputError
+
+
+class PanelWindows(Dataset):
+    """Every window of one split: ``count[s]`` windows in series s, the first with its target at local row
+    ``first_target[s]``, each ``stride`` rows after the previous one."""
+
+    def __init__(
+        self,
+        panel: Panel,
+        scaler: Scaler,
+        context_length: int,
+        horizon: int,
+        first_target: np.ndarray,
+        count: np.ndarray,
+        stride: int,
+    ) -> None:
+        self.panel, self.scaler = panel, scaler
+        self.context_length, self.horizon, self.stride = context_length, horizon, stride
+        self.first_target, self.count = first_target.astype(np.int64), count.astype(np.int64)
+        self.cumulative = np.cumsum(self.count)
+
+    def __len__(self) -> int:
+        return int(self.cumulative[-1]) if len(self.cumulative) else 0
+
+    def locate(self, index: int) -> tuple[int, int]:
+        """(series, local row of the target's first step) of window ``index``."""
+        if not 0 <= index < len(self):
+            raise IndexError(f"window {index} out of range for {len(self)} windows")
+        series = int(np.searchsorted(self.cumulative, index, side="right"))
+        before = int(self.cumulative[series - 1]) if series else 0
+        return series, int(self.first_target[series]) + (index - before) * self.stride
+
+    def target_timestamps(self, index: int) -> pd.DatetimeIndex | None:
+        series, target_start = self.locate(index)
+        timestamps = self.panel.series_timestamps(series)
+        return None if timestamps is None else timestamps[target_start : target_start + self.horizon]
+
+    def __getitem__(self, index: int) -> dict[str, Tensor]:
+        series, target_start = self.locate(index)
+        start = int(self.panel.series_start[series]) + target_start - self.context_length
+        rows = _scaled_rows(self.panel, self.scaler, series, start, start + self.context_length + self.horizon)
+        item = _split_columns(self.panel, rows, self.context_length)
+        return _with_series_fields(item, self.panel, self.scaler, series, index)
+
+
+class ForecastOrigins(Dataset):
+    """One window per series whose context is its last ``context_length`` observed rows: forecasts into the
+    unknown future. Known future covariates come from the series' future rows (rows after its last target), the
+    calendar from the dates that follow; a missing one is an error naming the series and date."""
+
+    def __init__(self, panel: Panel, scaler: Scaler, context_length: int, horizon: int, source_name: str) -> None:
+        self.panel, self.scaler = panel, scaler
+        self.context_length, self.horizon = context_length, horizon
+        self.series = np.flatnonzero(panel.observed >= context_length)
+        self._check_future_covariates(source_name)
+
+    def __len__(self) -> int:
+        return len(self.series)
+
+    def target_timestamps(self, index: int) -> pd.DatetimeIndex | None:
+        series = int(self.series[index])
+        timestamps = self.panel.series_timestamps(series)
+        if timestamps is None:
+            return None
+        return future_timestamps(timestamps[int(self.panel.observed[series]) - 1], self.panel.offset, self.horizon)
+
+    def __getitem__(self, index: int) -> dict[str, Tensor]:
+        series = int(self.series[index])
+        end = int(self.panel.series_start[series] + self.panel.observed[series])
+        context_rows = _scaled_rows(self.panel, self.scaler, series, end - self.context_length, end)
+        item = _split_columns(self.panel, context_rows, self.context_length)
+        if self.panel.roles.future or self.panel.roles.calendar:
+            future = _scaled_rows(self.panel, self.scaler, series, end, end + self.horizon, clip=True)
+            known = np.zeros((self.horizon, len(self.panel.roles.value_columns)), dtype=np.float32)
+            known[: len(future)] = future
+            first_calendar = len(self.panel.roles.value_columns) - len(self.panel.roles.calendar)
+            if self.panel.roles.calendar:
+                known[:, first_calendar:] = calendar_features(self.target_timestamps(index), self.panel.offset)
+            first_future = len(self.panel.roles.targets) + len(self.panel.roles.past)
+            item["future_covariates"] = torch.cat(
+                [item["future_covariates"], torch.from_numpy(known[:, first_future:])], dim=0
+            )
+        return _with_series_fields(item, self.panel, self.scaler, series, index)
+
+    def _check_future_covariates(self, source_name: str) -> None:
+        roles = self.panel.roles
+        if not roles.future:
+            return
+        first = len(roles.targets) + len(roles.past)
+        for series in self.series:
+            end = int(self.panel.series_start[series] + self.panel.observed[series])
+            available = min(self.horizon, int(self.panel.series_start[series + 1]) - end)
+            block = np.asarray(self.panel.values[end : end + available, first : first + len(roles.future)])
+            missing = np.flatnonzero(~np.isfinite(block).all(axis=1))
+            if available == self.horizon and not len(missing):
+                continue
+            step = int(missing[0]) if len(missing) else available
+            column = (
+                roles.future[int(np.flatnonzero(~np.isfinite(block[step]))[0])] if len(missing) else roles.future[0]
+            )
+            when = self.target_timestamps(int(np.searchsorted(self.series, series)))
+            date = "" if when is None else f" ({when[step]})"
+            raise InputError(
+                f"{source_name}: future covariate '{column}' is missing for step {step + 1} of the {self.horizon} to "
+                f"forecast{date}{self.panel.describe_series(int(series))}; add rows after the last target with the "
+                "known covariates and empty targets"
+            )
+
+
+def split_windows(
+    observed_end: np.ndarray, split_start: np.ndarray, context_length: int, horizon: int, stride: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per series: the local row of the first window's target and the number of windows whose targets lie in
+    rows ``[split_start, observed_end)``. Contexts may reach back before ``split_start`` but not before row 0.
+
+    Windows are anchored at the end: the last one's target ends on the split's last row, and with ``stride`` > 1
+    it is the oldest rows that are skipped.
+    """
+    earliest = np.maximum(split_start, context_length)
+    latest = observed_end - horizon
+    count = np.where(latest >= earliest, (latest - earliest) // stride + 1, 0)
+    first = latest - (count - 1) * stride
+    return first.astype(np.int64), count.astype(np.int64)
+
+
+def _scaled_rows(panel: Panel, scaler: Scaler, series: int, start: int, end: int, clip: bool = False) -> np.ndarray:
+    """Rows ``[start, end)`` of the matrix, the scaled columns standardised with the series' statistics (a copy)."""
+    if clip:
+        end = min(end, int(panel.series_start[series + 1]))
+    rows = np.array(panel.values[start:end], dtype=np.float32)
+    scaled = panel.roles.scaled_columns
+    rows[:, :scaled] = (rows[:, :scaled] - scaler.loc[series]) / scaler.scale[series]
+    return rows
+
+
+def _split_columns(panel: Panel, rows: np.ndarray, context_length: int) -> dict[str, Tensor]:
+    roles = panel.roles
+    targets, past = len(roles.targets), len(roles.past)
+    values = torch.from_numpy(rows)
+    item = {"context": values[:context_length, :targets]}
+    if len(rows) > context_length:
+        item["target"] = values[context_length:, :targets]
+    if roles.past:
+        item["past_covariates"] = values[:context_length, targets : targets + past]
+    if roles.future or roles.calendar:
+        item["future_covariates"] = values[:, targets + past :]
+    return item
+
+
+def _with_series_fields(item: dict, panel: Panel, scaler: Scaler, series: int, index: int) -> dict[str, Tensor]:
+    if panel.roles.static_categorical:
+        item["static_categorical"] = torch.from_numpy(panel.static_categorical[series])
+    if panel.roles.static_real:
+        static = (panel.static_real[series] - scaler.static_loc) / scaler.static_scale
+        item["static_real"] = torch.from_numpy(static.astype(np.float32))
+    targets = len(panel.roles.targets)
+    item["series"] = torch.tensor(series)
+    item["window"] = torch.tensor(index)
+    item["loc"] = torch.from_numpy(scaler.loc[series, :targets].astype(np.float32)).unsqueeze(0)
+    item["scale"] = torch.from_numpy(scaler.scale[series, :targets].astype(np.float32)).unsqueeze(0)
+    return item
