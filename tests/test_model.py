@@ -1,6 +1,8 @@
 import pytest
 import torch
 
+from project.model.distributions import Normal, Quantiles, StudentT
+from project.model.transformer import Encoded
 from project.training.naive import naive_generate
 from tests.conftest import relative_difference, small_model
 
@@ -10,12 +12,22 @@ VARIANTS = {
     "channel-independent": {"channel_independent": True},
     "patches-channel-independent": {"patch_length": 2, "channel_independent": True},
 }
+COVARIATES = dict(n_past_covariates=2, n_future_covariates=3, static_cardinalities=[4, 2], n_static_reals=1)
 
 
-def decode_one_position_at_a_time(model, tgt, memory):
+def covariates_for(batch: int, context: int, horizon: int, dtype=torch.float64) -> dict:
+    return {
+        "past_covariates": torch.randn(batch, context, 2, dtype=dtype),
+        "future_covariates": torch.randn(batch, context + horizon, 3, dtype=dtype),
+        "static_categorical": torch.stack([torch.randint(0, 5, (batch,)), torch.randint(0, 3, (batch,))], dim=1),
+        "static_real": torch.randn(batch, 1, dtype=dtype),
+    }
+
+
+def decode_one_position_at_a_time(model, tgt, encoded):
     cache = model.new_cache()
     patch = model.patch_length
-    steps = [model.decode(tgt[:, t : t + patch], memory, cache) for t in range(0, tgt.shape[1], patch)]
+    steps = [model.decode(tgt[:, t : t + patch], encoded, cache) for t in range(0, tgt.shape[1], patch)]
     return torch.cat(steps, dim=1)
 
 
@@ -28,37 +40,59 @@ def test_cached_decode_matches_full_decode(dtype, tolerance, batch, context, len
     src = torch.randn(batch, context * patch, 5, dtype=dtype)
     tgt = torch.randn(batch, length * patch, 5, dtype=dtype)
     with torch.no_grad():
-        memory = model.encode(src)
-        full = model.decode(tgt, memory)
-        cached = decode_one_position_at_a_time(model, tgt, memory)
-    assert cached.shape == full.shape == tgt.shape
+        encoded = model.encode(src)
+        full = model.decode(tgt, encoded)
+        cached = decode_one_position_at_a_time(model, tgt, encoded)
+    assert cached.shape == full.shape == (*tgt.shape, 1)
     assert (cached - full).abs().max().item() <= tolerance
+
+
+@pytest.mark.parametrize("distribution", [None, Normal(), StudentT(), Quantiles((0.05, 0.5, 0.95))])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_cached_decode_matches_full_decode_with_covariates_and_distributions(variant, distribution):
+    model = small_model(**VARIANTS[variant], **COVARIATES, distribution=distribution)
+    patch = model.patch_length
+    src, tgt = torch.randn(3, 4 * patch, 5, dtype=torch.float64), torch.randn(3, 5 * patch, 5, dtype=torch.float64)
+    encoded = model.encode(src, **covariates_for(3, 4 * patch, 5 * patch))
+    full = model.decode(tgt, encoded)
+    assert full.shape == (3, 5 * patch, 5, model.distribution.n_parameters)
+    assert (decode_one_position_at_a_time(model, tgt, encoded) - full).abs().max().item() <= 1e-10
+
+
+def test_every_covariate_changes_the_forecast():
+    model = small_model(**COVARIATES)
+    src, tgt = torch.randn(2, 6, 5, dtype=torch.float64), torch.randn(2, 4, 5, dtype=torch.float64)
+    covariates = covariates_for(2, 6, 4)
+    reference = model.decode(tgt, model.encode(src, **covariates))
+    for name in covariates:
+        changed = dict(covariates)
+        changed[name] = (covariates[name] + 1) % 2 if name == "static_categorical" else covariates[name] + 1.0
+        assert not torch.allclose(model.decode(tgt, model.encode(src, **changed)), reference), name
 
 
 def test_cached_decode_with_gradients_matches_full_decode():
     model = small_model()
     src, tgt = torch.randn(3, 12, 5, dtype=torch.float64), torch.randn(3, 9, 5, dtype=torch.float64)
-    memory = model.encode(src)
+    encoded = model.encode(src)
     cache = model.new_cache()
-    chunked = torch.cat([model.decode(tgt[:, :4], memory, cache), model.decode(tgt[:, 4:], memory, cache)], 1)
-    assert (chunked - model.decode(tgt, memory)).abs().max().item() <= 1e-10
+    chunked = torch.cat([model.decode(tgt[:, :4], encoded, cache), model.decode(tgt[:, 4:], encoded, cache)], 1)
+    assert (chunked - model.decode(tgt, encoded)).abs().max().item() <= 1e-10
 
 
 @pytest.mark.parametrize("cached", [False, True])
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_changing_future_inputs_leaves_past_outputs_unchanged(cached, variant):
-    model = small_model(**VARIANTS[variant])
+    model = small_model(**VARIANTS[variant], n_future_covariates=3)
     patch = model.patch_length
-    src, tgt = (
-        torch.randn(2, 6 * patch, 5, dtype=torch.float64),
-        torch.randn(2, 8 * patch, 5, dtype=torch.float64),
-    )
-    memory = model.encode(src)
-    decode = decode_one_position_at_a_time if cached else lambda m, x, mem: m.decode(x, mem)
+    src, tgt = torch.randn(2, 6 * patch, 5, dtype=torch.float64), torch.randn(2, 8 * patch, 5, dtype=torch.float64)
+    future = torch.randn(2, 14 * patch, 3, dtype=torch.float64)
+    decode = decode_one_position_at_a_time if cached else lambda m, x, e: m.decode(x, e)
     for t in range(patch - 1, tgt.shape[1] - patch, patch):  # the last step of every patch but the final one
-        changed = tgt.clone()
+        changed, changed_future = tgt.clone(), future.clone()
         changed[:, t + 1 :] = torch.randn_like(changed[:, t + 1 :]) * 100
-        before, after = decode(model, tgt, memory), decode(model, changed, memory)
+        changed_future[:, 6 * patch + t + 1 :] *= 100  # the covariates of later forecast steps
+        before = decode(model, tgt, model.encode(src, future_covariates=future))
+        after = decode(model, changed, model.encode(src, future_covariates=changed_future))
         torch.testing.assert_close(after[:, : t + 1], before[:, : t + 1], rtol=0, atol=1e-12)
         assert not torch.allclose(after[:, t + 1 :], before[:, t + 1 :])
 
@@ -71,16 +105,41 @@ def test_generate_equals_a_hand_written_step_loop_and_naive_redecoding(variant):
     horizon = 5 * patch
     with torch.no_grad():
         forecast = model.generate(src, horizon)
-        memory, cache = model.encode(src), model.new_cache()
+        encoded, cache = model.encode(src), model.new_cache()
         step_input, steps = src[:, -patch:], []
         for _ in range(horizon // patch):
-            step_input = model.decode(step_input, memory, cache)
+            step_input = model.decode(step_input, encoded, cache)[..., 0]
             steps.append(step_input)
         by_hand = torch.cat(steps, dim=1)
     assert forecast.shape == (3, horizon, 5)
     torch.testing.assert_close(forecast, by_hand, rtol=0, atol=1e-12)
     if patch == 1:
         torch.testing.assert_close(forecast, naive_generate(model, src, horizon), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("variant", ["step-tokens", "channel-independent"])
+@pytest.mark.parametrize("distribution", [Normal(), StudentT(), Quantiles()])
+def test_sample_paths_equal_a_hand_written_sampling_loop_with_the_same_generator(variant, distribution):
+    model = small_model(**VARIANTS[variant], **COVARIATES, distribution=distribution)
+    src, covariates = torch.randn(3, 6, 5, dtype=torch.float64), covariates_for(3, 6, 4)
+    with torch.no_grad():
+        paths = model.generate(src, 4, num_samples=7, generator=torch.Generator().manual_seed(1), **covariates)
+        # By hand, as Hugging Face's generate does: the memory copied 7 times, each prefix re-decoded every step.
+        by_hand = naive_generate(model, src, 4, num_samples=7, generator=torch.Generator().manual_seed(1), **covariates)
+    assert paths.shape == (3, 7, 4, 5)
+    assert paths.dtype == torch.float64
+    torch.testing.assert_close(paths, by_hand, rtol=0, atol=1e-10)
+    assert (paths[:, 1:] != paths[:, :1]).any(dim=(2, 3)).all()  # the paths of one series differ
+
+
+def test_sample_paths_share_the_encoder_output_instead_of_copying_it():
+    model = small_model(distribution=Normal())
+    encoded = model.encode(torch.randn(2, 6, 5, dtype=torch.float64))
+    shared = encoded.with_samples(50)
+    assert shared.memory is encoded.memory
+    cache = model.new_cache()
+    model.decode(torch.randn(100, 1, 5, dtype=torch.float64), shared, cache)
+    assert cache.layers[0].memory_keys.shape[0] == 2  # cross-attention keys per series, not per path
 
 
 def test_generate_truncates_to_a_horizon_that_is_not_a_multiple_of_the_patch():
@@ -118,10 +177,10 @@ def test_differentiable_cached_unroll_runs_under_bf16_autocast():
 
 
 def unroll_by_full_redecoding(model, src, steps):
-    memory = model.encode(src)
+    encoded = model.encode(src)
     sequence = src[:, -1:]
     for _ in range(steps):
-        sequence = torch.cat([sequence, model.decode(sequence, memory)[:, -1:]], dim=1)
+        sequence = torch.cat([sequence, model.decode(sequence, encoded)[:, -1:, :, 0]], dim=1)
     return sequence[:, 1:]
 
 
@@ -147,21 +206,19 @@ def test_no_gradient_decoding_does_not_keep_a_graph():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda m: m.encode(torch.randn(12, 5)), r"src must have shape \(N, length, 5\).*got \(12, 5\)"),
-        (
-            lambda m: m.encode(torch.randn(2, 12, 4)),
-            r"src must have shape \(N, length, 5\).*got \(2, 12, 4\)",
-        ),
+        (lambda m: m.encode(torch.randn(12, 5)), r"context must have shape \(N, length, 5\).*got \(12, 5\)"),
+        (lambda m: m.encode(torch.randn(2, 12, 4)), r"context must have shape \(N, length, 5\).*got \(2, 12, 4\)"),
         (lambda m: m.generate(torch.randn(2, 12, 5), 0), r"horizon must be a positive integer; got 0"),
         (lambda m: m.generate(torch.randn(2, 12, 5), -3), r"horizon must be a positive integer; got -3"),
-        (lambda m: m.encode(torch.randn(1, 40, 5)), r"src: token positions 0\.\.39 exceed max_length=32"),
+        (lambda m: m.encode(torch.randn(1, 40, 5)), r"context: token positions 0\.\.39 exceed max_length=32"),
+        (lambda m: m.generate(torch.randn(1, 4, 5), 40), r"tgt: token positions 32\.\.32 exceed max_length=32"),
         (
-            lambda m: m.generate(torch.randn(1, 4, 5), 40),
-            r"tgt: token positions 32\.\.32 exceed max_length=32",
+            lambda m: m.decode(torch.randn(2, 1, 5), Encoded(torch.randn(3, 12, 32))),
+            r"memory must have shape \(2, S, 32\) to match tgt; got \(3, 12, 32\)",
         ),
         (
-            lambda m: m.decode(torch.randn(2, 1, 5), torch.randn(3, 12, 32)),
-            r"memory must have shape \(2, S, 32\) to match tgt; got \(3, 12, 32\)",
+            lambda m: m.encode(torch.randn(2, 12, 5), past_covariates=torch.randn(2, 12, 1)),
+            r"past_covariates must have shape \(2, length, 0\); got \(2, 12, 1\)",
         ),
     ],
 )
@@ -169,6 +226,13 @@ def test_bad_input_names_the_argument_and_the_expected_shape(call, message):
     model = small_model(torch.float32, max_length=32)
     with pytest.raises(ValueError, match=message):
         call(model)
+
+
+def test_decoding_past_the_known_future_covariates_is_an_error():
+    model = small_model(torch.float32, n_future_covariates=1)
+    src = torch.randn(2, 12, 5)
+    with pytest.raises(ValueError, match=r"future_covariates cover 3 forecast steps; forecasting step 4 needs them"):
+        model.generate(src, 4, future_covariates=torch.randn(2, 15, 1))
 
 
 def test_memory_from_another_batch_than_the_cache_is_rejected():
@@ -197,10 +261,10 @@ def test_invalid_architecture_is_rejected():
 def test_a_cache_filled_without_gradients_can_continue_with_them():
     model = small_model()
     src, tgt = torch.randn(2, 12, 5, dtype=torch.float64), torch.randn(2, 6, 5, dtype=torch.float64)
-    memory, cache = model.encode(src), model.new_cache()
+    encoded, cache = model.encode(src), model.new_cache()
     with torch.no_grad():
-        first = model.decode(tgt[:, :3], memory, cache)
-    rest = torch.cat([model.decode(tgt[:, t : t + 1], memory, cache) for t in range(3, 6)], dim=1)
+        first = model.decode(tgt[:, :3], encoded, cache)
+    rest = torch.cat([model.decode(tgt[:, t : t + 1], encoded, cache) for t in range(3, 6)], dim=1)
     assert rest.requires_grad
-    full = model.decode(tgt, memory)
+    full = model.decode(tgt, encoded)
     assert (torch.cat([first, rest], dim=1) - full).abs().max().item() <= 1e-10

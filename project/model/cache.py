@@ -92,12 +92,12 @@ class KVCache:
     Who owns it: the caller of ``ForecastTransformer.decode``. Make one with ``model.new_cache()`` for each batch
     you forecast, pass it to every ``decode`` call of that forecast, and drop it afterwards; a cache is never
     reset or shared between batches. ``length`` is the number of positions decoded so far: the next call's
-    positional offset. ``memory`` is the encoder output the cache was filled for; passing another one is an error.
+    positional offset. ``encoded`` is the encoder output the cache was filled for; passing another one is an error.
     """
 
     def __init__(self, num_layers: int) -> None:
         self.layers = [LayerCache() for _ in range(num_layers)]
-        self.memory: Tensor | None = None
+        self.encoded = None  # project.model.transformer.Encoded
 
     @property
     def length(self) -> int:

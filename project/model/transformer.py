@@ -1,20 +1,28 @@
 """An encoder–decoder transformer forecaster whose decoder can run one position at a time.
 
-Pure PyTorch: no Lightning here. The encoder reads the context window, the decoder is causal and emits, at every
-position, the forecast of what follows its input. Decoding with a ``KVCache`` computes only the new positions
-and reuses the keys/values of the earlier ones.
+Pure PyTorch: no Lightning here. The encoder reads the context window with its covariates; the decoder is causal
+and emits, at every position, the distribution (or point) of the next target value. Decoding with a ``KVCache``
+computes only the new positions and reuses the keys/values of the earlier ones.
 
-A token is one time step of all channels by default. With ``patch_length`` P it is P consecutive time steps, and
-with ``channel_independent`` each channel is its own sequence (a batch of N·F univariate series sharing weights).
-The public methods always take and return series in time steps, (N, length, F).
+Inputs of the two streams (Vaswani et al.'s encoder–decoder; covariates as in the forecasting literature):
+- encoder token at context step t: targets, past covariates and future covariates of step t;
+- decoder token at forecast step j: the targets of step j−1 (true or fed back) and the future covariates of step j,
+  so the decoder sees the prices or holidays of the step it forecasts;
+- static covariates: one embedding per series, added to every token of both streams.
 
-Shapes: N batch, S context length, T decoder length, F features, P patch length, B token batch (N or N·F),
-H heads, D head dim, d_model = H * D.
+A token is one time step by default, P consecutive steps with ``patch_length`` P, and with ``channel_independent``
+each target channel is its own sequence (sharing the covariates). The public methods take and return series in
+time steps, (N, length, F).
+
+Shapes: N batch, S context length, T decoder length, F target channels, C covariates, P patch length, B token
+batch (N or N·F, times the sample paths K when sampling), H heads, D head dim, d_model = H * D.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor, nn
@@ -22,6 +30,30 @@ from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 from project.model.cache import KVCache, LayerCache
+from project.model.distributions import OutputDistribution, PointForecast, feedback
+
+
+@dataclass
+class Encoded:
+    """Everything the decoder conditions on for one batch, made once by ``ForecastTransformer.encode``.
+
+    ``memory`` is the encoder output (B, S / P, d_model); ``static`` the static-covariate embedding of each token
+    row (B, 1, d_model); ``future`` the known covariates of the forecast steps (N, steps, C), which ``decode``
+    slices at its position. ``samples`` is the number of sample paths per series: token rows are ordered (series,
+    channel, sample), and the K paths of a series share its memory row instead of copies of it.
+    """
+
+    memory: Tensor
+    static: Tensor | None = None
+    future: Tensor | None = None
+    samples: int = 1
+
+    def with_samples(self, samples: int) -> Encoded:
+        """The same conditioning for ``samples`` paths per series (the memory is shared, not repeated)."""
+        if self.samples != 1:
+            raise ValueError(f"these encoder outputs already serve {self.samples} sample paths per series")
+        repeat = lambda t: None if t is None else t.repeat_interleave(samples, dim=0)  # noqa: E731
+        return replace(self, static=repeat(self.static), future=repeat(self.future), samples=samples)
 
 
 class SinusoidalPositions(nn.Module):
@@ -41,14 +73,30 @@ class SinusoidalPositions(nn.Module):
         return self.table[offset : offset + length]  # (length, d_model)
 
 
+class StaticEmbedding(nn.Module):
+    """One vector per series from its static covariates: a learned embedding per category (index 0 is "unknown",
+    for categories not seen in training) and a linear map of the numeric ones, summed."""
+
+    def __init__(self, cardinalities: Sequence[int], n_reals: int, d_model: int) -> None:
+        super().__init__()
+        self.categories = nn.ModuleList(nn.Embedding(cardinality + 1, d_model) for cardinality in cardinalities)
+        self.reals = nn.Linear(n_reals, d_model) if n_reals else None
+
+    def forward(self, categorical: Tensor | None, reals: Tensor | None) -> Tensor:
+        parts = [embedding(categorical[:, i]) for i, embedding in enumerate(self.categories)]
+        if self.reals is not None:
+            parts.append(self.reals(reals))
+        return torch.stack(parts).sum(0)  # (N, d_model)
+
+
 def split_heads(x: Tensor, nhead: int) -> Tensor:
     batch, length, width = x.shape
-    return x.view(batch, length, nhead, width // nhead).transpose(1, 2)  # (N, H, length, D)
+    return x.view(batch, length, nhead, width // nhead).transpose(1, 2)  # (B, H, length, D)
 
 
 def merge_heads(x: Tensor) -> Tensor:
     batch, nhead, length, head_dim = x.shape
-    return x.transpose(1, 2).reshape(batch, length, nhead * head_dim)  # (N, length, d_model)
+    return x.transpose(1, 2).reshape(batch, length, nhead * head_dim)  # (B, length, d_model)
 
 
 class SelfAttention(nn.Module):
@@ -72,7 +120,11 @@ class SelfAttention(nn.Module):
 
 
 class CrossAttention(nn.Module):
-    """Multi-head attention from decoder positions to the encoder output (the memory)."""
+    """Multi-head attention from decoder positions to the encoder output (the memory).
+
+    With K sample paths per memory row, the K paths' queries attend as K·k rows of one query block: exact (there
+    is no mask here) and the memory's keys/values are read once per series instead of being copied K times.
+    """
 
     def __init__(self, d_model: int, nhead: int) -> None:
         super().__init__()
@@ -86,7 +138,7 @@ class CrossAttention(nn.Module):
         # Contiguous once per memory, so attention at every step references these instead of copying them.
         return split_heads(key, self.nhead).contiguous(), split_heads(value, self.nhead).contiguous()
 
-    def forward(self, x: Tensor, memory: Tensor, cache: LayerCache | None = None) -> Tensor:
+    def forward(self, x: Tensor, memory: Tensor, samples: int = 1, cache: LayerCache | None = None) -> Tensor:
         if cache is None:
             key, value = self.memory_keys_values(memory)
         else:
@@ -94,8 +146,16 @@ class CrossAttention(nn.Module):
             if cache.memory_keys is None:
                 cache.memory_keys, cache.memory_values = self.memory_keys_values(memory)
             key, value = cache.memory_keys, cache.memory_values
-        query = split_heads(self.query(x), self.nhead)
-        return self.out(merge_heads(F.scaled_dot_product_attention(query, key, value)))
+        query = split_heads(self.query(x), self.nhead)  # (B·K, H, k, D)
+        rows, heads, length, head_dim = query.shape
+        if samples > 1:
+            query = query.view(rows // samples, samples, heads, length, head_dim).transpose(1, 2)
+            query = query.reshape(rows // samples, heads, samples * length, head_dim)  # (B, H, K·k, D)
+        attended = F.scaled_dot_product_attention(query, key, value)
+        if samples > 1:
+            attended = attended.view(rows // samples, heads, samples, length, head_dim).transpose(1, 2)
+            attended = attended.reshape(rows, heads, length, head_dim)
+        return self.out(merge_heads(attended))
 
 
 class FeedForward(nn.Sequential):
@@ -132,22 +192,26 @@ class DecoderLayer(nn.Module):
         self.feed_forward = FeedForward(d_model, dim_feedforward)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, memory: Tensor, cache: LayerCache | None = None) -> Tensor:
+    def forward(self, x: Tensor, memory: Tensor, samples: int = 1, cache: LayerCache | None = None) -> Tensor:
         x = x + self.dropout(self.self_attention(self.self_attention_norm(x), cache))
-        x = x + self.dropout(self.cross_attention(self.cross_attention_norm(x), memory, cache))
+        x = x + self.dropout(self.cross_attention(self.cross_attention_norm(x), memory, samples, cache))
         return x + self.dropout(self.feed_forward(self.feed_forward_norm(x)))
 
 
 class ForecastTransformer(nn.Module):
-    """Encoder–decoder transformer forecaster with an incremental (cached) decoder.
+    """Encoder–decoder transformer forecaster with covariates and an incremental (cached) decoder.
 
-    ``decode(tgt, memory)[:, t]`` is the forecast of the value P steps after ``tgt[:, t]`` (the next value for
-    the default P = 1) and depends only on ``memory`` and the patches of ``tgt`` up to and including the one
-    holding step t. Attention weights are not dropped out, so decoding with a cache computes exactly the same
-    function as decoding the whole sequence at once.
+    ``decode(tgt, encoded)[:, t]`` holds the parameters of the forecast of the target P steps after ``tgt[:, t]``
+    (the next value for the default P = 1), and depends only on ``encoded`` and the patches of ``tgt`` up to and
+    including the one holding step t. Attention weights are not dropped out, so decoding with a cache computes
+    exactly the same function as decoding the whole sequence at once.
 
     Args:
-        n_features: Number of channels F of the series (input and output).
+        n_features: Number of target channels F: forecast, and fed back as decoder inputs.
+        n_past_covariates: Covariates observed only over the context window (encoder input).
+        n_future_covariates: Covariates known over the context and the forecast steps (both streams).
+        static_cardinalities: Number of categories of each categorical static covariate.
+        n_static_reals: Number of numeric static covariates.
         d_model: Width of every token embedding; must be divisible by ``nhead``.
         nhead: Number of attention heads.
         num_encoder_layers: Number of encoder layers over the context window.
@@ -158,16 +222,22 @@ class ForecastTransformer(nn.Module):
         patch_length: Time steps per token P, in the encoder and the decoder: each decoder step then forecasts
             P steps at once, so a horizon H needs H / P sequential steps instead of H. Context and decoder
             lengths must be multiples of P.
-        channel_independent: Model every channel as its own univariate sequence with shared weights (as in
-            PatchTST) instead of one token per time step holding all channels.
+        channel_independent: Model every target channel as its own univariate sequence with shared weights (as in
+            PatchTST), covariates shared by all channels, instead of one token per time step holding all channels.
         checkpoint_layers: Recompute each layer's activations in backward instead of storing them (activation
             checkpointing): less memory for more compute. Applies to whole-sequence passes in training; cached
             decoding is never checkpointed because it appends to the cache.
+        distribution: What the head predicts per target value (``project.model.distributions``); a point
+            forecast by default.
     """
 
     def __init__(
         self,
         n_features: int = 5,
+        n_past_covariates: int = 0,
+        n_future_covariates: int = 0,
+        static_cardinalities: Sequence[int] = (),
+        n_static_reals: int = 0,
         d_model: int = 128,
         nhead: int = 8,
         num_encoder_layers: int = 3,
@@ -178,9 +248,10 @@ class ForecastTransformer(nn.Module):
         patch_length: int = 1,
         channel_independent: bool = False,
         checkpoint_layers: bool = False,
+        distribution: OutputDistribution | None = None,
     ) -> None:
         super().__init__()
-        if d_model % nhead:
+        if nhead < 1 or d_model % nhead:
             raise ValueError(f"d_model must be divisible by nhead; got d_model={d_model}, nhead={nhead}")
         if num_encoder_layers < 1 or num_decoder_layers < 1:
             raise ValueError(
@@ -190,95 +261,200 @@ class ForecastTransformer(nn.Module):
         if patch_length < 1:
             raise ValueError(f"patch_length must be >= 1; got {patch_length}")
         self.n_features = n_features
+        self.n_past_covariates, self.n_future_covariates = n_past_covariates, n_future_covariates
         self.d_model = d_model
         self.patch_length = patch_length
         self.channel_independent = channel_independent
         self.checkpoint_layers = checkpoint_layers
-        token_width = patch_length * (1 if channel_independent else n_features)
+        self.distribution = distribution or PointForecast()
+        channels_per_token = 1 if channel_independent else n_features
+        encoder_width = patch_length * (channels_per_token + n_past_covariates + n_future_covariates)
+        decoder_width = patch_length * (channels_per_token + n_future_covariates)
         self.positions = SinusoidalPositions(d_model, max_length)
-        self.encoder_embedding = nn.Linear(token_width, d_model)
-        self.decoder_embedding = nn.Linear(token_width, d_model)
+        self.encoder_embedding = nn.Linear(encoder_width, d_model)
+        self.decoder_embedding = nn.Linear(decoder_width, d_model)
+        has_static = bool(static_cardinalities) or n_static_reals > 0
+        self.static_embedding = StaticEmbedding(static_cardinalities, n_static_reals, d_model) if has_static else None
         self.embedding_dropout = nn.Dropout(dropout)
         layer_args = (d_model, nhead, dim_feedforward, dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(num_encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(num_decoder_layers))
         self.encoder_norm = nn.LayerNorm(d_model)
         self.decoder_norm = nn.LayerNorm(d_model)
-        self.head = nn.Linear(d_model, token_width)
+        self.head = nn.Linear(d_model, patch_length * channels_per_token * self.distribution.n_parameters)
 
     def new_cache(self) -> KVCache:
         """An empty cache for one batch's incremental decoding."""
         return KVCache(len(self.decoder_layers))
 
-    def encode(self, src: Tensor) -> Tensor:
-        """Context window ``src`` (N, S, F) → memory (B, S / P, d_model)."""
-        tokens = self._tokens("src", src)  # (B, S / P, token_width)
-        x = self.embedding_dropout(self.encoder_embedding(tokens) + self._positions("src", tokens, offset=0))
+    def encode(
+        self,
+        context: Tensor,
+        past_covariates: Tensor | None = None,
+        future_covariates: Tensor | None = None,
+        static_categorical: Tensor | None = None,
+        static_real: Tensor | None = None,
+    ) -> Encoded:
+        """Context targets (N, S, F), past covariates (N, S, C_p), future covariates over the context and the
+        forecast steps (N, S + T, C_f) and static covariates (N, C) → what the decoder conditions on."""
+        batch, length = context.shape[0], context.shape[1]
+        future = self._covariates("future_covariates", future_covariates, self.n_future_covariates, batch)
+        past = self._covariates("past_covariates", past_covariates, self.n_past_covariates, batch)
+        if past is not None and past.shape[1] != length:
+            raise ValueError(f"past_covariates must cover the {length} context steps; got {tuple(past.shape)}")
+        if future is not None and future.shape[1] < length:
+            raise ValueError(
+                f"future_covariates must cover the {length} context steps and the forecast; got {tuple(future.shape)}"
+            )
+        covariates = [c for c in (past, None if future is None else future[:, :length]) if c is not None]
+        static = self._static(static_categorical, static_real, batch)
+        tokens = self._tokens("context", context, torch.cat(covariates, dim=-1) if covariates else None)
+        x = self.encoder_embedding(tokens) + self._positions("context", tokens, offset=0)
+        x = self.embedding_dropout(x if static is None else x + static)
         for layer in self.encoder_layers:
             x = self._run_layer(layer, x)
-        return self.encoder_norm(x)
+        return Encoded(self.encoder_norm(x), static, None if future is None else future[:, length:])
 
-    def decode(self, tgt: Tensor, memory: Tensor, cache: KVCache | None = None) -> Tensor:
-        """Decoder inputs ``tgt`` (N, T, F) → forecasts (N, T, F) of the values P steps after each input.
+    def decode(self, tgt: Tensor, encoded: Encoded, cache: KVCache | None = None) -> Tensor:
+        """Decoder inputs ``tgt`` (N, T, F) → parameters (N, T, F, n_parameters) of the values P steps later.
 
-        With ``cache``, ``tgt`` holds only the new positions; their keys/values are appended to the cache,
-        and their positional offset is the number of positions already in it.
+        With ``cache``, ``tgt`` holds only the new positions; their keys/values are appended to the cache, and
+        their position (and the future covariates they read) starts after the positions already in it.
         """
-        tokens = self._tokens("tgt", tgt)  # (B, T / P, token_width)
-        self._check_memory(memory, tokens, cache)
         offset = 0 if cache is None else cache.length
-        x = self.embedding_dropout(self.decoder_embedding(tokens) + self._positions("tgt", tokens, offset))
+        steps = slice(offset * self.patch_length, offset * self.patch_length + tgt.shape[1])
+        tokens = self._tokens("tgt", tgt, self._future_steps(encoded, steps), encoded.samples)
+        self._check_memory(encoded, tokens, cache)
+        x = self.decoder_embedding(tokens) + self._positions("tgt", tokens, offset)
+        x = self.embedding_dropout(x if encoded.static is None else x + encoded.static)
         if cache is None:
             for layer in self.decoder_layers:
-                x = self._run_layer(layer, x, memory)
+                x = self._run_layer(layer, x, encoded.memory, encoded.samples)
         else:
-            cache.memory = memory
+            cache.encoded = encoded
             for layer, layer_cache in zip(self.decoder_layers, cache.layers):
-                x = layer(x, memory, layer_cache)
-        return self._series(self.head(self.decoder_norm(x)), batch=tgt.shape[0])
+                x = layer(x, encoded.memory, encoded.samples, layer_cache)
+        raw = self._series(self.head(self.decoder_norm(x)), encoded.samples, tgt.shape[0])
+        return self.distribution.constrain(raw)
 
-    def start_of(self, src: Tensor) -> Tensor:
-        """The first decoder input (N, P, F): the last observed patch of the context."""
-        return src[:, -self.patch_length :]
+    def start_of(self, context: Tensor) -> Tensor:
+        """The first decoder input (N, P, F): the last observed patch of the context's targets."""
+        return context[:, -self.patch_length :]
 
-    def rollout(self, memory: Tensor, start: Tensor, horizon: int) -> Tensor:
-        """Free-running forecast: feed each prediction back as the next input, decoding with a cache.
+    def rollout(
+        self,
+        encoded: Encoded,
+        start: Tensor,
+        horizon: int,
+        feedback_value: str = "mean",
+        generator: torch.Generator | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Free-running forecast: feed each step's point forecast (or a draw) back as the next input, decoding with
+        a cache. Returns the parameters (N, horizon, F, n_parameters) and the fed-back values (N, horizon, F).
 
-        ``start`` (N, P, F) is the first decoder input, usually ``start_of(src)``. Differentiable when
-        gradients are enabled (back-propagation through the fed-back predictions).
+        ``start`` (N, P, F) is the first decoder input, usually ``start_of(context)``. Differentiable when
+        gradients are enabled (back-propagation through the fed-back values; draws are reparameterised).
         """
         if horizon <= 0:
             raise ValueError(f"horizon must be a positive integer; got {horizon}")
         cache = self.new_cache()
-        step_input, forecasts = start, []
+        step_input, parameters, values = start, [], []
         for _ in range(math.ceil(horizon / self.patch_length)):
-            step_input = self.decode(step_input, memory, cache)
-            forecasts.append(step_input)
-        return torch.cat(forecasts, dim=1)[:, :horizon]  # (N, horizon, F)
+            step_parameters = self.decode(step_input, encoded, cache)
+            step_input = feedback(self.distribution, step_parameters, feedback_value, generator)
+            parameters.append(step_parameters)
+            values.append(step_input)
+        return torch.cat(parameters, dim=1)[:, :horizon], torch.cat(values, dim=1)[:, :horizon]
 
-    def generate(self, src: Tensor, horizon: int) -> Tensor:
-        """Autoregressive forecast (N, horizon, F) from the context ``src`` (N, S, F)."""
-        return self.rollout(self.encode(src), self.start_of(src), horizon)
+    def generate(
+        self,
+        context: Tensor,
+        horizon: int,
+        num_samples: int | None = None,
+        generator: torch.Generator | None = None,
+        **covariates: Tensor,
+    ) -> Tensor:
+        """Autoregressive forecast from ``context`` (N, S, F) and its covariates (as ``encode`` takes them).
 
-    def _tokens(self, name: str, x: Tensor) -> Tensor:
-        """Series (N, length, F) → tokens (B, length / P, token_width)."""
-        if x.dim() != 3 or x.shape[-1] != self.n_features or x.shape[1] == 0 or x.shape[1] % self.patch_length:
+        Without ``num_samples``: the point path (N, horizon, F), each step's point forecast fed back. With K
+        samples: K sample paths per series (N, K, horizon, F), each step drawn given the path's earlier draws;
+        one cached rollout over N·K rows, the encoder run once per series.
+        """
+        encoded = self.encode(context, **covariates)
+        if num_samples is None:
+            return self.rollout(encoded, self.start_of(context), horizon)[1]
+        if num_samples < 1:
+            raise ValueError(f"num_samples must be a positive integer; got {num_samples}")
+        start = self.start_of(context).repeat_interleave(num_samples, dim=0)
+        paths = self.rollout(encoded.with_samples(num_samples), start, horizon, "sample", generator)[1]
+        return paths.view(context.shape[0], num_samples, horizon, -1)
+
+    # -- Tokens ----------------------------------------------------------------------------------------------------
+
+    def _tokens(self, name: str, series: Tensor, covariates: Tensor | None, samples: int = 1) -> Tensor:
+        """Series (N·K, length, F) and covariates (N·K, length, C) → tokens (B, length / P, token width).
+
+        Rows of N·K are (series, sample); token rows are (series, channel, sample) in channel-independent mode.
+        """
+        if (
+            series.dim() != 3
+            or series.shape[-1] != self.n_features
+            or series.shape[1] == 0
+            or series.shape[1] % self.patch_length
+        ):
             raise ValueError(
                 f"{name} must have shape (N, length, {self.n_features}) with length a positive multiple of "
-                f"patch_length={self.patch_length}; got {tuple(x.shape)}"
+                f"patch_length={self.patch_length}; got {tuple(series.shape)}"
             )
-        batch, length, n_features = x.shape
+        rows, length, channels = series.shape
         if self.channel_independent:
-            x = x.transpose(1, 2).reshape(batch * n_features, length, 1)  # (N·F, length, 1)
+            series = series.view(rows // samples, samples, length, channels).permute(0, 3, 1, 2)
+            series = series.reshape(-1, length, 1)  # (N·F·K, length, 1)
+            if covariates is not None:
+                covariates = covariates.view(rows // samples, 1, samples, length, -1)
+                covariates = covariates.expand(-1, channels, -1, -1, -1).reshape(series.shape[0], length, -1)
+        x = series if covariates is None else torch.cat([series, covariates], dim=-1)
         return x.reshape(x.shape[0], length // self.patch_length, -1)
 
-    def _series(self, tokens: Tensor, batch: int) -> Tensor:
-        """Tokens (B, tokens, token_width) → series (N, length, F); the inverse of ``_tokens``."""
+    def _series(self, tokens: Tensor, samples: int, rows: int) -> Tensor:
+        """Head output (B, tokens, P·channels·n_parameters) → (N·K, length, F, n_parameters)."""
+        n_parameters = self.distribution.n_parameters
         if self.channel_independent:
-            return tokens.reshape(batch, self.n_features, -1).transpose(1, 2)
-        return tokens.reshape(batch, -1, self.n_features)
+            x = tokens.reshape(rows // samples, self.n_features, samples, -1, n_parameters)
+            return x.permute(0, 2, 3, 1, 4).reshape(rows, -1, self.n_features, n_parameters)
+        return tokens.reshape(rows, -1, self.n_features, n_parameters)
 
-    def _run_layer(self, layer: nn.Module, *inputs: Tensor) -> Tensor:
+    def _future_steps(self, encoded: Encoded, steps: slice) -> Tensor | None:
+        if encoded.future is None:
+            return None
+        if steps.stop > encoded.future.shape[1]:
+            raise ValueError(
+                f"future_covariates cover {encoded.future.shape[1]} forecast steps; forecasting step {steps.stop} "
+                "needs them for every step up to it"
+            )
+        return encoded.future[:, steps]
+
+    def _covariates(self, name: str, values: Tensor | None, width: int, batch: int) -> Tensor | None:
+        if width == 0 and (values is None or values.shape[-1] == 0):
+            return None
+        if values is None or values.dim() != 3 or values.shape[0] != batch or values.shape[-1] != width:
+            got = None if values is None else tuple(values.shape)
+            raise ValueError(f"{name} must have shape ({batch}, length, {width}); got {got}")
+        return values
+
+    def _static(self, categorical: Tensor | None, reals: Tensor | None, batch: int) -> Tensor | None:
+        if self.static_embedding is None:
+            return None
+        expected = len(self.static_embedding.categories)
+        if expected and (categorical is None or tuple(categorical.shape) != (batch, expected)):
+            got = None if categorical is None else tuple(categorical.shape)
+            raise ValueError(f"static_categorical must have shape ({batch}, {expected}); got {got}")
+        embedding = self.static_embedding(categorical, reals)  # (N, d_model)
+        if self.channel_independent:
+            embedding = embedding.repeat_interleave(self.n_features, dim=0)
+        return embedding.unsqueeze(1)  # (B, 1, d_model)
+
+    def _run_layer(self, layer: nn.Module, *inputs) -> Tensor:
         if self.checkpoint_layers and self.training and torch.is_grad_enabled():
             return checkpoint(layer, *inputs, use_reentrant=False)
         return layer(*inputs)
@@ -293,16 +469,17 @@ class ForecastTransformer(nn.Module):
             )
         return self.positions(tokens.shape[1], offset)
 
-    def _check_memory(self, memory: Tensor, tokens: Tensor, cache: KVCache | None) -> None:
-        expected = f"({tokens.shape[0]}, S, {self.d_model})"
-        if memory.dim() != 3 or memory.shape[0] != tokens.shape[0] or memory.shape[-1] != self.d_model:
+    def _check_memory(self, encoded: Encoded, tokens: Tensor, cache: KVCache | None) -> None:
+        memory, rows = encoded.memory, tokens.shape[0] // encoded.samples
+        expected = f"({rows}, S, {self.d_model})"
+        if memory.dim() != 3 or memory.shape[0] != rows or memory.shape[-1] != self.d_model:
             raise ValueError(f"memory must have shape {expected} to match tgt; got {tuple(memory.shape)}")
-        if cache is None or cache.memory is None:
+        if cache is None or cache.encoded is None:
             return
-        if memory.shape != cache.memory.shape:
+        if memory.shape != cache.encoded.memory.shape:
             raise ValueError(
                 f"memory has shape {tuple(memory.shape)} but the cache was filled for memory of shape "
-                f"{tuple(cache.memory.shape)}; use model.new_cache() for each batch"
+                f"{tuple(cache.encoded.memory.shape)}; use model.new_cache() for each batch"
             )
-        if memory is not cache.memory:
+        if encoded is not cache.encoded:
             raise ValueError("memory is not the tensor this cache was filled for; use model.new_cache() per batch")

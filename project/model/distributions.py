@@ -1,0 +1,201 @@
+"""What the decoder's head predicts for each target value: a point, or the parameters of a distribution.
+
+Each class turns the head's raw outputs into valid parameters (``constrain``) and knows its training loss, its
+point forecast (what is fed back with ``feedback_value: mean``), how to draw from it (``sample``, reparameterised
+where the distribution allows, so that BPTT can differentiate through the draws) and how to undo a scaling
+(``affine``). Parameters have shape (…, n_parameters); values have the shape of (…).
+
+Draws take an optional ``torch.Generator`` so that a rollout and a hand-written loop with the same generator draw
+exactly the same paths.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from project.errors import InputError
+
+DistributionName = Literal["none", "normal", "student_t", "quantile"]
+PointLoss = Literal["mse", "mae", "huber"]
+_MIN_SCALE = 1e-3  # in scaled units: keeps the likelihood finite when a window is nearly constant
+
+
+class PointForecast:
+    """No distribution: the head predicts the value itself, trained with ``loss`` (MSE, MAE or Huber)."""
+
+    name, n_parameters, reparameterised = "none", 1, True
+
+    def __init__(self, loss: PointLoss = "mse", huber_delta: float = 1.0) -> None:
+        self.point_loss, self.huber_delta = loss, huber_delta
+
+    def constrain(self, raw: Tensor) -> Tensor:
+        return raw
+
+    def loss(self, parameters: Tensor, target: Tensor) -> Tensor:
+        value = parameters[..., 0]
+        if self.point_loss == "mae":
+            return F.l1_loss(value, target)
+        if self.point_loss == "huber":
+            return F.huber_loss(value, target, delta=self.huber_delta)
+        return F.mse_loss(value, target)
+
+    def point(self, parameters: Tensor) -> Tensor:
+        return parameters[..., 0]
+
+    def sample(self, parameters: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        return parameters[..., 0]
+
+    def affine(self, parameters: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
+        return parameters * scale.unsqueeze(-1) + loc.unsqueeze(-1)
+
+
+class Normal:
+    """Gaussian with mean and standard deviation; trained by negative log-likelihood."""
+
+    name, n_parameters, reparameterised = "normal", 2, True
+
+    def constrain(self, raw: Tensor) -> Tensor:
+        return torch.stack([raw[..., 0], F.softplus(raw[..., 1]) + _MIN_SCALE], dim=-1)
+
+    def loss(self, parameters: Tensor, target: Tensor) -> Tensor:
+        loc, scale = parameters.unbind(-1)
+        return (0.5 * ((target - loc) / scale) ** 2 + scale.log() + 0.5 * math.log(2 * math.pi)).mean()
+
+    def point(self, parameters: Tensor) -> Tensor:
+        return parameters[..., 0]
+
+    def sample(self, parameters: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        loc, scale = parameters.unbind(-1)
+        noise = torch.randn(loc.shape, generator=generator, dtype=loc.dtype, device=loc.device)
+        return loc + scale * noise
+
+    def affine(self, parameters: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
+        return torch.stack([parameters[..., 0] * scale + loc, parameters[..., 1] * scale], dim=-1)
+
+
+class StudentT:
+    """Student's t with location, scale and degrees of freedom (> 2, so the mean and variance exist): heavier
+    tails than the Gaussian; trained by negative log-likelihood."""
+
+    name, n_parameters, reparameterised = "student_t", 3, True
+
+    def constrain(self, raw: Tensor) -> Tensor:
+        return torch.stack([raw[..., 0], F.softplus(raw[..., 1]) + _MIN_SCALE, 2.0 + F.softplus(raw[..., 2])], dim=-1)
+
+    def loss(self, parameters: Tensor, target: Tensor) -> Tensor:
+        loc, scale, df = parameters.unbind(-1)
+        z = (target - loc) / scale
+        log_density = (
+            torch.lgamma((df + 1) / 2)
+            - torch.lgamma(df / 2)
+            - 0.5 * torch.log(df * math.pi)
+            - scale.log()
+            - (df + 1) / 2 * torch.log1p(z**2 / df)
+        )
+        return -log_density.mean()
+
+    def point(self, parameters: Tensor) -> Tensor:
+        return parameters[..., 0]
+
+    def sample(self, parameters: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        loc, scale, df = parameters.unbind(-1)
+        normal = torch.randn(loc.shape, generator=generator, dtype=loc.dtype, device=loc.device)
+        # t = Z / sqrt(V / df) with V ~ chi²(df) = 2·Gamma(df / 2); torch's gamma sampler is reparameterised (it is
+        # what torch.distributions.Gamma.rsample uses) and, unlike torch.distributions, takes a generator.
+        gamma = torch._standard_gamma(df / 2, generator=generator)
+        return loc + scale * normal * torch.sqrt(df / (2 * gamma))
+
+    def affine(self, parameters: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
+        return torch.stack([parameters[..., 0] * scale + loc, parameters[..., 1] * scale, parameters[..., 2]], dim=-1)
+
+
+class Quantiles:
+    """A fixed set of quantiles of the predictive distribution, trained with the pinball (quantile) loss.
+
+    The head predicts the median and the gaps between neighbouring quantiles (through a softplus), so quantiles
+    never cross. Draws interpolate the quantile function linearly between levels (and extend its outer segments
+    beyond them); they are not reparameterised, so BPTT with ``feedback_value: sample`` is refused.
+    """
+
+    name, reparameterised = "quantile", False
+
+    def __init__(self, levels: Sequence[float] = (0.1, 0.5, 0.9)) -> None:
+        levels = [float(level) for level in levels]
+        if sorted(set(levels)) != levels or not all(0 < level < 1 for level in levels) or 0.5 not in levels:
+            raise InputError(
+                f"quantile_levels must be increasing, between 0 and 1 and include the median 0.5; got {levels}"
+            )
+        if len(levels) < 2:
+            raise InputError(f"quantile_levels needs at least two levels; got {levels}")
+        self.levels = levels
+        self.median_index = levels.index(0.5)
+        self.n_parameters = len(levels)
+
+    def constrain(self, raw: Tensor) -> Tensor:
+        centre = raw[..., self.median_index : self.median_index + 1]
+        gaps = F.softplus(raw) + _MIN_SCALE  # strictly increasing even where the softplus underflows
+        above = centre + gaps[..., self.median_index + 1 :].cumsum(-1)
+        below = centre - gaps[..., : self.median_index].flip(-1).cumsum(-1).flip(-1)
+        return torch.cat([below, centre, above], dim=-1)
+
+    def loss(self, parameters: Tensor, target: Tensor) -> Tensor:
+        levels = parameters.new_tensor(self.levels)
+        error = target.unsqueeze(-1) - parameters
+        return torch.maximum(levels * error, (levels - 1) * error).mean()
+
+    def point(self, parameters: Tensor) -> Tensor:
+        return parameters[..., self.median_index]
+
+    def sample(self, parameters: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        shape, dtype, device = parameters.shape[:-1], parameters.dtype, parameters.device
+        uniform = torch.rand(shape, generator=generator, dtype=dtype, device=device)
+        return self.quantile_function(parameters, uniform)
+
+    def quantile_function(self, parameters: Tensor, probability: Tensor) -> Tensor:
+        """The piecewise-linear quantile function through the predicted quantiles, at ``probability``."""
+        levels = parameters.new_tensor(self.levels)
+        segment = (torch.searchsorted(levels, probability.contiguous()) - 1).clamp(0, len(self.levels) - 2)
+        lower_level, upper_level = levels[segment], levels[segment + 1]
+        lower = parameters.gather(-1, segment.unsqueeze(-1)).squeeze(-1)
+        upper = parameters.gather(-1, (segment + 1).unsqueeze(-1)).squeeze(-1)
+        return lower + (upper - lower) * (probability - lower_level) / (upper_level - lower_level)
+
+    def affine(self, parameters: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
+        return parameters * scale.unsqueeze(-1) + loc.unsqueeze(-1)
+
+
+OutputDistribution = PointForecast | Normal | StudentT | Quantiles
+
+
+def make_distribution(
+    name: DistributionName,
+    loss: PointLoss = "mse",
+    huber_delta: float = 1.0,
+    quantile_levels: Sequence[float] = (0.1, 0.5, 0.9),
+) -> OutputDistribution:
+    """The output distribution called ``name`` (``none`` is a point forecast trained with ``loss``)."""
+    if name == "none":
+        return PointForecast(loss, huber_delta)
+    if name == "normal":
+        return Normal()
+    if name == "student_t":
+        return StudentT()
+    if name == "quantile":
+        return Quantiles(quantile_levels)
+    raise InputError(f"distribution must be none, normal, student_t or quantile; got {name!r}")
+
+
+def feedback(
+    distribution: OutputDistribution,
+    parameters: Tensor,
+    value: Literal["mean", "sample"],
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """What a free-running decoder feeds back: the point forecast, or a draw from the predicted distribution."""
+    return distribution.point(parameters) if value == "mean" else distribution.sample(parameters, generator)

@@ -1,0 +1,98 @@
+"""Output distributions and probabilistic scores against hand-computed values and the reference package."""
+
+import math
+
+import numpy as np
+import properscoring
+import pytest
+import torch
+
+from project.model.distributions import Normal, PointForecast, Quantiles, StudentT, make_distribution
+from project.training.metrics import central_interval, crps_from_samples
+from project.errors import InputError
+
+
+def test_normal_negative_log_likelihood_matches_the_formula():
+    parameters = torch.tensor([[0.5, 2.0], [-1.0, 0.5]], dtype=torch.float64)
+    target = torch.tensor([1.5, -1.0], dtype=torch.float64)
+    expected = np.mean([0.5 * 0.5**2 + math.log(2.0), math.log(0.5)]) + 0.5 * math.log(2 * math.pi)
+    assert Normal().loss(parameters, target).item() == pytest.approx(expected, rel=1e-12)
+
+
+def test_student_t_negative_log_likelihood_matches_torch_distributions():
+    parameters = torch.tensor([[0.5, 2.0, 3.0], [-1.0, 0.5, 7.5]], dtype=torch.float64)
+    target = torch.tensor([1.5, 0.2], dtype=torch.float64)
+    reference = torch.distributions.StudentT(parameters[:, 2], parameters[:, 0], parameters[:, 1])
+    expected = -reference.log_prob(target).mean()
+    torch.testing.assert_close(StudentT().loss(parameters, target), expected, rtol=1e-12, atol=0)
+
+
+def test_pinball_loss_matches_hand_computed_values():
+    quantiles = Quantiles((0.1, 0.5, 0.9))
+    parameters = torch.tensor([[0.0, 1.0, 2.0]], dtype=torch.float64)
+    target = torch.tensor([3.0], dtype=torch.float64)
+    # Errors 3, 2, 1 above every quantile: 0.1·3, 0.5·2, 0.9·1 → mean 0.7333…
+    assert quantiles.loss(parameters, target).item() == pytest.approx((0.3 + 1.0 + 0.9) / 3)
+    below = torch.tensor([-1.0], dtype=torch.float64)  # 1, 2, 3 below: 0.9·1, 0.5·2, 0.1·3
+    assert quantiles.loss(parameters, below).item() == pytest.approx((0.9 + 1.0 + 0.3) / 3)
+
+
+def test_quantiles_never_cross_and_the_median_is_the_point_forecast():
+    quantiles = Quantiles((0.05, 0.25, 0.5, 0.75, 0.95))
+    constrained = quantiles.constrain(torch.randn(1000, 5) * 5)
+    assert (constrained.diff(dim=-1) > 0).all()
+    torch.testing.assert_close(quantiles.point(constrained), constrained[:, 2])
+
+
+def test_sampling_matches_the_distributions_moments():
+    generator = torch.Generator().manual_seed(0)
+    normal = torch.tensor([2.0, 0.5], dtype=torch.float64).expand(200_000, 2)
+    draws = Normal().sample(normal, generator)
+    assert draws.mean().item() == pytest.approx(2.0, abs=0.01)
+    assert draws.std().item() == pytest.approx(0.5, abs=0.01)
+    student = torch.tensor([0.0, 1.0, 5.0], dtype=torch.float64).expand(200_000, 3)
+    assert StudentT().sample(student, generator).var().item() == pytest.approx(5 / 3, rel=0.05)  # df / (df - 2)
+    quantiles = Quantiles((0.1, 0.5, 0.9))
+    draws = quantiles.sample(torch.tensor([-1.0, 0.0, 1.0], dtype=torch.float64).expand(200_000, 3), generator)
+    assert ((draws > -1) & (draws < 1)).double().mean().item() == pytest.approx(0.8, abs=0.005)
+
+
+def test_reparameterised_draws_carry_gradients_to_the_parameters():
+    for distribution, raw in ((Normal(), torch.randn(8, 2)), (StudentT(), torch.randn(8, 3))):
+        parameters = distribution.constrain(raw.requires_grad_())
+        distribution.sample(parameters, torch.Generator().manual_seed(0)).sum().backward()
+        assert (raw.grad.abs().sum(dim=0) > 0).all()
+
+
+def test_undoing_a_scaling_transforms_the_distribution():
+    loc, scale = torch.tensor([10.0]), torch.tensor([3.0])
+    normal = Normal().affine(torch.tensor([[1.0, 2.0]]), loc, scale)
+    torch.testing.assert_close(normal, torch.tensor([[13.0, 6.0]]))
+    point = PointForecast().affine(torch.tensor([[1.0]]), loc, scale)
+    torch.testing.assert_close(point, torch.tensor([[13.0]]))
+
+
+def test_crps_from_samples_equals_the_reference_package():
+    generator = np.random.default_rng(0)
+    samples = generator.normal(size=(6, 50, 4, 2))
+    target = generator.normal(size=(6, 4, 2))
+    expected = properscoring.crps_ensemble(target, np.moveaxis(samples, 1, -1))
+    ours = crps_from_samples(torch.from_numpy(samples), torch.from_numpy(target))
+    np.testing.assert_allclose(ours.numpy(), expected, rtol=1e-10, atol=1e-12)
+
+
+def test_crps_of_identical_draws_is_the_absolute_error():
+    samples = torch.full((3, 10, 2), 1.5, dtype=torch.float64)
+    target = torch.tensor([[1.0, 2.0], [0.0, 1.5], [3.0, -1.0]], dtype=torch.float64)
+    torch.testing.assert_close(crps_from_samples(samples, target), (target - 1.5).abs())
+
+
+def test_the_central_interval_holds_the_requested_share_of_draws():
+    draws = torch.randn(1, 100_000, dtype=torch.float64)
+    lower, upper = central_interval(draws, 0.8)
+    assert (lower.item(), upper.item()) == pytest.approx((-1.2816, 1.2816), abs=0.02)
+
+
+def test_quantile_levels_must_include_the_median():
+    with pytest.raises(InputError, match=r"quantile_levels must be increasing, between 0 and 1 and include"):
+        make_distribution("quantile", quantile_levels=[0.1, 0.9])
