@@ -4,10 +4,19 @@ import pytest
 import torch
 
 from project.data import WindowDataModule
-from project.training import regimes
-from project.training.module import ContextNorm
+from project.errors import InputError
+from project.training.module import ContextNorm, Forecaster
+from project.training.regimes import REGIMES, RegimeOptions
+from project.training.settings import RULES
 from tests.conftest import relative_difference
 from tests.helpers import learnable_series, quiet_trainer, tiny_module
+
+
+def random_batch(n=3, context=8, horizon=4, channels=2):
+    return {
+        "context": torch.randn(n, context, channels, dtype=torch.float64),
+        "target": torch.randn(n, horizon, channels, dtype=torch.float64),
+    }
 
 
 @pytest.mark.filterwarnings("ignore:You are trying to `self.log()`")
@@ -16,35 +25,37 @@ from tests.helpers import learnable_series, quiet_trainer, tiny_module
 )
 def test_training_step_returns_the_mean_loss_over_batch_time_and_channels(loss, expected):
     module = tiny_module(loss=loss).double()
-    context, target = torch.randn(3, 8, 2, dtype=torch.float64), torch.randn(3, 4, 2, dtype=torch.float64)
+    batch = random_batch()
     torch.manual_seed(1)
-    step_loss = module.training_step((context, target), 0)
+    step_loss = module.training_step(batch, 0)
     torch.manual_seed(1)
-    assert step_loss.item() == expected(module.training_forecast(context, target), target, reduction="mean").item()
+    forecast = module.training_forecast(batch)[..., 0]
+    assert step_loss.item() == expected(forecast, batch["target"], reduction="mean").item()
 
 
 def test_huber_loss_uses_its_delta():
-    module = tiny_module(loss="huber", huber_delta=0.5)
-    assert isinstance(module.loss, torch.nn.HuberLoss)
-    assert module.loss.delta == 0.5
+    module = tiny_module(loss="huber", huber_delta=0.5).double()
+    batch = {"context": torch.zeros(1, 8, 2, dtype=torch.float64), "target": torch.zeros(1, 4, 2, dtype=torch.float64)}
+    parameters = torch.full((1, 4, 2, 1), 2.0, dtype=torch.float64)
+    expected = torch.nn.functional.huber_loss(parameters[..., 0], batch["target"], delta=0.5)
+    assert module.distribution.loss(parameters, batch["target"]).item() == expected.item()
 
 
 @pytest.mark.parametrize(
     ("overrides", "regime"),
     [
-        (dict(training_mode="teacher_forcing"), "teacher_forced"),
-        (dict(training_mode="free_running", feedback="detach"), "free_running_detached"),
+        (dict(training_mode="teacher_forcing"), "teacher_forcing"),
+        (dict(training_mode="free_running", feedback="detach"), "free_running_detach"),
         (dict(training_mode="free_running", feedback="bptt"), "free_running_bptt"),
     ],
 )
 def test_each_training_mode_runs_its_regime(overrides, regime):
     module = tiny_module(**overrides).double()
-    context, target = torch.randn(3, 8, 2, dtype=torch.float64), torch.randn(3, 4, 2, dtype=torch.float64)
+    batch = random_batch()
     model = module.model
-    memory, start = model.encode(context), model.start_of(context)
-    function = getattr(regimes, regime)
-    expected = function(model, memory, start, target if regime == "teacher_forced" else target.shape[1])
-    torch.testing.assert_close(module.training_forecast(context, target), expected, rtol=0, atol=0)
+    encoded, start = model.encode(batch["context"]), model.start_of(batch["context"])
+    expected = REGIMES[regime].forecast(model, encoded, start, batch["target"], RegimeOptions())
+    torch.testing.assert_close(module.training_forecast(batch), expected, rtol=0, atol=0)
 
 
 def test_context_norm_statistics_come_from_the_context_only():
@@ -53,12 +64,11 @@ def test_context_norm_statistics_come_from_the_context_only():
     torch.testing.assert_close(norm.mean, context.mean(1, keepdim=True))
     torch.testing.assert_close(norm.inverse(norm(target)), target)
     module = tiny_module(instance_norm=True, training_mode="teacher_forcing").double()
-    context, target = context.double(), target.double()
-    changed = target.clone()
-    changed[:, 1:] *= 1000  # the future of position 0 changes wildly
-    forecast, forecast_changed = module.training_forecast(context, target), module.training_forecast(context, changed)
+    batch = {"context": context.double(), "target": target.double()}
+    changed = dict(batch, target=batch["target"].clone())
+    changed["target"][:, 1:] *= 1000  # the future of position 0 changes wildly
+    forecast, forecast_changed = module.training_forecast(batch), module.training_forecast(changed)
     torch.testing.assert_close(forecast_changed[:, 0], forecast[:, 0], rtol=0, atol=1e-12)
-    torch.testing.assert_close(module(context), module(context * 1.0), rtol=0, atol=0)
 
 
 def test_instance_norm_makes_forecasts_equivariant_to_shifting_and_scaling_the_context():
@@ -67,9 +77,55 @@ def test_instance_norm_makes_forecasts_equivariant_to_shifting_and_scaling_the_c
     torch.testing.assert_close(module(3 * context + 5), 3 * module(context) + 5, rtol=1e-4, atol=1e-4)  # eps in std
 
 
-def test_patch_length_must_divide_context_and_horizon():
-    with pytest.raises(ValueError, match="horizon=6 must be a multiple of patch_length=4"):
-        tiny_module(context_length=8, horizon=6, patch_length=4)
+def test_a_forecast_may_go_beyond_the_trained_horizon_up_to_max_horizon():
+    module = tiny_module(max_horizon=10).double().eval()
+    context = torch.randn(2, 8, 2, dtype=torch.float64)
+    longer = module(context, 10)
+    assert longer.shape == (2, 10, 2)
+    torch.testing.assert_close(longer[:, :4], module(context))  # the first steps do not depend on the length
+    with pytest.raises(InputError, match=r"horizon 11 is outside 1\.\.max_horizon=10"):
+        module(context, 11)
+    with pytest.raises(InputError, match=r"horizon 0 is outside"):
+        module(context, 0)  # 0 is not "the default"
+
+
+@pytest.mark.parametrize("distribution", ["normal", "student_t", "quantile"])
+def test_a_distribution_model_forecasts_mean_quantiles_and_sample_paths(distribution):
+    module = tiny_module(distribution=distribution, num_samples=16, prediction_quantiles=[0.1, 0.5, 0.9]).eval()
+    forecast = module.forecast(torch.randn(3, 8, 2), 4)
+    assert forecast.samples.shape == (3, 16, 4, 2)
+    assert forecast.quantiles.shape == (3, 4, 2, 3)
+    assert (forecast.quantiles.diff(dim=-1) >= 0).all()
+    expected = forecast.samples.median(1).values if distribution == "quantile" else forecast.samples.mean(1)
+    torch.testing.assert_close(forecast.point, expected)
+
+
+def test_point_forecasts_have_no_samples_or_quantiles():
+    forecast = tiny_module().eval().forecast(torch.randn(3, 8, 2))
+    assert forecast.samples is None and forecast.quantiles is None
+
+
+def test_every_rule_has_a_description_and_every_rejected_combination_is_one_line():
+    assert len(RULES) >= 10 and all(rule.description for rule in RULES)
+    rejected = {
+        "feedback=bptt applies to training_mode=free_running": dict(
+            training_mode="scheduled_sampling", feedback="bptt"
+        ),
+        "feedback_value=sample draws from a predicted distribution": dict(feedback_value="sample"),
+        "the quantile distribution cannot": dict(distribution="quantile", feedback="bptt", feedback_value="sample"),
+        "rollout_dropout=false applies to": dict(feedback="bptt", rollout_dropout=False),
+        "loss=mae applies to distribution=none": dict(distribution="normal", loss="mae"),
+        "huber_delta applies to loss=huber": dict(huber_delta=2.0),
+        "quantile_levels apply to distribution=quantile": dict(quantile_levels=[0.2, 0.5, 0.8]),
+        "schedule_steps apply to training_mode=scheduled_sampling": dict(schedule_steps=50),
+        "predict_horizon=50 exceeds max_horizon=16": dict(predict_horizon=50),
+        "d_model must be divisible by nhead; got d_model=30, nhead=4": dict(d_model=30, nhead=4),
+        "horizon=6 must be a multiple of patch_length=4": dict(context_length=8, horizon=6, patch_length=4),
+    }
+    for message, settings in rejected.items():
+        with pytest.raises(InputError, match=message) as error:
+            tiny_module(**settings)
+        assert "\n" not in str(error.value)
 
 
 @pytest.mark.parametrize(
@@ -109,3 +165,9 @@ def test_learning_rate_warms_up_then_follows_a_cosine_to_zero():
     assert all(np.diff(rates[4:]) < 0)
     expected_last = 1e-2 * 0.5 * (1 + np.cos(np.pi * 15 / 16))
     assert relative_difference(torch.tensor(rates[-1]), torch.tensor(expected_last)) < 1e-9
+
+
+def test_forecaster_is_a_lightning_module_with_documented_arguments():
+    documented = Forecaster.__doc__
+    for name in Forecaster._defaults():
+        assert f"{name}:" in documented, f"{name} is not documented"

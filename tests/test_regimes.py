@@ -3,18 +3,23 @@ import itertools
 import pytest
 import torch
 
+from project.model.distributions import Normal, Quantiles, StudentT
 from project.training import regimes
 from project.training.memory import SavedTensorsMeter
 from project.training.module import Forecaster
 from project.training.naive import naive_free_running
+from project.training.regimes import REGIMES, RegimeOptions
 from tests.conftest import relative_difference, small_model
+from tests.test_model import COVARIATES, covariates_for
+
+DISTRIBUTIONS = {"normal": Normal, "student_t": StudentT, "quantile": Quantiles}
 
 
 def loss_and_gradients(model, forecast_fn, target):
     model.zero_grad()
-    loss = (forecast_fn() - target).pow(2).mean()
+    loss = model.distribution.loss(forecast_fn(), target)
     loss.backward()
-    return loss.detach(), [p.grad.clone() for p in model.parameters()]
+    return loss.detach(), [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in model.parameters()]
 
 
 def assert_same_loss_and_gradients(model, fast, slow, target, tolerance=1e-8):
@@ -22,46 +27,92 @@ def assert_same_loss_and_gradients(model, fast, slow, target, tolerance=1e-8):
     slow_loss, slow_gradients = loss_and_gradients(model, slow, target)
     assert relative_difference(fast_loss, slow_loss) <= tolerance
     for fast_gradient, slow_gradient in zip(fast_gradients, slow_gradients):
-        assert relative_difference(fast_gradient, slow_gradient) <= tolerance
+        if slow_gradient.abs().max() > 0:
+            assert relative_difference(fast_gradient, slow_gradient) <= tolerance
 
 
 def batch(n=4, context=12, horizon=6, dtype=torch.float64):
     return torch.randn(n, context, 5, dtype=dtype), torch.randn(n, horizon, 5, dtype=dtype)
 
 
-def regime(model, src, name, target=None, **kwargs):
-    memory, start = model.encode(src), model.start_of(src)
-    if name == "teacher_forced":
-        return regimes.teacher_forced(model, memory, start, target)
-    if name == "scheduled_sampling":
-        return regimes.scheduled_sampling(model, memory, start, target, **kwargs)
-    return getattr(regimes, name)(model, memory, start, kwargs.get("horizon", target.shape[1]))
+def regime(model, src, name, target, covariates=None, **options):
+    encoded, start = model.encode(src, **(covariates or {})), model.start_of(src)
+    return REGIMES[name].forecast(model, encoded, start, target, RegimeOptions(**options))
 
 
-def test_free_running_detach_has_the_loss_and_gradients_of_the_fully_detached_naive_loop():
-    model, (src, target) = small_model().train(), batch()
+def test_every_regime_is_registered_once_with_a_description():
+    assert set(REGIMES) == {"teacher_forcing", "free_running_detach", "free_running_bptt", "scheduled_sampling"}
+    assert all(entry.description for entry in REGIMES.values())
+    assert regimes.regime_name("free_running", "bptt") == "free_running_bptt"
+    assert regimes.regime_name("scheduled_sampling", "detach") == "scheduled_sampling"
+
+
+@pytest.mark.parametrize("with_covariates", [False, True], ids=["targets-only", "covariates"])
+def test_free_running_detach_has_the_loss_and_gradients_of_the_fully_detached_naive_loop(with_covariates):
+    model = small_model(**(COVARIATES if with_covariates else {})).train()
+    src, target = batch()
+    covariates = covariates_for(4, 12, 6) if with_covariates else {}
     assert_same_loss_and_gradients(
         model,
-        lambda: regime(model, src, "free_running_detached", target),
-        lambda: naive_free_running(model, src, target, feedback="detach"),
+        lambda: regime(model, src, "free_running_detach", target, covariates),
+        lambda: naive_free_running(model, src, target, "detach", **covariates),
         target,
     )
 
 
-def test_free_running_bptt_has_the_loss_and_gradients_of_the_undetached_naive_loop():
-    model, (src, target) = small_model().train(), batch()
+@pytest.mark.parametrize("with_covariates", [False, True], ids=["targets-only", "covariates"])
+def test_free_running_bptt_has_the_loss_and_gradients_of_the_undetached_naive_loop(with_covariates):
+    model = small_model(**(COVARIATES if with_covariates else {})).train()
+    src, target = batch()
+    covariates = covariates_for(4, 12, 6) if with_covariates else {}
     assert_same_loss_and_gradients(
         model,
-        lambda: regime(model, src, "free_running_bptt", target),
-        lambda: naive_free_running(model, src, target, feedback="bptt"),
+        lambda: regime(model, src, "free_running_bptt", target, covariates),
+        lambda: naive_free_running(model, src, target, "bptt", **covariates),
         target,
     )
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+def test_detach_with_sampled_feedback_equals_the_naive_loop_given_the_same_draws(distribution):
+    model = small_model(**COVARIATES, distribution=DISTRIBUTIONS[distribution]()).train()
+    src, target = batch()
+    covariates = covariates_for(4, 12, 6)
+    assert_same_loss_and_gradients(
+        model,
+        lambda: regime(
+            model, src, "free_running_detach", target, covariates, feedback_value="sample",
+            generator=torch.Generator().manual_seed(3),
+        ),
+        lambda: naive_free_running(
+            model, src, target, "detach", "sample", torch.Generator().manual_seed(3), **covariates
+        ),
+        target,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("distribution", ["normal", "student_t"])
+def test_bptt_through_sampled_feedback_differentiates_the_draws(distribution):
+    model = small_model(distribution=DISTRIBUTIONS[distribution]()).train()
+    src, target = batch()
+
+    def forecast(name):
+        return lambda: regime(
+            model, src, name, target, feedback_value="sample", generator=torch.Generator().manual_seed(5)
+        )
+
+    naive = lambda: naive_free_running(model, src, target, "bptt", "sample", torch.Generator().manual_seed(5))  # noqa: E731
+    assert_same_loss_and_gradients(model, forecast("free_running_bptt"), naive, target)
+    _, bptt = loss_and_gradients(model, forecast("free_running_bptt"), target)
+    _, detach = loss_and_gradients(model, forecast("free_running_detach"), target)
+    # The same draws: the gradients differ only by what flows back through the sampled, fed-back values.
+    assert max(relative_difference(b, d) for b, d in zip(bptt, detach) if d.abs().max() > 0) > 1e-3
 
 
 def test_bptt_and_detach_have_the_same_forecast_but_different_gradients():
     model, (src, target) = small_model().train(), batch()
     detach_loss, detach_gradients = loss_and_gradients(
-        model, lambda: regime(model, src, "free_running_detached", target), target
+        model, lambda: regime(model, src, "free_running_detach", target), target
     )
     bptt_loss, bptt_gradients = loss_and_gradients(
         model, lambda: regime(model, src, "free_running_bptt", target), target
@@ -80,25 +131,26 @@ def test_the_posted_loop_differs_from_both_forms():
 
 @pytest.mark.parametrize("variant", [{"patch_length": 3}, {"channel_independent": True}])
 def test_detach_matches_a_step_by_step_detached_unroll_for_patched_and_channel_independent_models(variant):
-    model = small_model(**variant).train()
+    model = small_model(**variant, n_future_covariates=3).train()
     src, target = batch(context=12, horizon=6)
+    future = {"future_covariates": torch.randn(4, 18, 3, dtype=torch.float64)}
 
     def detached_unroll():
-        memory, forecasts = model.encode(src), []
+        encoded, forecasts = model.encode(src, **future), []
         for _ in range(target.shape[1] // model.patch_length):
-            sequence = torch.cat([model.start_of(src), *[f.detach() for f in forecasts]], dim=1)
-            forecasts.append(model.decode(sequence, memory)[:, -model.patch_length :])
+            sequence = torch.cat([model.start_of(src), *[f[..., 0].detach() for f in forecasts]], dim=1)
+            forecasts.append(model.decode(sequence, encoded)[:, -model.patch_length :])
         return torch.cat(forecasts, dim=1)
 
     assert_same_loss_and_gradients(
-        model, lambda: regime(model, src, "free_running_detached", target), detached_unroll, target
+        model, lambda: regime(model, src, "free_running_detach", target, future), detached_unroll, target
     )
 
 
 def test_scheduled_sampling_at_probability_one_is_teacher_forcing():
     model, (src, target) = small_model(), batch()
     sampled = regime(model, src, "scheduled_sampling", target, teacher_forcing_probability=1.0)
-    torch.testing.assert_close(sampled, regime(model, src, "teacher_forced", target), rtol=0, atol=0)
+    torch.testing.assert_close(sampled, regime(model, src, "teacher_forcing", target), rtol=0, atol=0)
 
 
 def test_scheduled_sampling_at_probability_zero_is_free_running_detach():
@@ -106,7 +158,7 @@ def test_scheduled_sampling_at_probability_zero_is_free_running_detach():
     assert_same_loss_and_gradients(
         model,
         lambda: regime(model, src, "scheduled_sampling", target, teacher_forcing_probability=0.0),
-        lambda: regime(model, src, "free_running_detached", target),
+        lambda: regime(model, src, "free_running_detach", target),
         target,
         tolerance=0,
     )
@@ -114,13 +166,33 @@ def test_scheduled_sampling_at_probability_zero_is_free_running_detach():
 
 def test_scheduled_sampling_mixes_true_and_predicted_inputs_per_position():
     model, (src, target) = small_model(), batch(n=64)
-    teacher = regime(model, src, "teacher_forced", target)
-    free = regime(model, src, "free_running_detached", target)
+    teacher = regime(model, src, "teacher_forcing", target)
+    free = regime(model, src, "free_running_detach", target)
     mixed = regime(model, src, "scheduled_sampling", target, teacher_forcing_probability=0.5)
     # Position 0 always starts from the last observed value; later positions differ from both pure regimes.
     torch.testing.assert_close(mixed[:, 0], teacher[:, 0])
     assert not torch.allclose(mixed[:, 1:], teacher[:, 1:])
     assert not torch.allclose(mixed[:, 1:], free[:, 1:])
+
+
+@pytest.mark.parametrize("rollout_dropout", [True, False])
+def test_the_no_grad_rollout_keeps_or_drops_dropout_as_configured(rollout_dropout):
+    model = small_model(dropout=0.3).train()
+    src, target = batch()
+    encoded, start = model.encode(src), model.start_of(src)
+    options = RegimeOptions(rollout_dropout=rollout_dropout)
+    fed_back = [regimes._no_grad_rollout(model, encoded, start, 6, options) for _ in range(2)]
+    assert model.training  # the mode is restored
+    with torch.no_grad():
+        model.eval()
+        deterministic = model.rollout(encoded, start, 6)[1]
+        model.train()
+    if rollout_dropout:  # what the naive training loop feeds back: a fresh dropout mask at every call
+        assert not torch.allclose(fed_back[0], fed_back[1])
+        assert not torch.allclose(fed_back[0], deterministic)
+    else:  # what predict feeds back
+        torch.testing.assert_close(fed_back[0], deterministic, rtol=0, atol=0)
+        torch.testing.assert_close(fed_back[1], deterministic, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("schedule", ["linear", "exponential", "inverse_sigmoid"])
@@ -143,8 +215,8 @@ def saved_bytes(model, forecast_fn):
 def test_detach_and_bptt_save_about_what_teacher_forcing_saves(horizon):
     model = small_model(torch.float32, d_model=64, nhead=4, num_encoder_layers=3, num_decoder_layers=3).train()
     src, target = batch(n=16, horizon=horizon, dtype=torch.float32)
-    teacher = saved_bytes(model, lambda: regime(model, src, "teacher_forced", target))
-    detach = saved_bytes(model, lambda: regime(model, src, "free_running_detached", target))
+    teacher = saved_bytes(model, lambda: regime(model, src, "teacher_forcing", target))
+    detach = saved_bytes(model, lambda: regime(model, src, "free_running_detach", target))
     bptt = saved_bytes(model, lambda: regime(model, src, "free_running_bptt", target))
     assert detach <= 1.1 * teacher
     assert bptt <= 1.5 * teacher
@@ -153,7 +225,9 @@ def test_detach_and_bptt_save_about_what_teacher_forcing_saves(horizon):
 def test_bptt_memory_grows_linearly_with_the_horizon():
     model = small_model(torch.float32).train()
     src = torch.randn(8, 12, 5)
-    per_step = [saved_bytes(model, lambda h=h: model.rollout(model.encode(src), src[:, -1:], h)) for h in (8, 16, 32)]
+    per_step = [
+        saved_bytes(model, lambda h=h: model.rollout(model.encode(src), src[:, -1:], h)[0]) for h in (8, 16, 32)
+    ]
     encoder_and_first = per_step[0] - (per_step[1] - per_step[0])
     growth = [(b - encoder_and_first) / h for b, h in zip(per_step, (8, 16, 32))]
     assert max(growth) / min(growth) < 1.01  # constant bytes per step: O(T), no copy of the past per step
@@ -162,20 +236,21 @@ def test_bptt_memory_grows_linearly_with_the_horizon():
 def test_the_naive_loop_saves_at_least_five_times_what_teacher_forcing_saves():
     model = small_model(torch.float32, d_model=64, nhead=4, num_encoder_layers=3, num_decoder_layers=3).train()
     src, target = batch(n=16, horizon=12, dtype=torch.float32)
-    teacher = saved_bytes(model, lambda: regime(model, src, "teacher_forced", target))
+    teacher = saved_bytes(model, lambda: regime(model, src, "teacher_forcing", target))
     for feedback in ("partial", "detach"):
         assert saved_bytes(model, lambda f=feedback: naive_free_running(model, src, target, f)) >= 5 * teacher
 
 
 def test_activation_checkpointing_saves_less_and_keeps_the_gradient():
     src, target = batch(n=8, horizon=12)
+    batch_dict = {"context": src, "target": target}
     gradients, memory = [], []
     for checkpoint_layers in (False, True):
         torch.manual_seed(0)
         module = Forecaster(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, checkpoint_layers=checkpoint_layers)
         module = module.double().train()
-        memory.append(saved_bytes(module, lambda m=module: m.training_forecast(src, target)))
-        gradients.append(loss_and_gradients(module, lambda m=module: m.training_forecast(src, target), target)[1])
+        memory.append(saved_bytes(module, lambda m=module: m.training_forecast(batch_dict)))
+        gradients.append(loss_and_gradients(module.model, lambda m=module: m.training_forecast(batch_dict), target)[1])
     assert memory[1] < 0.5 * memory[0]
     for plain, checkpointed in zip(*gradients):
         assert relative_difference(checkpointed, plain) <= 1e-10

@@ -1,12 +1,15 @@
-"""The Trainer features the template promises, checked in-process: accumulation, resume, mixed precision."""
+"""The Trainer features the template promises, checked in-process: accumulation, exact resume, mixed precision."""
 
-import copy
+import os
+import signal
 
 import lightning as L
+import pytest
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project.data import WindowDataModule
+from project.training.callbacks import ForecastCheckpoint, RandomState
 from tests.conftest import relative_difference
 from tests.helpers import learnable_series, quiet_trainer, tiny_module
 
@@ -26,11 +29,11 @@ class RecordFirstStep(L.Callback):
 def first_step(batch_size: int, accumulate: int) -> RecordFirstStep:
     L.seed_everything(0)
     datamodule = WindowDataModule(learnable_series(), context_length=8, horizon=4, batch_size=batch_size)
-    module = tiny_module(warmup_steps=1, learning_rate=1e-2).double()
+    module = tiny_module(warmup_steps=1, learning_rate=1e-2)
     recorder = RecordFirstStep()
-    trainer = quiet_trainer(max_steps=1, accumulate_grad_batches=accumulate, limit_val_batches=0, callbacks=[recorder])
-    datamodule.setup("fit")
-    datamodule.series = datamodule.series.double()
+    trainer = quiet_trainer(
+        max_steps=1, accumulate_grad_batches=accumulate, limit_val_batches=0, callbacks=[recorder], precision="64-true"
+    )
     trainer.fit(module, datamodule)
     return recorder
 
@@ -43,29 +46,50 @@ def test_accumulating_four_batches_of_8_equals_one_batch_of_32():
         torch.testing.assert_close(accumulated_parameter, whole_parameter, rtol=1e-10, atol=1e-12)
 
 
-def test_resuming_restores_the_global_step_and_the_optimizer_state(tmp_path):
+class Terminate(L.Callback):
+    """Sends this process SIGTERM after optimizer step ``step``, as a scheduler pre-empting the job would."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer, *args):
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def resumable_run(directory, callbacks=(), ckpt_path=None) -> L.LightningModule:
+    """A seeded run with dropout (so the random state matters) over 30 steps, crossing an epoch boundary."""
+    L.seed_everything(0)
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
-    checkpointing = ModelCheckpoint(dirpath=tmp_path, save_last=True)
-    quiet_trainer(max_steps=3, limit_val_batches=0, callbacks=[checkpointing], enable_checkpointing=True).fit(
-        tiny_module(), datamodule
-    )
-    saved = torch.load(tmp_path / "last.ckpt", weights_only=False)
+    module = tiny_module(dropout=0.2, learning_rate=3e-3, warmup_steps=5)
+    trainer = quiet_trainer(
+        max_steps=30, val_check_interval=10, limit_val_batches=2, enable_checkpointing=True,
+        callbacks=[ForecastCheckpoint(dirpath=directory, monitor="val/loss", save_last=True), RandomState(), *callbacks],
+    )  # fmt: skip
+    trainer.fit(module, datamodule, ckpt_path=ckpt_path)
+    return module
 
-    class RecordStart(L.Callback):
-        def on_train_start(self, trainer, pl_module):
-            self.global_step = trainer.global_step
-            self.optimizer_state = copy.deepcopy(trainer.optimizers[0].state_dict())  # training goes on in place
 
-    start = RecordStart()
-    quiet_trainer(max_steps=5, limit_val_batches=0, callbacks=[start]).fit(
-        tiny_module(), datamodule, ckpt_path=tmp_path / "last.ckpt"
+def test_sigterm_saves_last_ckpt_at_the_current_step_and_resuming_reaches_the_uninterrupted_parameters(tmp_path):
+    uninterrupted = resumable_run(tmp_path / "whole")
+    with pytest.raises(SIGTERMException):
+        resumable_run(tmp_path / "parts", callbacks=[Terminate(step=23)])  # mid-epoch: 17 batches per epoch
+    last = torch.load(tmp_path / "parts" / "last.ckpt", weights_only=False)
+    assert last["global_step"] == 23
+    resumed = resumable_run(tmp_path / "parts", ckpt_path=tmp_path / "parts" / "last.ckpt")
+    for expected, actual in zip(uninterrupted.parameters(), resumed.parameters()):
+        torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+
+
+def test_last_ckpt_holds_the_final_step_even_when_the_metric_did_not_improve(tmp_path):
+    datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
+    # A learning rate of zero: the validation loss never improves after the first validation.
+    checkpoint = ForecastCheckpoint(dirpath=tmp_path, monitor="val/loss", save_last=True)
+    trainer = quiet_trainer(
+        max_steps=10, val_check_interval=5, limit_val_batches=2, enable_checkpointing=True, callbacks=[checkpoint]
     )
-    assert start.global_step == saved["global_step"] == 3
-    restored, expected = start.optimizer_state["state"], saved["optimizer_states"][0]["state"]
-    assert restored.keys() == expected.keys()
-    for index in expected:
-        for name in ("exp_avg", "exp_avg_sq", "step"):
-            torch.testing.assert_close(restored[index][name], expected[index][name], rtol=0, atol=0)
+    trainer.fit(tiny_module(learning_rate=0.0), datamodule)
+    assert torch.load(tmp_path / "last.ckpt", weights_only=False)["global_step"] == 10
 
 
 def test_bf16_mixed_precision_trains_on_cpu():

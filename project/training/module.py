@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -10,15 +13,30 @@ import lightning as L
 import torch
 from lightning.pytorch.core.saving import save_hparams_to_yaml
 from lightning.pytorch.loggers import TensorBoardLogger
-from torch import Tensor, nn
+from torch import Tensor
 from torchmetrics import MeanAbsoluteError, MeanMetric, MeanSquaredError, MetricCollection
 from torchmetrics.regression import SymmetricMeanAbsolutePercentageError
 
+from project.errors import InputError, TrainingDiverged
+from project.model.distributions import DistributionName, PointLoss, make_distribution
 from project.model.transformer import ForecastTransformer
 from project.training import regimes
+from project.training.metrics import central_interval, crps_from_samples
+from project.training.settings import check_settings
 
 TrainingMode = Literal["teacher_forcing", "free_running", "scheduled_sampling"]
-LOSSES = {"mse": nn.MSELoss, "mae": nn.L1Loss, "huber": nn.HuberLoss}
+COVARIATES = ("past_covariates", "future_covariates", "static_categorical", "static_real")
+
+
+@dataclass
+class Forecast:
+    """A forecast in the units of the batch (scaled): the point forecast (N, T, F) (the mean of the sample paths,
+    or their median for a quantile head), the ``prediction_quantiles`` (N, T, F, Q) and the paths (N, K, T, F);
+    the last two only for a model with a distribution."""
+
+    point: Tensor
+    quantiles: Tensor | None = None
+    samples: Tensor | None = None
 
 
 class ContextNorm:
@@ -42,13 +60,21 @@ class ContextNorm:
 class Forecaster(L.LightningModule):
     """An encoder–decoder transformer forecaster trained with or without teacher forcing.
 
-    A batch is ``(context, target)`` of shapes (N, context_length, F) and (N, horizon, F). Validation and test
-    always forecast free-running, as at prediction time; the teacher-forced loss is logged as a diagnostic.
+    A batch is a dict of named tensors (the format is documented in ``project.data.windows``): ``context``
+    (N, context_length, F), ``target`` (N, horizon, F) and the covariates the data has. Validation and test always
+    forecast free-running, as at prediction time; the teacher-forced loss is logged as a diagnostic.
 
     Args:
-        n_features: Channels F of the series (linked from the data module).
+        n_features: Target channels F (linked from the data module).
+        n_past_covariates: Covariates known up to the forecast start (linked from the data module).
+        n_future_covariates: Covariates known over the horizon, calendar features included (linked).
+        static_cardinalities: Categories of each categorical static covariate (linked).
+        n_static_reals: Numeric static covariates (linked).
         context_length: Time steps of each input window (linked from the data module).
-        horizon: Time steps to forecast (linked from the data module).
+        horizon: Time steps to forecast in training and evaluation (linked from the data module).
+        predict_horizon: Time steps ``predict`` forecasts (linked from the data module); empty: ``horizon``.
+        max_horizon: Longest forecast the model makes, in steps, when asked for more than ``horizon`` (the
+            positional encoding is sized for it; steps beyond ``horizon`` were never trained on). Empty: 4 × horizon.
         d_model: Width of the transformer's token embeddings.
         nhead: Attention heads.
         num_encoder_layers: Encoder layers over the context window.
@@ -56,7 +82,7 @@ class Forecaster(L.LightningModule):
         dim_feedforward: Hidden width of each feed-forward block.
         dropout: Dropout on embeddings and residual branches.
         patch_length: Time steps per token; each decoder step then forecasts this many steps at once.
-        channel_independent: Model every channel as its own univariate sequence with shared weights.
+        channel_independent: Model every target channel as its own univariate sequence with shared weights.
         checkpoint_layers: Activation checkpointing of the encoder and decoder layers: less memory, more compute.
         instance_norm: Normalise each window by its context's per-channel mean and std, and undo it on the
             forecast (RevIN without the affine part). Statistics never use the target.
@@ -66,7 +92,18 @@ class Forecaster(L.LightningModule):
         feedback: For ``free_running``: ``detach`` (no gradient through fed-back predictions; computed as a
             no-grad cached rollout plus one parallel pass, at teacher-forcing memory) or ``bptt`` (gradient
             through every fed-back prediction; a differentiable cached unroll).
-        loss: Training loss: ``mse``, ``mae`` or ``huber``.
+        feedback_value: What free running and scheduled sampling feed back: ``mean`` (the point forecast: the
+            mean, or the median of a quantile head) or ``sample`` (a draw from the predicted distribution).
+        rollout_dropout: Keep dropout on in the no-grad rollouts of ``detach`` and scheduled sampling, so that
+            training feeds back what the naive training loop would (and ``detach`` equals it exactly); false feeds
+            back the dropout-free predictions that ``predict`` makes.
+        distribution: What the model predicts for each value: ``none`` (a point, trained with ``loss``),
+            ``normal`` or ``student_t`` (trained by negative log-likelihood) or ``quantile`` (the
+            ``quantile_levels``, trained with the pinball loss).
+        quantile_levels: Quantile levels of the ``quantile`` head; must include the median 0.5.
+        num_samples: Sample paths drawn per window for evaluation and ``predict`` with a distribution.
+        prediction_quantiles: Quantiles ``predict`` reports (and figures draw) from the sample paths.
+        loss: Training loss of ``distribution: none``: ``mse``, ``mae`` or ``huber``.
         huber_delta: Threshold between the quadratic and linear parts of the Huber loss.
         teacher_forcing_schedule: For ``scheduled_sampling``: ``linear``, ``exponential`` or ``inverse_sigmoid``
             decay of the teacher-forcing probability (Bengio et al. 2015).
@@ -81,8 +118,14 @@ class Forecaster(L.LightningModule):
     def __init__(
         self,
         n_features: int = 5,
+        n_past_covariates: int = 0,
+        n_future_covariates: int = 0,
+        static_cardinalities: list[int] | None = None,
+        n_static_reals: int = 0,
         context_length: int = 12,
         horizon: int = 12,
+        predict_horizon: int | None = None,
+        max_horizon: int | None = None,
         d_model: int = 128,
         nhead: int = 8,
         num_encoder_layers: int = 3,
@@ -95,7 +138,13 @@ class Forecaster(L.LightningModule):
         instance_norm: bool = False,
         training_mode: TrainingMode = "free_running",
         feedback: Literal["detach", "bptt"] = "detach",
-        loss: Literal["mse", "mae", "huber"] = "mse",
+        feedback_value: regimes.FeedbackValue = "mean",
+        rollout_dropout: bool = True,
+        distribution: DistributionName = "none",
+        quantile_levels: list[float] | None = None,
+        num_samples: int = 100,
+        prediction_quantiles: list[float] | None = None,
+        loss: PointLoss = "mse",
         huber_delta: float = 1.0,
         teacher_forcing_schedule: regimes.TeacherForcingSchedule = "inverse_sigmoid",
         schedule_steps: int = 1000,
@@ -107,60 +156,108 @@ class Forecaster(L.LightningModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        for name, length in (("context_length", context_length), ("horizon", horizon)):
-            if length % patch_length:
-                raise ValueError(f"{name}={length} must be a multiple of patch_length={patch_length}")
+        settings = {**self.hparams, "max_horizon": max_horizon or 4 * horizon}
+        settings["quantile_levels"] = quantile_levels or [0.1, 0.5, 0.9]
+        settings["prediction_quantiles"] = prediction_quantiles or [0.1, 0.5, 0.9]
+        check_settings(settings, self._defaults())
+        self.max_horizon = settings["max_horizon"]
+        self.prediction_quantiles = settings["prediction_quantiles"]
+        self.regime = regimes.REGIMES[regimes.regime_name(training_mode, feedback)]
         self.model = ForecastTransformer(
             n_features=n_features,
+            n_past_covariates=n_past_covariates,
+            n_future_covariates=n_future_covariates,
+            static_cardinalities=static_cardinalities or (),
+            n_static_reals=n_static_reals,
             d_model=d_model,
             nhead=nhead,
             num_encoder_layers=num_encoder_layers,
             num_decoder_layers=num_decoder_layers,
             dim_feedforward=dim_feedforward,
             dropout=dropout,
-            max_length=max(context_length, horizon) // patch_length,
+            max_length=max(context_length, self.max_horizon) // patch_length + 1,
             patch_length=patch_length,
             channel_independent=channel_independent,
             checkpoint_layers=checkpoint_layers,
+            distribution=make_distribution(distribution, loss, huber_delta, settings["quantile_levels"]),
         )
-        self.loss = LOSSES[loss](delta=huber_delta) if loss == "huber" else LOSSES[loss]()
-        metrics = MetricCollection(
+        self.distribution = self.model.distribution
+        self.has_distribution = distribution != "none"
+        point = MetricCollection(
             {"mse": MeanSquaredError(), "mae": MeanAbsoluteError(), "smape": SymmetricMeanAbsolutePercentageError()}
         )
-        self.val_metrics = metrics.clone(prefix="val/")
-        self.test_metrics = metrics.clone(prefix="test/")
-        self.val_repeat_last = MeanSquaredError()
-        self.test_repeat_last = MeanSquaredError()
+        self.val_metrics = point.clone(prefix="val/")
+        self.test_metrics = point.clone(prefix="test/")
+        self.test_original_metrics = point.clone(prefix="test/", postfix="_original_units")
+        # Losses and scores as sums and counts synchronised across processes: exact under DDP, unlike the mean of
+        # per-process means that self.log(..., sync_dist=True) would give.
+        scores = ["loss", "loss_teacher_forced", "mse_repeat_last"]
+        scores += ["crps", "coverage_80", "width_80", "crps_original_units"] if self.has_distribution else []
+        self.val_scores = torch.nn.ModuleDict({name: MeanMetric() for name in scores})
+        self.test_scores = torch.nn.ModuleDict({name: MeanMetric() for name in scores})
         # The loss of one optimizer step: the mean over its accumulated micro-batches (and, under DDP, devices).
         self.step_loss = MeanMetric()
         self.epoch_loss = MeanMetric()
 
+    @classmethod
+    def _defaults(cls) -> dict:
+        defaults = {n: p.default for n, p in inspect.signature(cls.__init__).parameters.items() if n != "self"}
+        defaults["quantile_levels"] = defaults["prediction_quantiles"] = [0.1, 0.5, 0.9]
+        return defaults
+
     # -- Forecasting -------------------------------------------------------------------------------------------
 
-    def forward(self, context: Tensor, horizon: int | None = None) -> Tensor:
-        """Free-running forecast (N, horizon, F) from ``context`` (N, context_length, F)."""
-        horizon = horizon or self.hparams.horizon
-        norm = self._context_norm(context)
-        return norm.inverse(self.model.generate(norm(context), horizon))
+    def forward(self, batch: dict[str, Tensor] | Tensor, horizon: int | None = None) -> Tensor:
+        """Free-running point forecast (N, horizon, F) of a batch (or of a bare context tensor, without covariates)."""
+        return self.forecast(batch, horizon).point
 
-    def training_forecast(self, context: Tensor, target: Tensor, mode: TrainingMode | None = None) -> Tensor:
-        """Forecasts whose loss has the gradient of training regime ``mode`` (default: the configured one)."""
+    def forecast(self, batch: dict[str, Tensor] | Tensor, horizon: int | None = None) -> Forecast:
+        """Free-running forecast of ``horizon`` steps (default: the trained horizon), up to ``max_horizon``: the
+        point path, or, with a distribution, ``num_samples`` sample paths with their mean and quantiles."""
+        batch = batch if isinstance(batch, dict) else {"context": batch}
+        horizon = self.hparams.horizon if horizon is None else horizon
+        if not 0 < horizon <= self.max_horizon:
+            raise InputError(
+                f"horizon {horizon} is outside 1..max_horizon={self.max_horizon}; set the model's max_horizon at "
+                "training time to forecast further"
+            )
+        norm = self._context_norm(batch["context"])
+        context = norm(batch["context"])
+        covariates = {name: batch[name] for name in COVARIATES if name in batch}
+        if not self.has_distribution:
+            return Forecast(norm.inverse(self.model.generate(context, horizon, **covariates)))
+        generator = torch.Generator(context.device).manual_seed(0)
+        paths = self.model.generate(context, horizon, self.hparams.num_samples, generator, **covariates)
+        samples = norm.inverse(paths.transpose(0, 1)).transpose(0, 1)  # (N, K, T, F)
+        point = samples.median(dim=1).values if self.distribution.name == "quantile" else samples.mean(dim=1)
+        levels = samples.new_tensor(self.prediction_quantiles)
+        quantiles = torch.quantile(samples, levels, dim=1).permute(1, 2, 3, 0)  # (N, T, F, Q)
+        return Forecast(point, quantiles, samples)
+
+    def training_forecast(self, batch: dict[str, Tensor], regime: str | None = None) -> Tensor:
+        """Forecast parameters (N, T, F, n_parameters) whose loss has the gradient of ``regime`` (default: the
+        configured one), in the units of the batch."""
+        context, target = batch["context"], batch["target"]
         norm = self._context_norm(context)
         context, target = norm(context), norm(target)
-        memory, start = self.model.encode(context), self.model.start_of(context)
-        mode, horizon = mode or self.hparams.training_mode, target.shape[1]
-        if mode == "teacher_forcing":
-            forecast = regimes.teacher_forced(self.model, memory, start, target)
-        elif mode == "scheduled_sampling":
-            probability = self.teacher_forcing_probability()
-            forecast = regimes.scheduled_sampling(self.model, memory, start, target, probability)
-        elif self.hparams.feedback == "bptt":
-            forecast = regimes.free_running_bptt(self.model, memory, start, horizon)
-        else:
-            forecast = regimes.free_running_detached(self.model, memory, start, horizon)
-        return norm.inverse(forecast)
+        covariates = {name: batch[name] for name in COVARIATES if name in batch}
+        encoded, start = self.model.encode(context, **covariates), self.model.start_of(context)
+        options = regimes.RegimeOptions(
+            feedback_value=self.hparams.feedback_value,
+            teacher_forcing_probability=self.teacher_forcing_probability(),
+            rollout_dropout=self.hparams.rollout_dropout,
+        )
+        forecast = (regimes.REGIMES[regime] if regime else self.regime).forecast(
+            self.model, encoded, start, target, options
+        )
+        return forecast if isinstance(norm, _Identity) else self.distribution.affine(forecast, norm.mean, norm.std)
+
+    def training_loss(self, batch: dict[str, Tensor], regime: str | None = None) -> Tensor:
+        return self.distribution.loss(self.training_forecast(batch, regime), batch["target"])
 
     def teacher_forcing_probability(self) -> float:
+        if self.hparams.training_mode != "scheduled_sampling":
+            return 1.0 if self.hparams.training_mode == "teacher_forcing" else 0.0
         return regimes.teacher_forcing_probability(
             self.global_step,
             self.hparams.teacher_forcing_schedule,
@@ -181,14 +278,15 @@ class Forecaster(L.LightningModule):
             return
         effective = datamodule.batch_size * self.trainer.world_size * self.trainer.accumulate_grad_batches
         hyperparameters = {**datamodule.hparams_initial, **self.hparams_initial, "effective_batch_size": effective}
-        self.logger.log_hyperparams({k: v for k, v in hyperparameters.items() if not k.startswith("_")})
+        hyperparameters = {k: _loggable(v) for k, v in hyperparameters.items() if not k.startswith("_")}
+        self.logger.log_hyperparams(hyperparameters)
         if isinstance(self.logger, TensorBoardLogger) and self.trainer.is_global_zero:
             # The logger writes hparams.yaml only once, before this hook; rewrite it with the effective batch size.
             save_hparams_to_yaml(Path(self.logger.log_dir) / "hparams.yaml", self.logger.hparams)
 
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_index: int) -> Tensor:
-        context, target = batch
-        loss = self.loss(self.training_forecast(context, target), target)
+    def training_step(self, batch: dict[str, Tensor], batch_index: int) -> Tensor:
+        loss = self.training_loss(batch)
+        self._stop_if_diverged(loss)
         self.step_loss.update(loss.detach())
         self.epoch_loss.update(loss.detach())
         self.log("train/loss_epoch", self.epoch_loss, on_step=False, on_epoch=True)
@@ -202,25 +300,85 @@ class Forecaster(L.LightningModule):
         self.log("train/loss", self.step_loss.compute(), on_step=True, on_epoch=False)
         self.step_loss.reset()
 
-    def validation_step(self, batch: tuple[Tensor, Tensor], batch_index: int) -> None:
-        self._evaluate(batch, "val", self.val_metrics, self.val_repeat_last)
+    def validation_step(self, batch: dict[str, Tensor], batch_index: int) -> None:
+        self._evaluate(batch, "val", self.val_metrics, self.val_scores)
 
-    def test_step(self, batch: tuple[Tensor, Tensor], batch_index: int) -> None:
-        self._evaluate(batch, "test", self.test_metrics, self.test_repeat_last)
+    def test_step(self, batch: dict[str, Tensor], batch_index: int) -> None:
+        forecast = self._evaluate(batch, "test", self.test_metrics, self.test_scores)
+        original = (batch["loc"], batch["scale"])
+        self.test_original_metrics.update(_unscale(forecast.point, *original), _unscale(batch["target"], *original))
+        self.log_dict(self.test_original_metrics)
+        if self.has_distribution:
+            crps = crps_from_samples(
+                _unscale(forecast.samples, *(x.unsqueeze(1) for x in original)), _unscale(batch["target"], *original)
+            )
+            self.test_scores["crps_original_units"].update(crps)
+            self.log("test/crps_original_units", self.test_scores["crps_original_units"])
 
-    def predict_step(self, batch: tuple[Tensor, ...], batch_index: int) -> Tensor:
-        return self(batch[0])
+    def predict_step(self, batch: dict[str, Tensor], batch_index: int) -> dict[str, Tensor]:
+        """The forecast in original units, with the window and series it belongs to."""
+        forecast = self.forecast(batch, self.hparams.predict_horizon or self.hparams.horizon)
+        prediction = {
+            "window": batch["window"],
+            "series": batch["series"],
+            "point": _unscale(forecast.point, batch["loc"], batch["scale"]),
+        }
+        if forecast.quantiles is not None:
+            prediction["quantiles"] = _unscale(
+                forecast.quantiles, batch["loc"].unsqueeze(-1), batch["scale"].unsqueeze(-1)
+            )
+        return prediction
 
-    def _evaluate(self, batch, split: str, metrics: MetricCollection, repeat_last: MeanSquaredError) -> None:
-        context, target = batch
-        forecast = self(context, target.shape[1])
-        teacher_forced = self.training_forecast(context, target, mode="teacher_forcing")
-        self.log(f"{split}/loss", self.loss(forecast, target), sync_dist=True, prog_bar=split == "val")
-        self.log(f"{split}/loss_teacher_forced", self.loss(teacher_forced, target), sync_dist=True)
-        metrics.update(forecast, target)
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # A checkpoint of non-finite weights is worse than none: it would be kept as "best" or resumed from.
+        if not all(torch.isfinite(p).all() for p in self.parameters()):
+            raise TrainingDiverged(
+                f"training diverged: the weights are not finite at step {self.global_step}; no checkpoint was written "
+                f"then{self._last_good_checkpoint()}; lower the learning rate"
+            )
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        state = checkpoint.get("state_dict", {})
+        if not all(torch.isfinite(v).all() for v in state.values() if torch.is_floating_point(v)):
+            raise InputError("the checkpoint holds non-finite weights (a diverged run); use an earlier checkpoint")
+
+    def _stop_if_diverged(self, loss: Tensor) -> None:
+        diverged = not torch.isfinite(loss).item()
+        if self._trainer is not None and self.trainer.world_size > 1:  # every process stops, or none does
+            diverged = self.trainer.strategy.reduce_boolean_decision(diverged, all=False)
+        if diverged:
+            raise TrainingDiverged(
+                f"training diverged: the loss is {loss.item()} at step {self.global_step}"
+                f"{self._last_good_checkpoint()}; lower the learning rate or check the data"
+            )
+
+    def _last_good_checkpoint(self) -> str:
+        callback = self._trainer.checkpoint_callback if self._trainer is not None else None
+        path = callback and (callback.last_model_path or callback.best_model_path)
+        return f"; the last good checkpoint is {path}" if path else "; no checkpoint was saved before"
+
+    def _evaluate(self, batch: dict, split: str, metrics: MetricCollection, scores: torch.nn.ModuleDict) -> Forecast:
+        context, target = batch["context"], batch["target"]
+        forecast = self.forecast(batch, target.shape[1])
+        if self.has_distribution:
+            crps = crps_from_samples(forecast.samples, target)
+            lower, upper = central_interval(forecast.samples, 0.8)
+            scores["crps"].update(crps)
+            scores["coverage_80"].update(((lower <= target) & (target <= upper)).float())
+            scores["width_80"].update(upper - lower)
+            # The free-running loss of a distribution is its CRPS: a proper score of the forecast paths.
+            scores["loss"].update(crps)
+        else:
+            scores["loss"].update(self.distribution.loss(forecast.point.unsqueeze(-1), target), target.numel())
+        teacher_forced = self.distribution.loss(self.training_forecast(batch, "teacher_forcing"), target)
+        scores["loss_teacher_forced"].update(teacher_forced, target.numel())
+        scores["mse_repeat_last"].update((context[:, -1:] - target) ** 2)
+        metrics.update(forecast.point, target)
         self.log_dict(metrics)
-        repeat_last.update(context[:, -1:].expand_as(target).contiguous(), target)
-        self.log(f"{split}/mse_repeat_last", repeat_last)
+        for name, score in scores.items():
+            if name != "crps_original_units":
+                self.log(f"{split}/{name}", score, prog_bar=split == "val" and name == "loss")
+        return forecast
 
     def configure_optimizers(self):
         decay = [p for p in self.parameters() if p.dim() >= 2]
@@ -253,3 +411,13 @@ class _Identity:
 
     def inverse(self, values: Tensor) -> Tensor:
         return values
+
+
+def _unscale(values: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
+    """Scaled values back in original units (``loc``/``scale`` broadcast from the batch's (N, 1, F))."""
+    return values * scale + loc
+
+
+def _loggable(value: object) -> object:
+    """Lists (column names, cardinalities) as text, because TensorBoard's HPARAMS tab takes scalars and strings."""
+    return ", ".join(map(str, value)) if isinstance(value, Sequence) and not isinstance(value, str) else value

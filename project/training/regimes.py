@@ -1,10 +1,13 @@
 """How the decoder is driven in training: teacher forcing, free running, scheduled sampling.
 
-Each function returns the forecasts (N, T, F) whose loss against the target has the regime's gradient.
-``start`` (N, P, F) is the first decoder input: the last observed patch of the context (``model.start_of``);
-P = ``model.patch_length`` is 1 unless the model decodes patches.
+Every regime returns the forecast parameters (N, T, F, n_parameters) whose loss against the target has the
+regime's gradient, and is registered once in ``REGIMES`` under the name the module, the benchmark, the ETTh1 and
+M4 scripts and the tests all use. ``start`` (N, P, F) is the first decoder input: the last observed patch of the
+context (``model.start_of``); P = ``model.patch_length`` is 1 unless the model decodes patches. What a free-running
+decoder feeds back is the point forecast (``feedback_value: mean``; the median of a quantile head) or a draw
+from the predicted distribution (``sample``).
 
-Why ``free_running_detached`` is exact: in the detached loop, the forecast at step j is the decoder's output at
+Why ``free_running_detach`` is exact: in the detached loop, the forecast at step j is the decoder's output at
 position j given inputs [start, ŷ_0, …, ŷ_{j-1}] that carry no gradient. A causal decoder's output at
 position j depends on inputs 0..j only, so one parallel pass over [start, ŷ_0, …, ŷ_{T-2}] computes every
 step's forecast as the same function of the parameters, hence the same loss and gradient, while storing
@@ -13,59 +16,121 @@ activations for one T-long pass, as teacher forcing does. The ŷ come from a cac
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
 from torch import Tensor
 
-from project.model.transformer import ForecastTransformer
+from project.model.transformer import Encoded, ForecastTransformer
+
+FeedbackValue = Literal["mean", "sample"]
+TeacherForcingSchedule = Literal["linear", "exponential", "inverse_sigmoid"]
 
 
-def teacher_forced(model: ForecastTransformer, memory: Tensor, start: Tensor, target: Tensor) -> Tensor:
+@dataclass(frozen=True)
+class RegimeOptions:
+    """Settings a regime may read. ``rollout_dropout``: keep dropout on in the no-grad rollouts of ``detach`` and
+    scheduled sampling (as in the naive training loop), or feed back the dropout-free predictions that
+    ``predict`` makes. ``generator`` draws sampled feedback and scheduled sampling's coins."""
+
+    feedback_value: FeedbackValue = "mean"
+    teacher_forcing_probability: float = 0.5
+    rollout_dropout: bool = True
+    generator: torch.Generator | None = None
+
+
+def teacher_forcing(
+    model: ForecastTransformer, encoded: Encoded, start: Tensor, target: Tensor, options: RegimeOptions
+) -> Tensor:
     """The decoder sees the true previous value at every position: one parallel pass."""
-    return model.decode(torch.cat([start, target[:, : -model.patch_length]], dim=1), memory)
+    return model.decode(torch.cat([start, target[:, : -model.patch_length]], dim=1), encoded)
 
 
-def free_running_detached(model: ForecastTransformer, memory: Tensor, start: Tensor, horizon: int) -> Tensor:
+def free_running_detach(
+    model: ForecastTransformer, encoded: Encoded, start: Tensor, target: Tensor, options: RegimeOptions
+) -> Tensor:
     """The model's own predictions are fed back without gradient: no-grad cached rollout + one parallel pass."""
-    with torch.no_grad():
-        predictions = model.rollout(memory, start, horizon)
-    return model.decode(torch.cat([start, predictions[:, : -model.patch_length]], dim=1), memory)
+    fed_back = _no_grad_rollout(model, encoded, start, target.shape[1], options)
+    return model.decode(torch.cat([start, fed_back[:, : -model.patch_length]], dim=1), encoded)
 
 
-def free_running_bptt(model: ForecastTransformer, memory: Tensor, start: Tensor, horizon: int) -> Tensor:
+def free_running_bptt(
+    model: ForecastTransformer, encoded: Encoded, start: Tensor, target: Tensor, options: RegimeOptions
+) -> Tensor:
     """The model's own predictions are fed back with gradient: a differentiable cached unroll."""
-    return model.rollout(memory, start, horizon)
+    return model.rollout(encoded, start, target.shape[1], options.feedback_value, options.generator)[0]
 
 
 def scheduled_sampling(
-    model: ForecastTransformer,
-    memory: Tensor,
-    start: Tensor,
-    target: Tensor,
-    teacher_forcing_probability: float,
-    generator: torch.Generator | None = None,
+    model: ForecastTransformer, encoded: Encoded, start: Tensor, target: Tensor, options: RegimeOptions
 ) -> Tensor:
     """Scheduled sampling (Bengio et al. 2015) in the two-pass form of Mihaylova & Martins (2019).
 
     Pass one is the free-running cached rollout without gradient; then, for every sample and decoder position,
     a coin picks the true previous value (with ``teacher_forcing_probability``) or the rolled-out prediction as
-    the decoder input of one parallel pass. Probability 1 is teacher forcing, 0 is ``free_running_detached``.
+    the decoder input of one parallel pass. Probability 1 is teacher forcing, 0 is ``free_running_detach``.
     """
-    if teacher_forcing_probability >= 1.0:
-        return teacher_forced(model, memory, start, target)
-    with torch.no_grad():
-        predictions = model.rollout(memory, start, target.shape[1])
+    if options.teacher_forcing_probability >= 1.0:
+        return teacher_forcing(model, encoded, start, target, options)
+    predictions = _no_grad_rollout(model, encoded, start, target.shape[1], options)
     batch, horizon, _ = target.shape
     patch = model.patch_length
-    coin = torch.rand(batch, horizon // patch, 1, generator=generator, device=target.device)
-    use_truth = (coin < teacher_forcing_probability).repeat_interleave(patch, dim=1)[:, :-patch]
+    coin = torch.rand(batch, horizon // patch, 1, generator=options.generator, device=target.device)
+    use_truth = (coin < options.teacher_forcing_probability).repeat_interleave(patch, dim=1)[:, :-patch]
     fed_back = torch.where(use_truth, target[:, :-patch], predictions[:, :-patch])
-    return model.decode(torch.cat([start, fed_back], dim=1), memory)
+    return model.decode(torch.cat([start, fed_back], dim=1), encoded)
 
 
-TeacherForcingSchedule = Literal["linear", "exponential", "inverse_sigmoid"]
+RegimeFunction = Callable[[ForecastTransformer, Encoded, Tensor, Tensor, RegimeOptions], Tensor]
+
+
+@dataclass(frozen=True)
+class Regime:
+    forecast: RegimeFunction
+    description: str
+
+
+REGIMES: dict[str, Regime] = {
+    "teacher_forcing": Regime(teacher_forcing, "true previous values in, one parallel pass"),
+    "free_running_detach": Regime(
+        free_running_detach, "own predictions fed back without gradient: no-grad cached rollout + one parallel pass"
+    ),
+    "free_running_bptt": Regime(
+        free_running_bptt, "own predictions fed back with gradient: a differentiable cached unroll"
+    ),
+    "scheduled_sampling": Regime(
+        scheduled_sampling, "a per-position coin between the true value and the rolled-out prediction"
+    ),
+}
+
+
+def regime_name(training_mode: str, feedback: str) -> str:
+    """The registry name of a ``Forecaster``'s ``training_mode`` and ``feedback`` settings."""
+    return f"free_running_{feedback}" if training_mode == "free_running" else training_mode
+
+
+def _no_grad_rollout(
+    model: ForecastTransformer, encoded: Encoded, start: Tensor, horizon: int, options: RegimeOptions
+) -> Tensor:
+    with torch.no_grad(), _dropout(model, options.rollout_dropout):
+        return model.rollout(encoded, start, horizon, options.feedback_value, options.generator)[1]
+
+
+@contextlib.contextmanager
+def _dropout(model: ForecastTransformer, enabled: bool) -> Iterator[None]:
+    """Dropout as the model's mode has it, or off for the duration (eval mode, restored afterwards)."""
+    if enabled or not model.training:
+        yield
+        return
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train()
 
 
 def teacher_forcing_probability(

@@ -1,0 +1,46 @@
+"""Scores of probabilistic forecasts and the M4 competition's point scores, written once with their formulas.
+
+torchmetrics has no CRPS for sample paths, so it is here; ``tests/test_metrics.py`` checks it against the
+reference package ``properscoring``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+def crps_from_samples(samples: Tensor, target: Tensor) -> Tensor:
+    """Continuous ranked probability score of an ensemble, per value: E|X − y| − ½ E|X − X'|.
+
+    ``samples`` (N, K, …) are K draws of the forecast of ``target`` (N, …). The second expectation over all
+    pairs is computed from the sorted draws in O(K log K): E|X − X'| = 2 / K² Σᵢ (2i − K − 1) x₍ᵢ₎, i = 1..K.
+    Lower is better; for a point forecast (K identical draws) it is the absolute error.
+    """
+    draws = samples.shape[1]
+    spread_to_target = (samples - target.unsqueeze(1)).abs().mean(dim=1)
+    ordered = samples.sort(dim=1).values
+    shape = [1, draws] + [1] * (samples.dim() - 2)
+    weights = (2 * torch.arange(1, draws + 1, device=samples.device, dtype=samples.dtype) - draws - 1).view(shape)
+    spread_between = 2 * (weights * ordered).sum(dim=1) / draws**2
+    return spread_to_target - 0.5 * spread_between
+
+
+def central_interval(samples: Tensor, coverage: float = 0.8) -> tuple[Tensor, Tensor]:
+    """Lower and upper ends of the central ``coverage`` interval of the draws (dimension 1), interpolated."""
+    tail = (1 - coverage) / 2
+    levels = samples.new_tensor([tail, 1 - tail])
+    lower, upper = torch.quantile(samples, levels, dim=1)
+    return lower, upper
+
+
+def smape(forecast: np.ndarray, actual: np.ndarray) -> float:
+    """Symmetric MAPE in percent as the M4 competition defines it: 200 · mean |y − ŷ| / (|y| + |ŷ|)."""
+    return float(np.mean(200 * np.abs(actual - forecast) / (np.abs(actual) + np.abs(forecast))))
+
+
+def mase(forecast: np.ndarray, actual: np.ndarray, insample: np.ndarray, seasonality: int) -> float:
+    """Mean absolute scaled error (M4): the forecast's MAE over the in-sample MAE of the seasonal naive forecast."""
+    scale = np.mean(np.abs(insample[seasonality:] - insample[:-seasonality]))
+    return float(np.mean(np.abs(actual - forecast)) / scale)

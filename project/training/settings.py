@@ -1,0 +1,147 @@
+"""Option combinations that cannot mean what they say, listed in one place.
+
+Each rule is a one-line description (printed by ``python -m project.cli fit --help`` users and in the README) and
+a check on the ``Forecaster``'s settings; ``check_settings`` raises the first broken rule as an ``InputError`` at
+start-up, before any data is read or any step is trained. Options that merely have no effect in some mode are
+refused only when set to something other than their default, so that switching modes never needs edits
+elsewhere in a config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from project.errors import InputError
+
+
+@dataclass(frozen=True)
+class Rule:
+    description: str
+    broken: Callable[[dict, dict], str | None]  # (settings, defaults) → the error message, or None
+
+
+def _changed(settings: dict, defaults: dict, *names: str) -> list[str]:
+    return [name for name in names if settings[name] != defaults[name]]
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "d_model must be divisible by nhead",
+        lambda s, d: (
+            None
+            if s["nhead"] >= 1 and s["d_model"] % s["nhead"] == 0
+            else f"d_model must be divisible by nhead; got d_model={s['d_model']}, nhead={s['nhead']}"
+        ),
+    ),
+    Rule(
+        "context_length and horizon are multiples of patch_length",
+        lambda s, d: next(
+            (
+                f"{name}={s[name]} must be a multiple of patch_length={s['patch_length']}"
+                for name in ("context_length", "horizon")
+                if s["patch_length"] < 1 or s[name] % s["patch_length"]
+            ),
+            None,
+        ),
+    ),
+    Rule(
+        "feedback: bptt needs training_mode: free_running (scheduled sampling feeds back without gradient)",
+        lambda s, d: (
+            None
+            if s["feedback"] == "detach" or s["training_mode"] == "free_running"
+            else f"feedback=bptt applies to training_mode=free_running; got training_mode={s['training_mode']}"
+        ),
+    ),
+    Rule(
+        "feedback_value: sample needs a distribution (not none)",
+        lambda s, d: (
+            None
+            if s["feedback_value"] == "mean" or s["distribution"] != "none"
+            else "feedback_value=sample draws from a predicted distribution; set distribution to normal, student_t "
+            "or quantile"
+        ),
+    ),
+    Rule(
+        "feedback: bptt with feedback_value: sample needs reparameterised draws (normal or student_t)",
+        lambda s, d: (
+            None
+            if not (s["feedback"] == "bptt" and s["feedback_value"] == "sample" and s["distribution"] == "quantile")
+            else "feedback=bptt with feedback_value=sample differentiates through the draws, which the quantile "
+            "distribution cannot (no reparameterisation); use normal or student_t, or feedback_value=mean"
+        ),
+    ),
+    Rule(
+        "rollout_dropout: false needs a no-grad rollout (not feedback: bptt, whose unroll is the training pass)",
+        lambda s, d: (
+            None
+            if s["rollout_dropout"] or not (s["training_mode"] == "free_running" and s["feedback"] == "bptt")
+            else "rollout_dropout=false applies to the no-grad rollouts of feedback=detach and scheduled sampling; "
+            "with feedback=bptt the unroll is the training pass itself"
+        ),
+    ),
+    Rule(
+        "loss and huber_delta apply to distribution: none (distributions train by likelihood or pinball loss)",
+        lambda s, d: (
+            None
+            if s["distribution"] == "none" or not _changed(s, d, "loss", "huber_delta")
+            else f"loss={s['loss']} applies to distribution=none; distribution={s['distribution']} trains by "
+            f"{'the pinball loss' if s['distribution'] == 'quantile' else 'negative log-likelihood'}"
+        ),
+    ),
+    Rule(
+        "huber_delta applies to loss: huber",
+        lambda s, d: (
+            None
+            if s["loss"] == "huber" or not _changed(s, d, "huber_delta")
+            else f"huber_delta applies to loss=huber; got loss={s['loss']}"
+        ),
+    ),
+    Rule(
+        "quantile_levels apply to distribution: quantile",
+        lambda s, d: (
+            None
+            if s["distribution"] == "quantile" or not _changed(s, d, "quantile_levels")
+            else f"quantile_levels apply to distribution=quantile; got distribution={s['distribution']}"
+        ),
+    ),
+    Rule(
+        "teacher_forcing_schedule, schedule_steps and min_teacher_forcing apply to training_mode: scheduled_sampling",
+        lambda s, d: (
+            None
+            if s["training_mode"] == "scheduled_sampling"
+            or not (changed := _changed(s, d, "teacher_forcing_schedule", "schedule_steps", "min_teacher_forcing"))
+            else f"{', '.join(changed)} apply to training_mode=scheduled_sampling; got "
+            f"training_mode={s['training_mode']}"
+        ),
+    ),
+    Rule(
+        "horizon <= predict_horizon's limit max_horizon",
+        lambda s, d: next(
+            (
+                f"{name}={s[name]} exceeds max_horizon={s['max_horizon']}, the longest forecast the model is set up "
+                "for; raise max_horizon"
+                for name in ("horizon", "predict_horizon")
+                if s["max_horizon"] is not None and s[name] is not None and s[name] > s["max_horizon"]
+            ),
+            None,
+        ),
+    ),
+    Rule(
+        "num_samples >= 2 and prediction_quantiles in (0, 1)",
+        lambda s, d: (
+            None
+            if s["num_samples"] >= 2 and all(0 < q < 1 for q in s["prediction_quantiles"])
+            else f"num_samples must be >= 2 and prediction_quantiles in (0, 1); got num_samples={s['num_samples']}, "
+            f"prediction_quantiles={list(s['prediction_quantiles'])}"
+        ),
+    ),
+)
+
+
+def check_settings(settings: dict, defaults: dict) -> None:
+    """Raise the first broken rule as a one-line ``InputError``."""
+    for rule in RULES:
+        message = rule.broken(settings, defaults)
+        if message:
+            raise InputError(message)
