@@ -1,12 +1,16 @@
 """Benchmark: what the key/value cache and the training regimes cost in time and memory.
 
-    python -m project.bench                       # CPU, the README's tables
-    python -m project.bench --precision 16-mixed  # on a GPU, with torch.cuda.max_memory_allocated too
+    python -m project.bench                                   # CPU: training, inference and sampling tables
+    python -m project.bench --device cuda --precision 16-mixed   # on a GPU, with torch.cuda.max_memory_allocated
+    python -m project.bench --suite panel                     # a 10-million-row panel: memory and first batch
+    python -m project.bench --suite profile                   # where a 96-step no-grad rollout spends its time
 
 Training: one optimizer step per regime (forward, loss, backward, AdamW), median over ``--repeats`` steps after a
 warm-up, and the bytes autograd saves for backward (each storage once, parameters excluded): a deterministic
 memory measure that is the same on every machine. Inference: ``generate`` with the cache against re-decoding the
-whole prefix at every step. Results are printed and saved as CSV and Markdown under ``--output``.
+whole prefix at every step. Sampling: 100 sample paths per series, cached, against re-decoding the prefix of the
+same N·100 rows (what Hugging Face's ``TimeSeriesTransformer.generate`` does). Results are printed and saved as CSV
+and Markdown under ``--output``.
 """
 
 from __future__ import annotations
@@ -14,8 +18,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import os
 import platform
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -24,14 +32,17 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from project.errors import InputError
+from project.files import check_output, write_atomically
+from project.model.distributions import Normal
 from project.model.transformer import ForecastTransformer
-from project.training import regimes
 from project.training.memory import SavedTensorsMeter
 from project.training.naive import naive_free_running, naive_generate
+from project.training.regimes import REGIMES, RegimeOptions
 
 N_FEATURES, CONTEXT_LENGTH = 5, 12
-NAIVE = "naive loop (as posted)"
-REGIMES = ("teacher forcing", NAIVE, "free-running detach", "free-running BPTT", "scheduled sampling")
+NAIVE = "naive_loop_as_posted"
+TRAINING_ROWS = ("teacher_forcing", NAIVE, "free_running_detach", "free_running_bptt", "scheduled_sampling")
 
 
 @dataclass
@@ -50,21 +61,18 @@ class TrainingRow:
 class InferenceRow:
     horizon: int
     cached_ms: float
-    naive_ms: float
-    speedup: float
+    naive_ms: float | None
+    speedup: float | None
+    cached_peak_mb: float | None = None
+    naive_peak_mb: float | None = None
+    note: str = ""
 
 
 def forecast_for(regime: str, model: ForecastTransformer, src: Tensor, target: Tensor) -> Tensor:
     if regime == NAIVE:
-        return naive_free_running(model, src, target, feedback="partial")
-    memory, start = model.encode(src), model.start_of(src)
-    if regime == "teacher forcing":
-        return regimes.teacher_forced(model, memory, start, target)
-    if regime == "free-running detach":
-        return regimes.free_running_detached(model, memory, start, target.shape[1])
-    if regime == "free-running BPTT":
-        return regimes.free_running_bptt(model, memory, start, target.shape[1])
-    return regimes.scheduled_sampling(model, memory, start, target, teacher_forcing_probability=0.5)
+        return naive_free_running(model, src, target, "partial")
+    encoded, start = model.encode(src), model.start_of(src)
+    return REGIMES[regime].forecast(model, encoded, start, target, RegimeOptions(teacher_forcing_probability=0.5))
 
 
 def median_ms(function: Callable[[], object], repeats: int, device: torch.device, warm_up: bool = True) -> float:
@@ -88,7 +96,7 @@ def benchmark_training(args: argparse.Namespace, device: torch.device) -> list[T
         src = torch.randn(args.batch_size, CONTEXT_LENGTH, N_FEATURES, device=device)
         target = torch.randn(args.batch_size, horizon, N_FEATURES, device=device)
         measured = []
-        for regime in REGIMES:
+        for regime in TRAINING_ROWS:
             skip = _naive_skip_reason(naive_cost, horizon, args) if regime == NAIVE and naive_cost else ""
             if skip:
                 row = TrainingRow(horizon, regime, None, None, None, None, None, note=skip)
@@ -97,6 +105,7 @@ def benchmark_training(args: argparse.Namespace, device: torch.device) -> list[T
                     row = _measure_training_step(regime, model, src, target, args, device)
                 except torch.OutOfMemoryError:
                     row = TrainingRow(horizon, regime, None, None, None, None, None, note="out of memory")
+                    _empty_cache(device)
             if regime == NAIVE and row.step_ms is not None:
                 naive_cost = (horizon, row.step_ms / 1000, row.saved_mb * 2**20)
             measured.append(row)
@@ -117,7 +126,7 @@ def _measure_training_step(regime, model, src, target, args, device) -> Training
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
         with _autocast(args.precision, device):
-            loss = (forecast_for(regime, model, src, target).float() - target).pow(2).mean()
+            loss = (forecast_for(regime, model, src, target)[..., 0].float() - target).pow(2).mean()
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
@@ -134,36 +143,62 @@ def _measure_training_step(regime, model, src, target, args, device) -> Training
     )
 
 
-def benchmark_inference(args: argparse.Namespace, device: torch.device) -> list[InferenceRow]:
-    model = _model(args, device).eval()
+def benchmark_inference(args: argparse.Namespace, device: torch.device, samples: int | None) -> list[InferenceRow]:
+    """``generate`` with the cache against re-decoding the prefix every step: one path per series, or ``samples``
+    sample paths per series (N·samples rows)."""
+    model = _model(args, device, distribution=Normal() if samples else None).eval()
     src = torch.randn(args.batch_size, CONTEXT_LENGTH, N_FEATURES, device=device)
-    rows = []
-    with torch.no_grad(), _autocast(args.precision, device):
+    rows, naive_seconds = [], None
+    label = "sampling " if samples else "inference"
+    with torch.inference_mode(), _autocast(args.precision, device):
         for horizon in args.horizons:
-            cached = median_ms(lambda h=horizon: model.generate(src, h), args.repeats, device)
-            naive = median_ms(lambda h=horizon: naive_generate(model, src, h), args.repeats, device)
-            rows.append(InferenceRow(horizon, cached, naive, naive / cached))
-            print(f"inference  horizon {horizon:>3}: cached {cached:9.1f} ms, naive {naive:9.1f} ms", flush=True)
+            cached = lambda h=horizon: model.generate(src, h, num_samples=samples)  # noqa: E731
+            naive = lambda h=horizon: naive_generate(model, src, h, num_samples=samples)  # noqa: E731
+            cached_ms = median_ms(cached, args.repeats, device)
+            cached_peak = _peak_bytes(cached, device)
+            row = InferenceRow(horizon, cached_ms, None, None, _megabytes(cached_peak))
+            expected = naive_seconds and naive_seconds[1] * (horizon / naive_seconds[0]) ** 2
+            if expected and expected > args.naive_max_seconds:
+                row.note = f"skipped: ~{expected:.0f} s expected (limit --naive-max-seconds {args.naive_max_seconds:g})"
+            else:
+                try:
+                    row.naive_peak_mb = _megabytes(_peak_bytes(naive, device))
+                    row.naive_ms = median_ms(naive, 1 if samples else args.repeats, device, warm_up=not samples)
+                    row.speedup = row.naive_ms / cached_ms
+                    naive_seconds = (horizon, row.naive_ms / 1000)
+                except torch.OutOfMemoryError:
+                    row.note = "out of memory"
+                    _empty_cache(device)
+            rows.append(row)
+            naive_text = row.note or f"naive {row.naive_ms:9.1f} ms ({row.speedup:.1f}x)"
+            print(f"{label}  horizon {horizon:>3}: cached {cached_ms:9.1f} ms, {naive_text}", flush=True)
     return rows
 
 
-def _model(args: argparse.Namespace, device: torch.device) -> ForecastTransformer:
+def _model(args: argparse.Namespace, device: torch.device, distribution=None) -> ForecastTransformer:
     torch.manual_seed(0)
     model = ForecastTransformer(
-        n_features=N_FEATURES, d_model=args.d_model, max_length=max(*args.horizons, CONTEXT_LENGTH)
+        n_features=N_FEATURES,
+        d_model=args.d_model,
+        max_length=max(*args.horizons, CONTEXT_LENGTH) + 1,
+        distribution=distribution,
     )
     return model.to(device)
 
 
-def _peak_bytes(step: Callable[[], None], device: torch.device) -> int | None:
+def _peak_bytes(function: Callable[[], object], device: torch.device) -> int | None:
     if device.type != "cuda":
         return None
     torch.cuda.synchronize(device)
     baseline = torch.cuda.memory_allocated(device)
     torch.cuda.reset_peak_memory_stats(device)
-    step()
+    function()
     torch.cuda.synchronize(device)
     return torch.cuda.max_memory_allocated(device) - baseline
+
+
+def _megabytes(value: int | None) -> float | None:
+    return None if value is None else value / 2**20
 
 
 def _naive_skip_reason(cost: tuple[int, float, float], horizon: int, args: argparse.Namespace) -> str:
@@ -189,6 +224,11 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _empty_cache(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def _training_line(row: TrainingRow) -> str:
     if row.step_ms is None:
         return f"training   horizon {row.horizon:>3} {row.regime:<24} {row.note}"
@@ -202,64 +242,198 @@ def _format(value: float | None, unit: str = "", digits: int = 1) -> str:
     return "–" if value is None else f"{value:,.{digits}f}{unit}"
 
 
-def markdown(training: list[TrainingRow], inference: list[InferenceRow], header: str) -> str:
-    gpu = any(row.peak_mb is not None for row in training)
-    lines = [
-        header,
-        "",
-        "| horizon | regime | step time | vs teacher forcing | saved for backward | vs teacher forcing |",
-    ]
-    lines[-1] += " peak GPU memory |" if gpu else ""
-    lines.append("|---:|---|---:|---:|---:|---:|" + ("---:|" if gpu else ""))
-    for row in training:
-        cells = [
-            str(row.horizon),
-            row.regime,
-            row.note or _format(row.step_ms, " ms"),
-            _format(row.time_ratio, "x", 2),
-            _format(row.saved_mb, " MB"),
-            _format(row.memory_ratio, "x", 2),
-        ] + ([_format(row.peak_mb, " MB")] if gpu else [])
-        lines.append("| " + " | ".join(cells) + " |")
-    if inference:
-        lines += [
-            "",
-            "| horizon | `generate` with cache | re-decoding the prefix | speed-up |",
-            "|---:|---:|---:|---:|",
-        ]
-        lines += [
-            f"| {r.horizon} | {r.cached_ms:,.1f} ms | {r.naive_ms:,.1f} ms | {r.speedup:.1f}x |" for r in inference
-        ]
+def markdown(
+    training: list[TrainingRow], inference: list[InferenceRow], sampling: list[InferenceRow], header: str
+) -> str:
+    gpu = any(row.peak_mb is not None for row in training) or any(r.cached_peak_mb is not None for r in inference)
+    lines = [header, ""]
+    if training:
+        lines.append("| horizon | regime | step time | vs teacher forcing | saved for backward | vs teacher forcing |")
+        lines[-1] += " peak GPU memory |" if gpu else ""
+        lines.append("|---:|---|---:|---:|---:|---:|" + ("---:|" if gpu else ""))
+        for row in training:
+            cells = [
+                str(row.horizon),
+                f"`{row.regime}`",
+                row.note or _format(row.step_ms, " ms"),
+                _format(row.time_ratio, "x", 2),
+                _format(row.saved_mb, " MB"),
+                _format(row.memory_ratio, "x", 2),
+            ] + ([_format(row.peak_mb, " MB")] if gpu else [])
+            lines.append("| " + " | ".join(cells) + " |")
+    for rows, title in ((inference, "`generate`, one path"), (sampling, "`generate(num_samples=100)`")):
+        if not rows:
+            continue
+        head = f"| horizon | {title} with cache | re-decoding the prefix | speed-up |"
+        lines += ["", head + (" peak GPU memory (cache / re-decoding) |" if gpu else ""), "|---:|---:|---:|---:|"]
+        lines[-1] += "---:|" if gpu else ""
+        for r in rows:
+            cells = [str(r.horizon), _format(r.cached_ms, " ms"), r.note or _format(r.naive_ms, " ms")]
+            cells.append(_format(r.speedup, "x"))
+            if gpu:
+                cells.append(f"{_format(r.cached_peak_mb, ' MB')} / {_format(r.naive_peak_mb, ' MB')}")
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def _write_csv(path: Path, rows: list) -> None:
-    with path.open("w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(asdict(rows[0])))
-        writer.writeheader()
-        writer.writerows(asdict(row) for row in rows)
+# -- A large panel: memory and time to the first batch -------------------------------------------------------------
+
+
+def benchmark_panel(args: argparse.Namespace) -> str:
+    """Write a panel of ``--panel-rows`` rows (8 value columns, ``--panel-series`` series) as Parquet, build its
+    memory-mapped cache once, then, in a fresh process, open it and read batches with two workers, reporting the
+    peak resident memory above the process's baseline against the size of the matrix, and the time to the first
+    batch."""
+    import numpy as np
+    import pandas as pd
+
+    folder = Path(tempfile.mkdtemp(prefix="panel-bench-"))
+    rows, series = args.panel_rows, args.panel_series
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(int(0.5 * rows / series), int(1.5 * rows / series), series)
+    lengths = np.maximum(lengths * rows // lengths.sum(), 400)
+    frame = pd.DataFrame(rng.standard_normal((int(lengths.sum()), 8)).astype(np.float32), columns=list("abcdefgh"))
+    frame.insert(0, "series", np.repeat(np.arange(series), lengths))
+    path = folder / "panel.parquet"
+    frame.to_parquet(path)
+    matrix_mb = frame[list("abcdefgh")].to_numpy().nbytes / 2**20
+    del frame
+    settings = dict(id_columns=["series"], target_columns=["a", "b"], past_covariates=["c", "d", "e"],
+                    future_covariates=["f", "g", "h"], context_length=96, horizon=24, batch_size=256,
+                    cache_dir=str(folder / "cache"))  # fmt: skip
+    started = time.perf_counter()
+    _panel_child(path, settings, build_only=True)
+    build_seconds = time.perf_counter() - started
+    child = subprocess.run(
+        [sys.executable, "-c", f"from project.bench import _panel_child; _panel_child({str(path)!r}, {settings!r})"],
+        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )  # fmt: skip
+    measured = dict(line.split("=", 1) for line in child.stdout.split() if "=" in line)
+    peak_mb = float(measured["peak_mb"])
+    return (
+        "\n".join(
+            [
+                f"`python -m project.bench --suite panel`: {int(lengths.sum()):,} rows × 8 columns, {series:,} series, "
+                f"float32 matrix {matrix_mb:,.0f} MB; {platform.machine()} CPU",
+                "",
+                "| step | result |",
+                "|---|---:|",
+                f"| read the Parquet file, check it, write the memory-mapped cache (once) | {build_seconds:.1f} s |",
+                f"| open the cache, serve the first training batch (2 workers) | {float(measured['first_s']):.2f} s |",
+                f"| read {measured['batches']} batches of 256 windows | {float(measured['read_s']):.1f} s |",
+                f"| peak memory above the start (PSS of process and 2 workers) | {peak_mb:,.0f} MB = "
+                f"{peak_mb / matrix_mb:.2f}× the matrix |",
+            ]
+        )
+        + "\n"
+    )
+
+
+def _panel_child(path: str, settings: dict, build_only: bool = False, batches: int = 200) -> None:
+    """In a fresh process: open the panel's cache and read batches with two workers; print the peak memory above
+    the starting point (proportional set size of this process and its workers: pages they share, such as the
+    memory-mapped matrix, counted once) and the times."""
+    from project.data import WindowDataModule
+
+    datamodule = WindowDataModule(path, num_workers=0 if build_only else 2, **settings)
+    if build_only:
+        return
+    del datamodule
+    meter = _PeakMemory()
+    started = time.perf_counter()
+    datamodule = WindowDataModule(path, num_workers=2, **settings)
+    datamodule.setup("fit")
+    loader = datamodule.train_dataloader()
+    iterator = iter(loader)
+    next(iterator)
+    first = time.perf_counter() - started
+    batches = min(batches, len(loader))
+    for _ in range(batches - 1):
+        next(iterator)
+    read = time.perf_counter() - started - first
+    peak = meter.stop()
+    print(f"peak_mb={peak:.1f} first_s={first:.3f} read_s={read:.2f} batches={batches}")
+
+
+class _PeakMemory:
+    """Samples the proportional set size (Linux /proc) of this process and its children every 20 ms."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.baseline, self.peak = self._current(), 0.0
+        self._running = True
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> float:
+        self._running = False
+        self._thread.join()
+        return self.peak - self.baseline
+
+    def _sample(self) -> None:
+        while self._running:
+            self.peak = max(self.peak, self._current())
+            time.sleep(0.02)
+
+    @staticmethod
+    def _current() -> float:
+        pids = [os.getpid()]
+        with contextlib.suppress(OSError):
+            pids += [int(p) for p in Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()]
+        total = 0
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1])
+        return total / 1024  # kilobytes → MB
+
+
+# -- Where the rollout spends its time ---------------------------------------------------------------------------
+
+
+def profile_rollout(args: argparse.Namespace, device: torch.device) -> str:
+    """The top operators of a 96-step no-grad cached rollout (batch ``--batch-size``), by self time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    model = _model(args, device).train()
+    src = torch.randn(args.batch_size, CONTEXT_LENGTH, N_FEATURES, device=device)
+    with torch.no_grad():
+        encoded = model.encode(src)
+        model.rollout(encoded, model.start_of(src), 96)  # warm-up
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+        with profile(activities=activities) as profiler:
+            model.rollout(encoded, model.start_of(src), 96)
+    sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    return profiler.key_averages().table(sort_by=sort, row_limit=15)
 
 
 def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m project.bench", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--suite", nargs="+", default=["training", "inference", "sampling"],
+        choices=["training", "inference", "sampling", "panel", "profile"], help="what to measure",
+    )  # fmt: skip
     parser.add_argument("--horizons", type=int, nargs="+", default=[12, 48, 96], help="forecast horizons T")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--d-model", type=int, default=128, help="model width (3+3 layers, 8 heads, ff 512)")
+    parser.add_argument("--samples", type=int, default=100, help="sample paths per series in the sampling suite")
     parser.add_argument("--repeats", type=int, default=5, help="timed steps per measurement (median)")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, … (auto: cuda when available)")
     parser.add_argument("--precision", choices=["32", "bf16-mixed", "16-mixed"], default="32")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's choice)")
-    parser.add_argument(
-        "--naive-max-seconds", type=float, default=60.0, help="skip naive steps expected to take longer"
-    )
+    parser.add_argument("--naive-max-seconds", type=float, default=60.0, help="skip naive runs expected to take longer")
     parser.add_argument("--naive-max-gb", type=float, default=8.0, help="skip naive steps expected to save more")
     parser.add_argument(
         "--gpu-memory-gb", type=float, default=None, help="cap this process's GPU memory, e.g. 4 to emulate a 4 GB card"
     )
-    parser.add_argument("--skip-inference", action="store_true")
+    parser.add_argument("--panel-rows", type=int, default=10_000_000, help="rows of the panel suite")
+    parser.add_argument("--panel-series", type=int, default=10_000, help="series of the panel suite")
     parser.add_argument("--output", type=Path, default=Path("bench_results"), help="folder for CSV and Markdown")
+    parser.add_argument("--overwrite", action="store_true", help="replace result files already in --output")
     args = parser.parse_args(argv)
-    for name in ("horizons", "batch_size", "d_model", "repeats"):
+    for name in ("horizons", "batch_size", "d_model", "repeats", "samples"):
         values = getattr(args, name) if name == "horizons" else [getattr(args, name)]
         if any(v <= 0 for v in values):
             parser.error(f"--{name.replace('_', '-')} must be positive; got {getattr(args, name)}")
@@ -267,7 +441,14 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parse_arguments(argv)
+    try:
+        run(parse_arguments(argv))
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def run(args: argparse.Namespace) -> None:
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(args.device)
@@ -283,15 +464,37 @@ def main(argv: list[str] | None = None) -> None:
         f"torch {torch.__version__}"
     )
     print(header, flush=True)
-    training = benchmark_training(args, device)
-    inference = [] if args.skip_inference else benchmark_inference(args, device)
-    args.output.mkdir(parents=True, exist_ok=True)
-    _write_csv(args.output / "training.csv", training)
-    if inference:
-        _write_csv(args.output / "inference.csv", inference)
-    table = markdown(training, inference, f"`python -m project.bench` — {header}")
-    (args.output / "bench.md").write_text(table)
-    print("\n" + table)
+    files = {"profile": "profile.txt", "panel": "panel.md", "training": "training.csv", "inference": "inference.csv"}
+    planned = [files.get(suite, "sampling.csv") for suite in args.suite]
+    planned += ["bench.md"] if {"training", "inference", "sampling"} & set(args.suite) else []
+    for name in planned:  # before measuring, so that a refused output costs nothing
+        check_output(args.output / name, overwrite=args.overwrite)
+    outputs: dict[str, str] = {}
+    if "profile" in args.suite:
+        outputs["profile.txt"] = profile_rollout(args, device)
+        print(outputs["profile.txt"])
+    if "panel" in args.suite:
+        outputs["panel.md"] = benchmark_panel(args)
+        print(outputs["panel.md"])
+    training = benchmark_training(args, device) if "training" in args.suite else []
+    inference = benchmark_inference(args, device, None) if "inference" in args.suite else []
+    sampling = benchmark_inference(args, device, args.samples) if "sampling" in args.suite else []
+    if training or inference or sampling:
+        outputs["bench.md"] = markdown(training, inference, sampling, f"`python -m project.bench` — {header}")
+        print("\n" + outputs["bench.md"])
+    tables = {"training.csv": training, "inference.csv": inference, "sampling.csv": sampling}
+    for name, text in outputs.items():
+        write_atomically(args.output / name, lambda temporary, t=text: temporary.write_text(t))
+    for name, rows in tables.items():
+        if rows:
+            write_atomically(args.output / name, lambda temporary, r=rows: _write_csv(temporary, r))
+
+
+def _write_csv(path: Path, rows: list) -> None:
+    with path.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(asdict(rows[0])))
+        writer.writeheader()
+        writer.writerows(asdict(row) for row in rows)
 
 
 if __name__ == "__main__":

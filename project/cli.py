@@ -1,33 +1,54 @@
 """Command line: ``python -m project.cli {fit,validate,test,predict} --config configs/base.yaml``.
 
 LightningCLI builds the Trainer, ``Forecaster`` and ``WindowDataModule`` from the configs; this file only wires
-them: values the data decides are linked into the model, the default callbacks are added, and a checkpoint's
-hyperparameters are checked against the config so that a mismatch is an error instead of a silent surprise.
+them: values the data decides are linked into the model, the default callbacks are added (and left out when the
+Trainer flag that needs them is off), a checkpoint is checked before anything loads it and compared with what the
+user set, the run is named after its data, and every problem ends in one line and a non-zero exit code.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-import torch
-from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+import yaml
+from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
+from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from project.data import InputError, WindowDataModule
+from project.checkpoints import find_last_checkpoint, read_checkpoint
+from project.data import WindowDataModule
+from project.errors import InputError, TrainingDiverged
 from project.figures import ForecastFigures
 from project.predictions import ForecastWriter
+from project.training.callbacks import ForecastCheckpoint, RandomState
 from project.training.module import Forecaster
 
-# Set by the data, so a user sets them once under `data:` and the model follows.
-LINKED_FROM_DATA = ("n_features", "context_length", "horizon")
+# Decided by the data and linked into the model, so a user sets them once (or never) under `data:`.
+LINKED_FROM_DATA = ("n_features", "n_past_covariates", "n_future_covariates", "static_cardinalities", "n_static_reals")
+LINKED_SETTINGS = ("context_length", "horizon", "predict_horizon")
+# Settings a checkpoint may be used with at other values: they choose what is forecast, not what was learned.
+FREE_AFTER_TRAINING = ("predict_horizon", "max_horizon", "num_samples", "prediction_quantiles")
+EXIT_ERROR, EXIT_SIGTERM = 2, 143  # 143 = 128 + SIGTERM, what schedulers expect of a terminated job
+
+
+class RunConfig(SaveConfigCallback):
+    """Saves the run's config.yaml in its log folder, and nowhere when there is none: with the logger off,
+    LightningCLI would otherwise write (and, overwriting, replace) a config.yaml in the working directory."""
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if trainer.logger is not None:
+            super().setup(trainer, pl_module, stage)
 
 
 class ForecastCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        parser.link_arguments("data.n_features", "model.n_features", apply_on="instantiate")
-        parser.link_arguments("data.context_length", "model.context_length")
-        parser.link_arguments("data.horizon", "model.horizon")
-        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        for name in LINKED_FROM_DATA:
+            parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
+        for name in LINKED_SETTINGS:
+            parser.link_arguments(f"data.{name}", f"model.{name}")
+        parser.add_lightning_class_args(ForecastCheckpoint, "checkpoint")
         parser.set_defaults(
             {
                 "checkpoint.monitor": "val/loss",
@@ -52,53 +73,158 @@ class ForecastCLI(LightningCLI):
         parser.add_argument(
             "--test_after_fit", type=bool, default=True, help="fit: test the best checkpoint when training ends"
         )
+        parser.add_argument(
+            "--overwrite", type=bool, default=False, help="replace an existing --predictions.output file"
+        )
+        parser.link_arguments("overwrite", "predictions.overwrite")
 
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
         super().parse_arguments(parser, args)
-        # LightningCLI then replaces the model's settings with the checkpoint's (--ckpt_path); keep what the user
-        # asked for, to compare.
-        self.config_as_given = self.config.clone()
+        subcommand = self.config.get("subcommand")
+        if subcommand is None:
+            return
+        config = self.config[subcommand]
+        self.explicit = explicit_settings(sys.argv[1:] if args is None else args, config)
+        self._name_the_run(config)
+        if config.get("ckpt_path") == "last" and subcommand == "fit":
+            self._resume_last_run(config)
+        if config.get("ckpt_path"):
+            checkpoint = read_checkpoint(config.ckpt_path)
+            check_checkpoint_matches(config.ckpt_path, checkpoint, self.explicit)
+            for name, value in checkpoint.get("datamodule_hyper_parameters", {}).items():
+                if name in config.data and name not in self.explicit.get("data", {}):
+                    config.data[name] = value  # the data the checkpoint was trained on, unless told otherwise
+            self._name_the_run(config)
+
+    def before_instantiate_classes(self) -> None:
+        # LightningCLI has replaced the model's settings with the checkpoint's; what the user chose for
+        # forecasting (not learning) stands.
+        subcommand = self.config.get("subcommand")
+        if subcommand and self.config[subcommand].get("ckpt_path"):
+            for name in FREE_AFTER_TRAINING:
+                if name in self.explicit.get("model", {}):
+                    self.config[subcommand].model[name] = self.explicit["model"][name]
+
+    def instantiate_trainer(self, **kwargs):
+        """The Trainer with the default callbacks, less those whose Trainer feature the user turned off."""
+        trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
+        callbacks = [self._get(self.config_init, key) for key in self._parser(self.subcommand).callback_keys]
+        if trainer_config.get("enable_checkpointing") is False:
+            callbacks = [c for c in callbacks if not isinstance(c, ForecastCheckpoint)]
+        if trainer_config.get("logger") in (False, None):
+            callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
+        return self._instantiate_trainer(trainer_config, [*callbacks, RandomState()])
+
+    def before_fit(self) -> None:
+        logger = self.trainer.logger
+        version = self.explicit.get("trainer", {}).get("logger", {})
+        version = version.get("init_args", {}).get("version") if isinstance(version, dict) else None
+        resuming = self.config.fit.get("ckpt_path") and logger is not None and self._inside(self.config.fit.ckpt_path)
+        if logger is not None and version is not None and not resuming:
+            log_dir = Path(logger.log_dir)
+            if log_dir.is_dir() and any(log_dir.iterdir()):
+                raise InputError(
+                    f"{log_dir} already holds a run; choose another trainer.logger.init_args.version, or resume it "
+                    "with --ckpt_path last"
+                )
 
     def after_fit(self) -> None:
         if not self.config.fit.test_after_fit or self.trainer.fast_dev_run or self.trainer.interrupted:
             return
-        best = self.trainer.checkpoint_callback.best_model_path if self.trainer.checkpoint_callback else ""
+        callback = self.trainer.checkpoint_callback
+        best = callback.best_model_path if callback else ""
+        if not best:
+            why = "checkpointing is off" if callback is None else "no validation ran"
+            rank_zero_info(f"Testing the weights at the end of training: there is no best checkpoint ({why})")
         # The fit already logged every hyperparameter with the effective batch size; do not log them again.
         self.trainer.enable_autolog_hparams = False
         self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best or None)
 
-    def before_instantiate_classes(self) -> None:
-        subcommand = self.config.get("subcommand")
-        ckpt_path = subcommand and self.config[subcommand].get("ckpt_path")
-        if ckpt_path:
-            defaults = self._parser(subcommand).get_defaults().as_dict()
-            check_checkpoint_matches(ckpt_path, self.config_as_given[subcommand].as_dict(), defaults)
+    def _resume_last_run(self, config) -> None:
+        """``--ckpt_path last``: the newest run's last.ckpt, logged on in that run's folder (or a fresh start)."""
+        logger = config.trainer.get("logger")
+        init_args = logger.get("init_args", {}) if hasattr(logger, "get") else {}
+        save_dir = Path(init_args.get("save_dir") or config.trainer.get("default_root_dir") or ".")
+        name = init_args.get("name") or "lightning_logs"
+        last = find_last_checkpoint(save_dir / name)
+        if last is None:
+            rank_zero_info(f"No last.ckpt under {save_dir / name}; starting from scratch")
+            config.ckpt_path = None
+            return
+        config.ckpt_path = str(last)
+        if hasattr(logger, "get") and "init_args" in logger:
+            logger.init_args.version = int(last.parts[-3].split("_")[-1])
+
+    def _name_the_run(self, config) -> None:
+        """Log under the data's name (the file's stem, or the embedded data's), unless the config names the run."""
+        logger = config.trainer.get("logger")
+        explicit_logger = self.explicit.get("trainer", {}).get("logger")
+        named = isinstance(explicit_logger, dict) and "name" in explicit_logger.get("init_args", {})
+        if hasattr(logger, "get") and "init_args" in logger and not named:
+            logger.init_args.name = self._run_name(config)
+
+    @staticmethod
+    def _run_name(config) -> str:
+        source = config.data.get("source")
+        return Path(str(source)).stem if source else f"synthetic_{config.data.get('synthetic', 'series')}"
+
+    def _inside(self, path: str) -> bool:
+        return Path(self.trainer.logger.log_dir).resolve() in Path(path).resolve().parents
 
 
-def check_checkpoint_matches(ckpt_path: str, config, defaults: dict) -> None:
-    """Fail with one line when the config asks for a model or data shape other than the checkpoint's.
+def explicit_settings(args: list[str], config) -> dict:
+    """What the user set on the command line or in ``--config`` files, whether or not it equals a default, as a
+    nested dict with the parsed values (``{"model": {"d_model": 128}, …}``)."""
+    keys: set[str] = set()
+    for position, token in enumerate(args):
+        if not token.startswith("--"):
+            continue
+        key, _, value = token[2:].partition("=")
+        if key == "config":
+            path = value or (args[position + 1] if position + 1 < len(args) else "")
+            keys |= _dotted_keys(yaml.safe_load(Path(path).read_text()) or {}) if Path(path).is_file() else set()
+        else:
+            keys.add(key)
+    explicit: dict = {}
+    for key in sorted(keys):
+        try:
+            value = config[key]
+        except (KeyError, TypeError):
+            continue
+        *sections, name = key.split(".")
+        level = explicit
+        for section in sections:
+            level = level.setdefault(section, {})
+        level[name] = value.as_dict() if hasattr(value, "as_dict") else value
+    return explicit
 
-    The model is rebuilt from the checkpoint's hyperparameters (LightningCLI's ``ckpt_path`` handling); only
-    values the user set on purpose (different from the defaults) and values the data decides are compared.
+
+def _dotted_keys(tree: dict, prefix: str = "") -> set[str]:
+    """The leaves of a nested config, as dotted keys: a section counts through the keys it sets, not its defaults."""
+    keys = set()
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        keys |= _dotted_keys(value, f"{path}.") if isinstance(value, dict) and value else {path}
+    return keys
+
+
+def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -> None:
+    """Fail with one line when the user asks, on purpose, for a model or data shape other than the checkpoint's.
+
+    The model is rebuilt from the checkpoint's hyperparameters (LightningCLI's ``ckpt_path`` handling); every model
+    setting the user set explicitly (command line or config file, even at its default value) is compared, and so
+    are the data's context and horizon. Settings that only choose what to forecast may differ.
     """
-    try:
-        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError) as error:
-        raise InputError(f"{ckpt_path}: cannot read the checkpoint ({error})") from None
     trained = checkpoint.get("hyper_parameters", {})
-    model_config, data_config = config["model"], config["data"]
     mismatches = [
-        f"model.{name}={model_config[name]!r} (checkpoint: {trained[name]!r})"
-        for name in trained
-        if name in model_config
-        and name not in LINKED_FROM_DATA
-        and model_config[name] != defaults["model"].get(name)
-        and model_config[name] != trained[name]
+        f"model.{name}={value!r} (checkpoint: {trained[name]!r})"
+        for name, value in explicit.get("model", {}).items()
+        if name in trained and name not in FREE_AFTER_TRAINING and value != trained[name]
     ]
     mismatches += [
-        f"data.{name}={data_config[name]!r} (checkpoint: {trained[name]!r})"
-        for name in LINKED_FROM_DATA[1:]
-        if name in trained and data_config[name] != trained[name]
+        f"data.{name}={explicit['data'][name]!r} (checkpoint: {trained[name]!r})"
+        for name in ("context_length", "horizon")
+        if name in explicit.get("data", {}) and name in trained and explicit["data"][name] != trained[name]
     ]
     if mismatches:
         raise InputError(f"{ckpt_path} was trained with other settings than the config: {', '.join(mismatches)}")
@@ -110,10 +236,19 @@ def cli_main(args: list[str] | None = None) -> ForecastCLI | None:
             Forecaster,
             WindowDataModule,
             args=args,
+            auto_configure_optimizers=False,  # Forecaster.configure_optimizers is the one optimizer setup
+            save_config_callback=RunConfig,
+            save_config_kwargs={"overwrite": True},  # before_fit refuses an existing run folder itself
         )
-    except InputError as error:
+    except (InputError, TrainingDiverged) as error:
         print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(EXIT_ERROR) from None
+    except SIGTERMException:
+        print(
+            "error: stopped by SIGTERM; last.ckpt holds the current step; continue with --ckpt_path last",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_SIGTERM) from None
 
 
 if __name__ == "__main__":

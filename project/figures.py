@@ -1,23 +1,39 @@
-"""Pictures of forecasts: context, truth and free-running forecast per channel.
+"""Pictures of forecasts: context, truth and free-running forecast per channel, with the 80% band of a
+distribution.
 
-Logged to TensorBoard during training (``ForecastFigures``), or drawn from a checkpoint:
+Logged to TensorBoard during training (``ForecastFigures``), or drawn from a checkpoint, on the data it was
+trained on unless ``--source`` says otherwise:
 
-    python -m project.figures lightning_logs/synthetic/version_0/checkpoints/last.ckpt --output forecast.png
+    python -m project.figures lightning_logs/synthetic_series/version_0/checkpoints/last.ckpt --output forecast.png
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import lightning as L
 import torch
 from matplotlib.figure import Figure
 from torch import Tensor
+from torch.utils.data import default_collate
+
+from project.errors import InputError
+from project.files import check_output, write_atomically
+from project.training.metrics import central_interval
 
 
-def plot_forecasts(context: Tensor, target: Tensor, forecast: Tensor, channel_names: list[str]) -> Figure:
-    """One row per window, one column per channel: the context, the truth after it, and the forecast."""
+def plot_forecasts(
+    context: Tensor,
+    target: Tensor,
+    forecast: Tensor,
+    channel_names: list[str],
+    band: tuple[Tensor, Tensor] | None = None,
+    window_names: list[str] | None = None,
+) -> Figure:
+    """One row per window, one column per channel: the context, the truth after it, the forecast (the median
+    of a distribution) and, when given, the band between its lower and upper quantiles."""
     n_windows, context_length, n_channels = context.shape
     # A bare Figure, not pyplot: no global state and no display backend, so it works on any server.
     figure = Figure(figsize=(2.6 * n_channels, 1.9 * n_windows))
@@ -29,10 +45,18 @@ def plot_forecasts(context: Tensor, target: Tensor, forecast: Tensor, channel_na
             axis = axes[window, channel]
             axis.plot(past, context[window, :, channel], color="0.4", linewidth=1)
             axis.plot(future, target[window, :, channel], color="black", linewidth=1, label="truth")
+            if band is not None:
+                lower, upper = band
+                axis.fill_between(
+                    future, lower[window, :, channel], upper[window, :, channel], color="tab:red", alpha=0.2,
+                    linewidth=0, label="80% interval",
+                )  # fmt: skip
             axis.plot(future, forecast[window, :, channel], color="tab:red", linewidth=1.2, label="forecast")
             axis.axvline(0.5, color="0.8", linewidth=0.8)
             if window == 0:
                 axis.set_title(channel_names[channel], fontsize=9)
+            if channel == 0 and window_names:
+                axis.set_ylabel(window_names[window], fontsize=7)
             axis.tick_params(labelsize=7)
     axes[0, -1].legend(fontsize=7, loc="upper right")
     figure.tight_layout()
@@ -41,13 +65,21 @@ def plot_forecasts(context: Tensor, target: Tensor, forecast: Tensor, channel_na
 
 def forecast_figure(model: L.LightningModule, datamodule, split: str, num_windows: int) -> Figure:
     """Free-running forecasts of ``num_windows`` windows spread evenly over ``split``, in original units."""
-    windows = datamodule.split(split, datamodule.eval_stride)
-    picks = torch.linspace(0, len(windows) - 1, min(num_windows, len(windows))).round().long()
-    context, target = (torch.stack(part).to(model.device) for part in zip(*(windows[i] for i in picks)))
+    windows = datamodule.split(split)
+    picks = torch.linspace(0, len(windows) - 1, min(num_windows, len(windows))).round().long().tolist()
+    batch = {key: value.to(model.device) for key, value in default_collate([windows[i] for i in picks]).items()}
     with torch.no_grad():
-        forecast = model(context, target.shape[1]).float()
-    context, target, forecast = (datamodule.inverse_transform(x.cpu()) for x in (context, target, forecast))
-    return plot_forecasts(context, target, forecast, datamodule.feature_names)
+        forecast = model.forecast(batch, batch["target"].shape[1])
+    loc, scale = batch["loc"].cpu(), batch["scale"].cpu()
+    original = lambda x: x.float().cpu() * scale + loc  # noqa: E731
+    band = None
+    if forecast.samples is not None:
+        band = tuple(original(end) for end in central_interval(forecast.samples.float(), 0.8))
+    names = None
+    if datamodule.panel.roles.ids:
+        names = [datamodule.panel.describe_series(int(s)).removeprefix(" in series ") for s in batch["series"]]
+    context, target, point = (original(batch["context"]), original(batch["target"]), original(forecast.point))
+    return plot_forecasts(context, target, point, datamodule.target_names, band, names)
 
 
 class ForecastFigures(L.Callback):
@@ -77,7 +109,7 @@ class ForecastFigures(L.Callback):
 
 
 def main(argv: list[str] | None = None) -> None:
-    from project.data import WindowDataModule
+    from project.checkpoints import datamodule_from_checkpoint, read_checkpoint
     from project.training.module import Forecaster
 
     parser = argparse.ArgumentParser(
@@ -87,15 +119,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--source", default=None, help="data file (default: the one the checkpoint was trained on)")
     parser.add_argument("--windows", type=int, default=3, help="test windows to draw, spread over the test split")
     parser.add_argument("--output", type=Path, default=Path("forecast.png"))
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     args = parser.parse_args(argv)
-    if not args.checkpoint.is_file():
-        parser.error(f"{args.checkpoint}: checkpoint not found")
-    checkpoint = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
-    model = Forecaster.load_from_checkpoint(args.checkpoint, map_location="cpu").eval()
-    settings = {k: v for k, v in checkpoint["datamodule_hyper_parameters"].items() if not k.startswith("_")}
-    datamodule = WindowDataModule(**{**settings, **({"source": args.source} if args.source else {})})
-    datamodule.load_state_dict(checkpoint[type(datamodule).__qualname__])
-    forecast_figure(model, datamodule, "test", args.windows).savefig(args.output, dpi=110)
+    try:
+        checkpoint = read_checkpoint(args.checkpoint)
+        datamodule = datamodule_from_checkpoint(
+            checkpoint, args.checkpoint, {"source": args.source} if args.source else {}
+        )
+        check_output(args.output, [datamodule.hparams.get("source"), args.checkpoint], args.overwrite)
+        model = Forecaster.load_from_checkpoint(args.checkpoint, map_location="cpu").eval()
+        figure = forecast_figure(model, datamodule, "test", args.windows)
+        write_atomically(args.output, lambda temporary: figure.savefig(temporary, dpi=110, format="png"))
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     print(f"Wrote {args.output}")
 
 

@@ -32,11 +32,18 @@ def write_atomically(path: str | Path, write: Callable[[Path], None]) -> Path:
     os.close(handle)
     try:
         write(Path(temporary))
+        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes it private; the output is an ordinary file
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -1,4 +1,4 @@
-"""Writes ``predict`` forecasts to a CSV file, in original units, with timestamps when the data has them."""
+"""Writes ``predict`` forecasts to one CSV file, in original units, with series ids and timestamps."""
 
 from __future__ import annotations
 
@@ -9,40 +9,72 @@ import pandas as pd
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 
+from project.files import check_output, write_atomically
+
 
 class ForecastWriter(BasePredictionWriter):
     """Writes every forecast of ``predict`` to a CSV in long format, one row per window and forecast step.
 
-    Columns: ``window`` (index of the prediction window), ``step`` (1 … horizon), ``timestamp`` (when the data
-    has a time column), then one column per channel, in the data's original units (the scaling is undone).
+    Columns: the data's id columns (with several series), ``window`` (index of the prediction window), ``step``
+    (1 … horizon), ``timestamp`` (when the data has a time column), then per target the point forecast (its name)
+    and, for a model with a distribution, its quantiles (``<name>_q0.1``, …), all in the data's original units.
+    Under DDP the processes' forecasts are gathered and written once, each window once.
 
     Args:
-        output: CSV file to write. Empty: ``predictions.csv`` in the run's log folder. With several devices each
-            process writes its own ``-rank<N>`` file.
+        output: CSV file to write. Empty: ``predictions.csv`` in the run's log folder. An existing file is replaced
+            only with ``--overwrite``; the data file itself never is.
+        overwrite: Replace an existing output file (set by the CLI's ``--overwrite``).
     """
 
-    def __init__(self, output: str | None = None) -> None:
+    def __init__(self, output: str | None = None, overwrite: bool = False) -> None:
         super().__init__(write_interval="epoch")
-        self.output = output
+        self.output, self.overwrite = output, overwrite
         self.written: Path | None = None
 
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        # Checked before predicting, so that a refused output costs nothing.
+        if stage == "predict" and trainer.is_global_zero:
+            check_output(self._path(trainer), [trainer.datamodule.hparams.get("source")], self.overwrite)
+
     def write_on_epoch_end(self, trainer: L.Trainer, pl_module, predictions, batch_indices) -> None:
-        datamodule = trainer.datamodule
-        forecasts = datamodule.inverse_transform(torch.cat(predictions).float().cpu())  # (windows, horizon, F)
-        windows = [index for batch in batch_indices[0] for index in batch]
-        frames = []
-        for window, forecast in zip(windows, forecasts):
-            frame = pd.DataFrame(forecast.numpy(), columns=datamodule.feature_names)
-            timestamps = datamodule.forecast_timestamps(window)
-            if timestamps is not None:
-                frame.insert(0, "timestamp", timestamps[: len(frame)])
-            frame.insert(0, "step", range(1, len(frame) + 1))
-            frame.insert(0, "window", window)
-            frames.append(frame)
-        path = Path(self.output) if self.output else Path(trainer.log_dir or ".") / "predictions.csv"
+        parts = {key: torch.cat([p[key] for p in predictions]).float().cpu() for key in predictions[0]}
         if trainer.world_size > 1:
-            path = path.with_name(f"{path.stem}-rank{trainer.global_rank}{path.suffix}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pd.concat(frames, ignore_index=True).to_csv(path, index=False)
+            gathered = [None] * trainer.world_size
+            torch.distributed.all_gather_object(gathered, parts)
+            parts = {key: torch.cat([g[key] for g in gathered]) for key in parts}
+        if not trainer.is_global_zero:
+            return
+        frame = forecast_frame(trainer.datamodule, parts, getattr(pl_module, "prediction_quantiles", []))
+        path = self._path(trainer)
+        write_atomically(path, lambda temporary: frame.to_csv(temporary, index=False))
         self.written = path
-        print(f"Wrote {len(windows)} forecasts of {forecasts.shape[1]} steps to {path}")
+        windows = frame["window"].nunique()
+        print(f"Wrote {windows} forecasts of {frame['step'].max()} steps to {path}")
+
+    def _path(self, trainer: L.Trainer) -> Path:
+        return Path(self.output) if self.output else Path(trainer.log_dir or ".") / "predictions.csv"
+
+
+def forecast_frame(datamodule, parts: dict[str, torch.Tensor], quantile_levels: list[float]) -> pd.DataFrame:
+    """Long-format table of the forecasts ``parts`` (window, series, point, and quantiles) of ``predict``."""
+    dataset, panel = datamodule.predict_dataset(), datamodule.panel
+    order = parts["window"].argsort()  # gathered from several processes: put the windows back in order
+    frames = []
+    for index in order.tolist():
+        window = int(parts["window"][index])
+        point = parts["point"][index]  # (T, F)
+        frame = pd.DataFrame(point.numpy(), columns=datamodule.target_names)
+        if "quantiles" in parts:
+            for q, level in enumerate(quantile_levels):
+                for f, name in enumerate(datamodule.target_names):
+                    frame[f"{name}_q{level:g}"] = parts["quantiles"][index, :, f, q].numpy()
+        timestamps = dataset.target_timestamps(window)
+        if timestamps is not None:
+            frame.insert(0, "timestamp", timestamps[: len(frame)])
+        frame.insert(0, "step", range(1, len(frame) + 1))
+        frame.insert(0, "window", window)
+        series = int(parts["series"][index])
+        for position, column in enumerate(panel.roles.ids):
+            frame.insert(position, column, panel.ids.iloc[series][column])
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)

@@ -1,3 +1,6 @@
+"""The CLI as a user runs it: the README's commands, checkpoints, predictions, Trainer flags, presets."""
+
+import logging
 import re
 import shlex
 
@@ -6,7 +9,17 @@ import pytest
 import torch
 
 from project.runs import read_scalars
-from tests.helpers import REPOSITORY, SMALL_MODEL, only_run, quick_fit_arguments, run_cli
+from tests.helpers import (
+    BASE,
+    REPOSITORY,
+    SMALL_MODEL,
+    cli,
+    config,
+    last_line,
+    only_run,
+    quick_fit_arguments,
+    run_cli,
+)
 
 
 def readme_command(prefix: str) -> list[str]:
@@ -25,7 +38,7 @@ def assert_ok(result):
 def trained_run(tmp_path_factory):
     """One short CLI fit on the embedded data, shared by the tests that need a checkpoint."""
     log_dir = tmp_path_factory.mktemp("logs")
-    assert_ok(run_cli("fit", "--config", "configs/base.yaml", *SMALL_MODEL, *quick_fit_arguments(log_dir, steps=4)))
+    assert cli("fit", "--config", BASE, *SMALL_MODEL, *quick_fit_arguments(log_dir, steps=4)) == 0
     return only_run(log_dir)
 
 
@@ -34,7 +47,7 @@ def test_the_readme_fit_command_writes_a_checkpoint_the_config_and_event_files(t
     assert command[:3] == ["python", "-m", "project.cli"]
     result = run_cli(*command[3:], *quick_fit_arguments(tmp_path))
     assert_ok(result)
-    run = only_run(tmp_path)
+    run = only_run(tmp_path)  # named after the data: the embedded synthetic series
     assert (run / "checkpoints" / "last.ckpt").is_file()
     assert list((run / "checkpoints").glob("best-*.ckpt"))
     assert (run / "config.yaml").is_file()
@@ -42,94 +55,140 @@ def test_the_readme_fit_command_writes_a_checkpoint_the_config_and_event_files(t
     assert "val/loss" in read_scalars(run)
 
 
-def test_test_from_a_checkpoint_restores_hyperparameters_and_beats_nothing_silently(trained_run, tmp_path):
+def test_test_from_a_checkpoint_restores_the_model_and_data_settings(trained_run, tmp_path):
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
-    # No model settings on the command line: they come from the checkpoint, not from base.yaml's defaults.
-    result = run_cli(
-        "test", "--config", "configs/base.yaml", f"--ckpt_path={checkpoint}", *quick_fit_arguments(tmp_path)
-    )
-    assert_ok(result)
-    metrics = read_scalars(only_run(tmp_path))
+    # No model or data settings: they come from the checkpoint, not from the parser's defaults.
+    assert cli("test", f"--ckpt_path={checkpoint}", f"--trainer.default_root_dir={tmp_path}",
+               "--trainer.limit_test_batches=2") == 0  # fmt: skip
+    metrics = read_scalars(only_run(tmp_path, "lightning_logs"))
     assert {"test/mse", "test/mae", "test/smape", "test/loss_teacher_forced", "test/mse_repeat_last"} <= set(metrics)
+    assert {"test/mse_original_units", "test/mae_original_units"} <= set(metrics)
 
 
-def test_a_checkpoint_used_with_an_incompatible_config_fails_with_one_line(trained_run, tmp_path):
+def test_a_checkpoint_used_with_an_incompatible_config_fails_with_one_line(trained_run, tmp_path, capsys):
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
-    result = run_cli(
-        "test", "--config", "configs/base.yaml", f"--ckpt_path={checkpoint}", "--model.d_model=64",
-        "--data.horizon=24", *quick_fit_arguments(tmp_path),
-    )  # fmt: skip
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr
-    last_line = result.stderr.strip().splitlines()[-1]
-    assert last_line.startswith(f"error: {checkpoint} was trained with other settings than the config:")
-    assert "model.d_model=64 (checkpoint: 16)" in last_line
-    assert "data.horizon=24 (checkpoint: 12)" in last_line
-
-
-def test_predict_from_a_checkpoint_writes_forecasts_in_original_units(trained_run, tmp_path):
-    checkpoint = trained_run / "checkpoints" / "last.ckpt"
-    output = tmp_path / "forecast.csv"
-    result = run_cli(
-        "predict", "--config", "configs/base.yaml", f"--ckpt_path={checkpoint}", f"--predictions.output={output}",
+    code = cli(
+        "test", "--config", BASE, f"--ckpt_path={checkpoint}", "--model.d_model=64", "--data.horizon=24",
         *quick_fit_arguments(tmp_path),
     )  # fmt: skip
-    assert_ok(result)
+    assert code == 2
+    line = last_line(capsys.readouterr().err)
+    assert line.startswith(f"error: {checkpoint} was trained with other settings than the config:")
+    assert "model.d_model=64 (checkpoint: 16)" in line
+    assert "data.horizon=24 (checkpoint: 12)" in line
+
+
+def test_a_setting_given_explicitly_at_its_default_value_is_compared_too(trained_run, tmp_path, capsys):
+    checkpoint = trained_run / "checkpoints" / "last.ckpt"
+    # 128 is the default d_model; the checkpoint has 16. Set on purpose, it is a mismatch all the same.
+    assert cli("predict", f"--ckpt_path={checkpoint}", "--model.d_model=128", "--trainer.logger=false") == 2
+    assert "model.d_model=128 (checkpoint: 16)" in last_line(capsys.readouterr().err)
+
+
+def test_predict_with_only_a_checkpoint_forecasts_the_data_it_was_trained_on_in_original_units(trained_run, tmp_path):
+    checkpoint = trained_run / "checkpoints" / "last.ckpt"
+    output = tmp_path / "forecast.csv"
+    assert cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false") == 0
     forecast = pd.read_csv(output, parse_dates=["timestamp"])
-    assert list(forecast.columns) == [
-        "window",
-        "step",
-        "timestamp",
-        "load",
-        "temperature",
-        "lagged_load",
-        "pressure",
-        "regime",
-    ]
+    columns = ["window", "step", "timestamp", "load", "temperature", "lagged_load", "pressure", "regime"]
+    assert list(forecast.columns) == columns
     assert forecast["step"].tolist() == list(range(1, 13))
     # The synthetic series ends at 2025-02-20 15:00; the forecast continues hourly from there.
     assert forecast["timestamp"].iloc[0] == pd.Timestamp("2025-02-20 16:00")
     assert forecast["pressure"].between(900, 1100).all()  # original units (about 1000), not standardised
 
 
-def test_resuming_from_last_ckpt_continues_at_the_saved_step(trained_run, tmp_path):
+def test_predict_forecasts_beyond_the_trained_horizon_up_to_max_horizon(trained_run, tmp_path, capsys):
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
-    assert torch.load(checkpoint, map_location="cpu", weights_only=False)["global_step"] == 4
-    arguments = quick_fit_arguments(tmp_path, steps=8)
-    arguments[arguments.index("--trainer.limit_train_batches=8")] = "--trainer.limit_train_batches=4"
-    result = run_cli(
-        "fit", "--config", "configs/base.yaml", *SMALL_MODEL, f"--ckpt_path={checkpoint}",
-        "--trainer.log_every_n_steps=1", *arguments,
-    )  # fmt: skip
-    assert_ok(result)
-    assert "Restored all states from the checkpoint" in result.stdout + result.stderr
+    output = tmp_path / "longer.csv"
+    arguments = [f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false"]
+    assert cli("predict", *arguments, "--data.predict_horizon=30") == 0  # trained on 12, max_horizon 4 × 12
+    assert pd.read_csv(output)["step"].max() == 30
+    assert cli("predict", *arguments, "--data.predict_horizon=60") == 2
+    assert "predict_horizon=60 exceeds max_horizon=48" in last_line(capsys.readouterr().err)
+
+
+def test_resuming_the_last_run_continues_at_the_saved_step_in_the_same_folder(tmp_path):
+    arguments = [*SMALL_MODEL, "--trainer.log_every_n_steps=1", *quick_fit_arguments(tmp_path, steps=4)]
+    assert cli("fit", "--config", BASE, *arguments) == 0
     run = only_run(tmp_path)
-    logged_steps = read_scalars(run)["train/loss"].index
-    assert list(logged_steps) == [5, 6, 7, 8]  # optimizer steps 5 to 8: it went on from step 4, not from scratch
-    assert torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == 8
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 4
+    longer = [a.replace("max_steps=4", "max_steps=8") for a in arguments]
+    assert cli("fit", "--config", BASE, "--ckpt_path=last", *longer) == 0
+    assert only_run(tmp_path) == run  # continued in its own folder, not a new version
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 8
+    logged = list(read_scalars(run)["train/loss"].index)
+    assert len(logged) == 8  # one point per optimizer step, in one curve: the second run went on, not over
+    assert logged == sorted(set(logged))
 
 
 @pytest.mark.slow
-def test_ddp_with_two_cpu_processes_trains_and_synchronises_metrics(tmp_path):
-    ddp = ["--trainer.strategy=ddp", "--trainer.accelerator=cpu", "--trainer.devices=2"]
-    # 990 validation windows (1001 rows) split evenly over 2 processes and batches of 55: the sampler pads
-    # nothing, so the synchronised metric must equal a single process's.
-    data = ["--data.batch_size=55", "--data.val_fraction=0.1001", "--data.test_fraction=0.1999"]
-    result = run_cli(
-        "fit", "--config", "configs/base.yaml", *SMALL_MODEL, *data, *ddp, *quick_fit_arguments(tmp_path / "fit")
+def test_sigterm_stops_fit_with_last_ckpt_at_the_current_step_and_a_non_zero_exit(tmp_path):
+    terminate = ["--trainer.callbacks+=tests.test_training.Terminate", "--trainer.callbacks.step=3"]
+    arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=6)]
+    result = run_cli("fit", "--config", "configs/base.yaml", *arguments, *terminate)
+    assert result.returncode == 143
+    assert last_line(result.stderr) == (
+        "error: stopped by SIGTERM; last.ckpt holds the current step; continue with --ckpt_path last"
     )
+    run = only_run(tmp_path)
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 3
+    assert_ok(run_cli("fit", "--config", "configs/base.yaml", *arguments, "--ckpt_path=last"))
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 6
+
+
+def test_training_with_the_logger_turned_off_runs_without_monitors_figures_or_files(tmp_path):
+    arguments = [a for a in quick_fit_arguments(tmp_path) if "logger" not in a]
+    assert cli("fit", "--config", BASE, *SMALL_MODEL, *arguments, "--trainer.logger=false",
+               f"--checkpoint.dirpath={tmp_path / 'checkpoints'}") == 0  # fmt: skip
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+    assert not list(tmp_path.rglob("hparams.yaml"))
+    assert not list(tmp_path.rglob("config.yaml"))  # not even in the working directory
+    assert not list(tmp_path.rglob("events.out.tfevents.*"))
+
+
+def test_training_with_checkpointing_turned_off_tests_the_last_weights_and_says_so(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path), "--trainer.enable_checkpointing=false"]
+    assert cli("fit", "--config", BASE, *arguments) == 0
+    assert not list(tmp_path.rglob("*.ckpt"))
+    assert "test/mse" in read_scalars(only_run(tmp_path))
+    assert "there is no best checkpoint (checkpointing is off)" in caplog.text
+
+
+@pytest.mark.parametrize("flag", ["--trainer.fast_dev_run=true", "--trainer.max_time=00:00:00:20"])
+def test_ordinary_trainer_flags_work(flag, tmp_path):
+    assert cli("fit", "--config", BASE, *SMALL_MODEL, *quick_fit_arguments(tmp_path), flag) == 0
+
+
+def test_the_optimizer_is_the_modules_own_and_not_replaceable_from_the_command_line():
+    result = run_cli("fit", "--help")
     assert_ok(result)
-    run = only_run(tmp_path / "fit")
-    assert (run / "checkpoints" / "last.ckpt").is_file()
-    checkpoint = run / "checkpoints" / "last.ckpt"
-    values = {}
-    for name, extra in (("ddp", ddp), ("single", ["--trainer.devices=1"])):
-        arguments = [*data, f"--ckpt_path={checkpoint}", *extra, *quick_fit_arguments(tmp_path / name)]
-        arguments.remove("--trainer.limit_val_batches=2")
-        assert_ok(run_cli("validate", "--config", "configs/base.yaml", *arguments))
-        values[name] = read_scalars(only_run(tmp_path / name))["val/mse"].iloc[-1]
-    # Unsynchronised, rank 0 would report the error on its half of the windows only.
-    assert values["ddp"] == pytest.approx(values["single"], rel=1e-5)
+    assert "--optimizer" not in result.stdout
+    assert "--lr_scheduler" not in result.stdout
+
+
+def test_a_run_on_a_users_file_is_named_after_it(tmp_path):
+    from tests.test_data import frame_of_row_numbers
+
+    path = tmp_path / "my_meters.csv"
+    frame_of_row_numbers(400).to_csv(path, index=False)
+    arguments = [f"--data.source={path}", "--data.time_column=time", *SMALL_MODEL, *quick_fit_arguments(tmp_path)]
+    assert cli("fit", "--config", BASE, *arguments) == 0
+    assert only_run(tmp_path, "my_meters").is_dir()
+
+
+def test_the_panel_preset_trains_and_predicts_every_series_with_its_ids_and_future_covariates(tmp_path):
+    arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path), "--trainer.val_check_interval=2"]
+    assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments) == 0
+    checkpoint = only_run(tmp_path, "synthetic_panel") / "checkpoints" / "last.ckpt"
+    output = tmp_path / "panel.csv"
+    assert cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false") == 0
+    forecast = pd.read_csv(output, parse_dates=["timestamp"])
+    assert list(forecast.columns) == ["store", "product", "window", "step", "timestamp", "sales"]
+    assert len(forecast) == 36 * 14
+    assert forecast.groupby(["store", "product"]).size().eq(14).all()
+    assert forecast["timestamp"].min() == pd.Timestamp("2024-07-01")  # the day after each series' last sales
 
 
 def test_the_amp_preset_trains_with_bf16_on_cpu(tmp_path):
@@ -139,21 +198,13 @@ def test_the_amp_preset_trains_with_bf16_on_cpu(tmp_path):
     )  # fmt: skip
     assert_ok(result)
     assert "Using bfloat16 Automatic Mixed Precision" in result.stdout + result.stderr
-    config = (only_run(tmp_path) / "config.yaml").read_text()
-    assert re.search(r"precision: 16-mixed", config)
+    config_text = (only_run(tmp_path) / "config.yaml").read_text()
+    assert re.search(r"precision: 16-mixed", config_text)
     assert torch.isfinite(torch.tensor(read_scalars(only_run(tmp_path))["val/loss"].to_numpy())).all()
 
 
 def test_the_debug_preset_runs_one_batch_of_everything():
-    result = run_cli("fit", "--config", "configs/base.yaml", "--config", "configs/debug.yaml", *SMALL_MODEL)
-    assert_ok(result)
-
-
-def test_bad_data_input_prints_one_line_and_exits_nonzero(tmp_path):
-    result = run_cli("fit", "--config", "configs/base.yaml", f"--data.source={tmp_path / 'missing.csv'}")
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'missing.csv'}: data file not found"
+    assert cli("fit", "--config", BASE, "--config", config("debug.yaml"), *SMALL_MODEL) == 0
 
 
 def test_fit_help_documents_every_option():
@@ -163,11 +214,19 @@ def test_fit_help_documents_every_option():
         "--model.training_mode",
         "teacher-forcing memory",
         "--model.feedback",
+        "--model.distribution",
+        "--model.feedback_value",
+        "--model.rollout_dropout",
+        "--model.max_horizon",
         "--data.context_length",
         "look-back window",
+        "--data.id_columns",
+        "--data.future_covariates",
+        "--data.static_covariates",
         "--forecast_figures.every_n_epochs",
         "--predictions.output",
         "--checkpoint.monitor",
+        "--overwrite",
     ):
         assert expected in result.stdout
 

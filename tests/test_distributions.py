@@ -7,9 +7,9 @@ import properscoring
 import pytest
 import torch
 
+from project.errors import InputError
 from project.model.distributions import Normal, PointForecast, Quantiles, StudentT, make_distribution
 from project.training.metrics import central_interval, crps_from_samples
-from project.errors import InputError
 
 
 def test_normal_negative_log_likelihood_matches_the_formula():

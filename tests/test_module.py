@@ -102,11 +102,13 @@ def test_a_distribution_model_forecasts_mean_quantiles_and_sample_paths(distribu
 
 def test_point_forecasts_have_no_samples_or_quantiles():
     forecast = tiny_module().eval().forecast(torch.randn(3, 8, 2))
-    assert forecast.samples is None and forecast.quantiles is None
+    assert forecast.samples is None
+    assert forecast.quantiles is None
 
 
 def test_every_rule_has_a_description_and_every_rejected_combination_is_one_line():
-    assert len(RULES) >= 10 and all(rule.description for rule in RULES)
+    assert len(RULES) >= 10
+    assert all(rule.description for rule in RULES)
     rejected = {
         "feedback=bptt applies to training_mode=free_running": dict(
             training_mode="scheduled_sampling", feedback="bptt"

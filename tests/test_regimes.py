@@ -178,7 +178,7 @@ def test_scheduled_sampling_mixes_true_and_predicted_inputs_per_position():
 @pytest.mark.parametrize("rollout_dropout", [True, False])
 def test_the_no_grad_rollout_keeps_or_drops_dropout_as_configured(rollout_dropout):
     model = small_model(dropout=0.3).train()
-    src, target = batch()
+    src, _ = batch()
     encoded, start = model.encode(src), model.start_of(src)
     options = RegimeOptions(rollout_dropout=rollout_dropout)
     fed_back = [regimes._no_grad_rollout(model, encoded, start, 6, options) for _ in range(2)]

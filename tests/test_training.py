@@ -62,9 +62,10 @@ def resumable_run(directory, callbacks=(), ckpt_path=None) -> L.LightningModule:
     L.seed_everything(0)
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
     module = tiny_module(dropout=0.2, learning_rate=3e-3, warmup_steps=5)
+    checkpoint = ForecastCheckpoint(dirpath=directory, monitor="val/loss", save_last=True)
     trainer = quiet_trainer(
         max_steps=30, val_check_interval=10, limit_val_batches=2, enable_checkpointing=True,
-        callbacks=[ForecastCheckpoint(dirpath=directory, monitor="val/loss", save_last=True), RandomState(), *callbacks],
+        callbacks=[checkpoint, RandomState(), *callbacks],
     )  # fmt: skip
     trainer.fit(module, datamodule, ckpt_path=ckpt_path)
     return module

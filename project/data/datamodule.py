@@ -22,7 +22,7 @@ from project.data.panel import Panel, PanelSettings, build_panel, cached_panel
 from project.data.sampling import EvaluationShard, ResumableLoader, TrainingOrder
 from project.data.scaling import Scaler, Scaling
 from project.data.synthetic import synthetic_panel, synthetic_series
-from project.data.table import read_table
+from project.data.table import check_file, read_table
 from project.data.windows import ForecastOrigins, PanelWindows, split_windows
 from project.errors import InputError
 
@@ -284,7 +284,7 @@ class WindowDataModule(L.LightningDataModule):
         if isinstance(source, pd.DataFrame) or not cache_dir:
             frame, self.source_name = read_table(source)
             return build_panel(frame, settings, self.source_name)
-        path = Path(source)
+        path = check_file(source)
         self.source_name = str(path)
         return cached_panel(
             path, settings, Path(cache_dir), lambda: build_panel(read_table(path)[0], settings, str(path))

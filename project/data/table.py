@@ -19,22 +19,27 @@ def read_table(source: str | Path | pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """The table of ``source`` (a CSV or Parquet path, or a DataFrame) and the name errors call it by."""
     if isinstance(source, pd.DataFrame):
         return source, "the DataFrame"
-    path = Path(source)
-    if not path.is_file():
-        raise InputError(f"{path}: data file not found")
-    suffix = path.suffix.lower()
-    if suffix not in (".csv", ".parquet", ".pq"):
-        raise InputError(f"{path}: expected a .csv or .parquet file; got '{path.suffix}'")
-    if path.stat().st_size == 0:
-        raise InputError(f"{path}: the file is empty; expected a header row and data rows")
+    path = check_file(source)
     try:
-        frame = pd.read_csv(path) if suffix == ".csv" else pd.read_parquet(path)
+        frame = pd.read_csv(path) if path.suffix.lower() == ".csv" else pd.read_parquet(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise InputError(f"{path}: cannot read the table ({reason})") from None
     if frame.empty:
         raise InputError(f"{path}: the table has no rows; expected a header row and data rows")
     return frame, str(path)
+
+
+def check_file(source: str | Path) -> Path:
+    """``source`` as a Path, after checking that it is a CSV or Parquet file with something in it."""
+    path = Path(source)
+    if not path.is_file():
+        raise InputError(f"{path}: data file not found")
+    if path.suffix.lower() not in (".csv", ".parquet", ".pq"):
+        raise InputError(f"{path}: expected a .csv or .parquet file; got '{path.suffix}'")
+    if path.stat().st_size == 0:
+        raise InputError(f"{path}: the file is empty; expected a header row and data rows")
+    return path
 
 
 def check_columns_exist(source_name: str, frame: pd.DataFrame, columns: list[str]) -> None:

@@ -1,6 +1,7 @@
 """Reference forecasts every result is compared with, measured on the same windows as the model.
 
 - ``repeat_last``: the last observed value, held for the whole horizon.
+- ``seasonal_naive``: the last ``season`` values, repeated (M4's sNaive with season 24 for hourly data).
 - ``LinearBaseline``: one least-squares linear map from the look-back window to the horizon, shared by all
   channels (each channel is an independent sample), fitted on the training windows in closed form.
 """
@@ -17,6 +18,13 @@ def repeat_last(context: Tensor, horizon: int) -> Tensor:
     return context[:, -1:].expand(-1, horizon, -1)
 
 
+def seasonal_naive(context: Tensor, horizon: int, season: int) -> Tensor:
+    """(N, S, F) → (N, horizon, F): the last ``season`` context values, repeated over the horizon."""
+    last_season = context[:, -season:]
+    repeats = -(-horizon // season)
+    return last_season.repeat(1, repeats, 1)[:, :horizon]
+
+
 class LinearBaseline:
     """Least-squares map ``y = W x + b`` from a channel's look-back (S values) to its horizon (H values).
 
@@ -30,8 +38,8 @@ class LinearBaseline:
 
     def fit(self, windows: Dataset, batch_size: int = 1024) -> LinearBaseline:
         gram = cross = None
-        for context, target in DataLoader(windows, batch_size=batch_size):
-            inputs, outputs = self._design(context), _per_channel(target)
+        for batch in DataLoader(windows, batch_size=batch_size):
+            inputs, outputs = self._design(batch["context"]), _per_channel(batch["target"])
             if gram is None:
                 gram = torch.zeros(inputs.shape[1], inputs.shape[1], dtype=torch.float64)
                 cross = torch.zeros(inputs.shape[1], outputs.shape[1], dtype=torch.float64)

@@ -21,6 +21,11 @@ class ForecastCheckpoint(ModelCheckpoint):
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_validation_end(trainer, pl_module)
+        if not self._should_save_on_train_epoch_end(trainer):  # otherwise the best is chosen at the epoch's end
+            self._save_latest(trainer)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_epoch_end(trainer, pl_module)
         self._save_latest(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -44,7 +49,9 @@ class ForecastCheckpoint(ModelCheckpoint):
             or self._latest_written_step == trainer.global_step
         ):
             return
+        saved_at = self._last_global_step_saved
         self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+        self._last_global_step_saved = saved_at  # the latest state is not a best one: a best may follow at this step
 
 
 class RandomState(L.Callback):

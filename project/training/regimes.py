@@ -113,6 +113,13 @@ def regime_name(training_mode: str, feedback: str) -> str:
     return f"free_running_{feedback}" if training_mode == "free_running" else training_mode
 
 
+def regime_settings(name: str) -> dict[str, str]:
+    """The ``Forecaster`` settings that select the regime ``name`` (the inverse of ``regime_name``)."""
+    if name.startswith("free_running_"):
+        return {"training_mode": "free_running", "feedback": name.removeprefix("free_running_")}
+    return {"training_mode": name, "feedback": "detach"}
+
+
 def _no_grad_rollout(
     model: ForecastTransformer, encoded: Encoded, start: Tensor, horizon: int, options: RegimeOptions
 ) -> Tensor:

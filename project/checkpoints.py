@@ -1,0 +1,64 @@
+"""Reading a checkpoint before anything trusts it, and rebuilding the data it was trained on.
+
+Every problem is one line: a missing, truncated or foreign file, a diverged run's non-finite weights.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import torch
+
+from project.data.datamodule import WindowDataModule
+from project.errors import InputError
+from project.training.module import Forecaster
+
+
+def read_checkpoint(path: str | Path) -> dict:
+    """The checkpoint at ``path``, checked to be a finite ``Forecaster`` checkpoint of this template."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: checkpoint not found")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises many types for a truncated or foreign file
+        reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+        raise InputError(
+            f"{path}: cannot read the checkpoint; is it truncated or not a checkpoint? ({reason})"
+        ) from None
+    if not isinstance(checkpoint, dict) or not {"state_dict", "hyper_parameters"} <= checkpoint.keys():
+        raise InputError(
+            f"{path}: not a checkpoint written by `python -m project.cli fit` (it has no state_dict and "
+            "hyper_parameters)"
+        )
+    known = set(inspect.signature(Forecaster.__init__).parameters)
+    unknown = sorted(set(checkpoint["hyper_parameters"]) - known - {"_instantiator", "_class_path"})
+    if unknown:
+        raise InputError(f"{path}: written for another model; its settings {', '.join(unknown)} are not Forecaster's")
+    state = checkpoint["state_dict"]
+    if not all(torch.isfinite(value).all() for value in state.values() if torch.is_floating_point(value)):
+        raise InputError(f"{path}: the checkpoint holds non-finite weights (a diverged run); use an earlier checkpoint")
+    return checkpoint
+
+
+def datamodule_from_checkpoint(checkpoint: dict, path: str | Path, overrides: dict | None = None) -> WindowDataModule:
+    """The data module with the checkpoint's data settings (its source included) and scaling, ``overrides`` aside."""
+    settings = {k: v for k, v in checkpoint.get("datamodule_hyper_parameters", {}).items() if not k.startswith("_")}
+    settings.update(overrides or {})
+    state = checkpoint.get(WindowDataModule.__qualname__, {})
+    if state.get("from_dataframe") and settings.get("source") is None:
+        raise InputError(f"{path}: the checkpoint was trained on a DataFrame, which it does not store; pass the data")
+    datamodule = WindowDataModule(**settings)
+    if state:
+        datamodule.load_state_dict(state)
+    return datamodule
+
+
+def find_last_checkpoint(log_dir: str | Path) -> Path | None:
+    """The ``last.ckpt`` of the newest ``version_N`` run under ``log_dir`` (a logger's save_dir/name folder)."""
+    runs = sorted(
+        (p for p in Path(log_dir).glob("version_*/checkpoints/last.ckpt") if p.parts[-3].split("_")[-1].isdigit()),
+        key=lambda p: int(p.parts[-3].split("_")[-1]),
+    )
+    return runs[-1] if runs else None

@@ -1,0 +1,141 @@
+"""Download the public datasets the README's results use, verify them, and write them where the configs look.
+
+    python -m project.datasets etth1        # data/ETTh1.csv (ETT-small, Zhou et al. 2021, CC BY-ND 4.0)
+    python -m project.datasets m4_hourly    # data/m4_hourly.csv (M4 competition, hourly: 414 series, long format)
+
+Each file is checked against its SHA-256 before anything is written; ``--from`` takes a local copy (a file or a
+folder) instead of downloading. Nothing existing is replaced without ``--overwrite``.
+
+M4's files are wide (one row per series, padded with empty cells); ``m4_hourly.csv`` is the long format the
+DataModule reads: columns ``series`` and ``value``, each series' training values followed by its 48 test values,
+in time order. ``configs/m4_hourly.yaml`` takes the last 48 rows of each series as the test split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import shutil
+import sys
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from project.errors import InputError
+from project.files import check_output, write_atomically
+
+
+@dataclass(frozen=True)
+class Download:
+    name: str
+    url: str
+    sha256: str
+
+
+ETTH1 = Download(
+    "ETTh1.csv",
+    "https://raw.githubusercontent.com/zhouhaoyi/ETDataset/main/ETT-small/ETTh1.csv",
+    "f18de3ad269cef59bb07b5438d79bb3042d3be49bdeecf01c1cd6d29695ee066",
+)
+M4_HOURLY = (
+    Download(
+        "Hourly-train.csv",
+        "https://raw.githubusercontent.com/Mcompetitions/M4-methods/master/Dataset/Train/Hourly-train.csv",
+        "ea59b7783573c49077a835ab6465c7d66f1474783360f310988a9a737fbca62f",
+    ),
+    Download(
+        "Hourly-test.csv",
+        "https://raw.githubusercontent.com/Mcompetitions/M4-methods/master/Dataset/Test/Hourly-test.csv",
+        "71a57fccb15e534d973626ada4fb87febf789e9317715b7cc6dd3b5f90db6f42",
+    ),
+)
+M4_HORIZON = 48
+
+
+def fetch(download: Download, folder: Path, source: Path | None = None) -> Path:
+    """The verified file ``download.name`` in ``folder``: copied from ``source`` (a file, or a folder holding it)
+    when given, otherwise downloaded. A checksum mismatch is an error and leaves nothing behind."""
+    destination = folder / download.name
+    if destination.is_file() and _sha256(destination) == download.sha256:
+        return destination
+    if source is not None:
+        origin = source / download.name if source.is_dir() else source
+        if not origin.is_file():
+            raise InputError(f"{origin}: not found")
+        url = origin.resolve().as_uri()
+    else:
+        url = download.url
+
+    def write(temporary: Path) -> None:
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response, temporary.open("wb") as file:
+                shutil.copyfileobj(response, file)
+        except OSError as error:
+            raise InputError(f"{url}: download failed ({error}); pass a local copy with --from") from None
+        digest = _sha256(temporary)
+        if digest != download.sha256:
+            raise InputError(f"{url}: checksum mismatch for {download.name} (got {digest[:12]}…, expected "
+                             f"{download.sha256[:12]}…); the file is not the published one")  # fmt: skip
+
+    return write_atomically(destination, write)
+
+
+def m4_long_format(train: Path, test: Path) -> pd.DataFrame:
+    """M4's wide train and test files → one row per series and hour: ``series``, ``value`` (training hours, then
+    the 48 test hours)."""
+    tests = {row[0]: row[1:] for row in _rows(test)}
+    series, values = [], []
+    for row in _rows(train):
+        name, history = row[0], [value for value in row[1:] if value != ""]
+        future = tests.get(name)
+        if future is None or len(future) != M4_HORIZON:
+            raise InputError(f"{test}: series {name} needs {M4_HORIZON} test values")
+        series += [name] * (len(history) + M4_HORIZON)
+        values += [float(value) for value in history + future]
+    return pd.DataFrame({"series": series, "value": values})
+
+
+def prepare(dataset: str, folder: Path, source: Path | None, overwrite: bool) -> Path:
+    if dataset == "etth1":
+        check_output(folder / ETTH1.name, overwrite=overwrite)
+        return fetch(ETTH1, folder, source)
+    output = check_output(folder / "m4_hourly.csv", overwrite=overwrite)
+    raw = folder / "m4-hourly"
+    train, test = (fetch(download, raw, source) for download in M4_HOURLY)
+    frame = m4_long_format(train, test)
+    return write_atomically(output, lambda temporary: frame.to_csv(temporary, index=False))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m project.datasets", description=__doc__.split("\n")[0])
+    parser.add_argument("dataset", choices=["etth1", "m4_hourly"])
+    parser.add_argument("--dir", type=Path, default=Path("data"), help="where to write the data (default: data/)")
+    parser.add_argument("--from", dest="source", type=Path, default=None, help="a local copy: file or folder")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    args = parser.parse_args(argv)
+    try:
+        path = prepare(args.dataset, args.dir, args.source, args.overwrite)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    print(f"Wrote {path}")
+
+
+def _rows(path: Path) -> list[list[str]]:
+    with path.open(newline="") as file:
+        return list(csv.reader(file))[1:]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+if __name__ == "__main__":
+    main()

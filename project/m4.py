@@ -1,0 +1,130 @@
+"""Reproduce the README's M4 Hourly table: the free-running model and seasonal naive on the same 414 windows.
+
+    python -m project.datasets m4_hourly      # data/m4_hourly.csv
+    python -m project.m4                      # trains, forecasts the 48 test hours of every series, scores them
+
+One model for all 414 series (``configs/m4_hourly.yaml``), trained by ``python -m project.cli fit``; its best
+checkpoint (by validation loss on the 48 hours before the test hours) forecasts each series' test hours from the
+two weeks before them. Scores are M4's: sMAPE and MASE (seasonality 24, scaled by each series' in-sample
+seasonal-naive error), averaged over the series. Seasonal naive on the same windows must reproduce M4's published
+13.912 / 1.193: that checks the metric code. The table is printed and written to ``--output``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+from torch.utils.data import DataLoader
+
+from project.data import WindowDataModule
+from project.results import best_checkpoint, best_epoch, clock, fit, forecast_split, hardware, write_table
+from project.training.baselines import repeat_last, seasonal_naive
+from project.training.metrics import mase, smape
+from project.training.regimes import REGIMES, regime_settings
+
+CONFIG = Path("configs/m4_hourly.yaml")
+SEASON, HORIZON = 24, 48
+PUBLISHED = {  # the M4 competition's hourly results (sMAPE, MASE)
+    "best hourly entry, Doornik, Castle & Hendry": (8.913, 0.801),
+    "ES-RNN, Smyl (M4 winner)": (9.328, 0.893),
+    "seasonal naive (sNaive)": (13.912, 1.193),
+    "Naive2": (18.383, 2.395),
+}
+
+
+def datamodule(data: Path) -> WindowDataModule:
+    """The data settings of the training runs: base.yaml's, overridden by the M4 preset's."""
+    base, preset = (yaml.safe_load(path.read_text())["data"] for path in (Path("configs/base.yaml"), CONFIG))
+    windows = WindowDataModule(**{**base, **preset, "source": str(data)})
+    windows.setup("test")
+    return windows
+
+
+def scores(forecast: np.ndarray, actual: np.ndarray, insample: list[np.ndarray]) -> tuple[float, float]:
+    """M4's sMAPE and MASE, each averaged over the series: forecast and actual (series, 48)."""
+    return (
+        float(np.mean([smape(f, a) for f, a in zip(forecast, actual)])),
+        float(np.mean([mase(f, a, i, SEASON) for f, a, i in zip(forecast, actual, insample)])),
+    )
+
+
+def insample_values(windows: WindowDataModule, series: torch.Tensor) -> list[np.ndarray]:
+    """Each series' training hours (everything before its 48 test hours), in original units."""
+    panel = windows.panel
+    return [
+        np.asarray(panel.values[panel.rows(int(s))][: int(panel.observed[int(s)]) - HORIZON, 0], dtype=np.float64)
+        for s in series
+    ]
+
+
+def measure_baselines(windows: WindowDataModule) -> list[dict]:
+    test = windows.split("test")
+    if len(test) != windows.panel.n_series:
+        raise ValueError(f"expected one test window per series; got {len(test)} for {windows.panel.n_series}")
+    contexts, actuals, series = [], [], []
+    for batch in DataLoader(test, batch_size=512):
+        contexts.append(batch["context"] * batch["scale"] + batch["loc"])
+        actuals.append(batch["target"] * batch["scale"] + batch["loc"])
+        series.append(batch["series"])
+    context, actual, series = torch.cat(contexts), torch.cat(actuals), torch.cat(series)
+    insample = insample_values(windows, series)
+    rows = []
+    for name, forecast in (
+        ("seasonal naive (measured)", seasonal_naive(context, HORIZON, SEASON)),
+        ("repeat-last (measured)", repeat_last(context, HORIZON)),
+    ):
+        rows.append(_row(name, *scores(forecast[..., 0].double().numpy(), actual[..., 0].double().numpy(), insample)))
+    return rows
+
+
+def train_and_score(regime: str, data: Path, windows: WindowDataModule, logs: Path, extra: list[str]) -> dict:
+    settings = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
+    run, seconds = fit([CONFIG], [f"--data.source={data}", *settings, *extra], logs, f"m4_hourly_{regime}")
+    checkpoint = best_checkpoint(run)
+    forecast, actual, _, series = forecast_split(checkpoint, windows, "test")
+    smape_, mase_ = scores(
+        forecast[..., 0].double().numpy(), actual[..., 0].double().numpy(), insample_values(windows, series)
+    )
+    return _row(f"{regime.replace('_', ' ')} (this template)", smape_, mase_, seconds, best_epoch(checkpoint))
+
+
+def markdown(rows: list[dict], hardware_name: str) -> str:
+    lines = [
+        f"M4 Hourly, 414 series, horizon 48, sMAPE and MASE (seasonality 24) averaged over series; {hardware_name}.",
+        "",
+        "| model | sMAPE | MASE | wall-clock (train + test) |",
+        "|---|---:|---:|---:|",
+    ]
+    for row in rows:
+        when = clock(row["seconds"]) + (f" (best epoch {row['best_epoch']})" if row.get("best_epoch") else "")
+        lines.append(f"| {row['model']} | {row['smape']:.3f} | {row['mase']:.3f} | {when} |")
+    return "\n".join(lines) + "\n"
+
+
+def _row(name: str, smape_: float, mase_: float, seconds: float | None = None, epoch: int | None = None) -> dict:
+    return {"model": name, "smape": smape_, "mase": mase_, "seconds": seconds, "best_epoch": epoch}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m project.m4", description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=Path("data/m4_hourly.csv"), help="from project.datasets")
+    parser.add_argument("--regimes", nargs="*", default=["free_running_detach"], choices=list(REGIMES))
+    parser.add_argument("--logs", type=Path, default=Path("lightning_logs"), help="where the runs are logged")
+    parser.add_argument("--output", type=Path, default=Path("results/m4_hourly.md"), help="Markdown table to write")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
+    if not args.data.is_file():
+        parser.error(f"{args.data}: not found; run python -m project.datasets m4_hourly")
+    windows = datamodule(args.data)
+    rows = measure_baselines(windows)
+    rows += [train_and_score(regime, args.data, windows, args.logs, extra) for regime in args.regimes]
+    rows += [_row(f"{name} (published)", *values) for name, values in PUBLISHED.items()]
+    write_table(args.output, markdown(rows, hardware()), args.overwrite)
+
+
+if __name__ == "__main__":
+    main()

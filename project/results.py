@@ -1,0 +1,74 @@
+"""What the results scripts (``project.etth1``, ``project.m4``) share: training through the CLI exactly as a user
+would, finding a run's best checkpoint, evaluating it on a split, and writing a Markdown table."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader
+
+from project.files import check_output, write_atomically
+from project.runs import find_runs
+from project.training.module import Forecaster
+
+BASE_CONFIG = Path("configs/base.yaml")
+
+
+def fit(configs: list[Path], arguments: list[str], logs: Path, name: str) -> tuple[Path, float]:
+    """``python -m project.cli fit`` with ``configs`` stacked on base.yaml, logged as ``logs/name``; the run's folder
+    and its wall-clock seconds (training and the test that follows)."""
+    command = ["fit", "--config", str(BASE_CONFIG)]
+    for config in configs:
+        command += ["--config", str(config)]
+    command += [f"--trainer.logger.init_args.save_dir={logs}", f"--trainer.logger.init_args.name={name}", *arguments]
+    started = time.perf_counter()
+    print("$ python -m project.cli", " ".join(command), flush=True)
+    subprocess.run([sys.executable, "-m", "project.cli", *command], check=True)
+    return find_runs(logs / name)[-1], time.perf_counter() - started
+
+
+def best_checkpoint(run: Path) -> Path:
+    (best,) = (run / "checkpoints").glob("best-*.ckpt")
+    return best
+
+
+def best_epoch(checkpoint: Path) -> int:
+    return int(torch.load(checkpoint, map_location="cpu", weights_only=False)["epoch"]) + 1
+
+
+def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 256) -> tuple[torch.Tensor, ...]:
+    """The checkpoint's point forecasts of every window of ``split``, with the truth and the contexts, in original
+    units, and each window's series: (forecast, target, context) of shape (windows, …) and series (windows,)."""
+    model = Forecaster.load_from_checkpoint(checkpoint, map_location="cpu").eval()
+    forecasts, targets, contexts, series = [], [], [], []
+    with torch.no_grad():
+        for batch in DataLoader(datamodule.split(split), batch_size=batch_size):
+            unscale = lambda x, b=batch: x * b["scale"] + b["loc"]  # noqa: E731
+            forecasts.append(unscale(model(batch, batch["target"].shape[1])))
+            targets.append(unscale(batch["target"]))
+            contexts.append(unscale(batch["context"]))
+            series.append(batch["series"])
+    return torch.cat(forecasts), torch.cat(targets), torch.cat(contexts), torch.cat(series)
+
+
+def hardware() -> str:
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return f"{platform.machine()} CPU, {torch.get_num_threads()} threads"
+
+
+def clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "published"
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
+
+
+def write_table(path: Path, table: str, overwrite: bool) -> None:
+    check_output(path, overwrite=overwrite)
+    write_atomically(path, lambda temporary: temporary.write_text(table))
+    print(table)

@@ -1,0 +1,221 @@
+"""Every bad input a user or a hostile file can give: one line ``error: …`` naming what was expected, exit code 2,
+no traceback, nothing overwritten. One table, so the count is visible and grows."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from tests.helpers import BASE, SMALL_MODEL, cli, last_line, only_run, quick_fit_arguments
+from tests.test_data import frame_of_row_numbers
+
+
+def write(frame: pd.DataFrame, path: Path) -> str:
+    frame.to_csv(path, index=False)
+    return str(path)
+
+
+def file(path: Path, content: str | bytes) -> str:
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return str(path)
+
+
+def with_value(frame: pd.DataFrame, row: int, column: str, value) -> pd.DataFrame:
+    frame = frame.copy()
+    if not isinstance(value, float):
+        frame[column] = frame[column].astype(object)
+    frame.loc[row, column] = value
+    return frame
+
+
+def data(tmp: Path, frame: pd.DataFrame | None = None, *extra: str, name: str = "series.csv") -> list[str]:
+    """Arguments for a fit on ``frame`` (written as a CSV) with a time column 'time'."""
+    frame = frame_of_row_numbers() if frame is None else frame
+    return [f"--data.source={write(frame, tmp / name)}", "--data.time_column=time", "--data.context_length=5",
+            "--data.horizon=3", "--data.calendar_features=false", *extra]  # fmt: skip
+
+
+def panel(tmp: Path, change=None, *extra: str) -> list[str]:
+    frames = []
+    for store in ("a", "b"):
+        frame = frame_of_row_numbers(60, 1)
+        frame["store"], frame["region"] = store, {"a": "north", "b": "south"}[store]
+        frames.append(frame)
+    frame = pd.concat(frames, ignore_index=True)
+    frame = change(frame) if change else frame
+    return data(tmp, frame, "--data.id_columns=[store]", "--data.target_columns=[c0]", *extra)
+
+
+CASES = {  # name → (arguments given the test folder and a trained checkpoint, expected message as a regex)
+    "missing file": (lambda t, c: ["--data.source=no/such.csv"], r"^error: no/such.csv: data file not found$"),
+    "wrong suffix": (lambda t, c: [f"--data.source={__file__}"], r"expected a .csv or .parquet file; got '.py'"),
+    "empty file": (lambda t, c: [f"--data.source={file(t / 'e.csv', '')}"], r"the file is empty"),
+    "header only": (lambda t, c: [f"--data.source={file(t / 'h.csv', 'time,a' + chr(10))}"], r"the table has no rows"),
+    "unknown column": (lambda t, c: data(t, None, "--data.target_columns=[c0, nope]"), r"column 'nope' not found"),
+    "unknown time column": (lambda t, c: [*data(t), "--data.time_column=when"], r"column 'when' not found"),
+    "non-numeric target": (
+        lambda t, c: data(t, with_value(frame_of_row_numbers(), 3, "c1", "oops"), "--data.target_columns=[c0, c1]"),
+        r"column 'c1' must be numeric; got dtype (object|str); row 3 has 'oops'",
+    ),
+    "column dropped silently": (
+        lambda t, c: data(t, with_value(frame_of_row_numbers(), 7, "c1", "-")),
+        r"column 'c1' is numeric except row 7 \('-'\); clean it, or name the columns to forecast in target_columns",
+    ),
+    "nan": (
+        lambda t, c: data(t, with_value(frame_of_row_numbers(), 17, "c1", np.nan)),
+        r"column 'c1' has a missing or infinite value at row 17; set fill_missing",
+    ),
+    "overflows float32": (
+        lambda t, c: data(t, with_value(frame_of_row_numbers(), 9, "c0", 1e39)),
+        r"column 'c0' has 1e\+39 at row 9, beyond float32's range",
+    ),
+    "bad timestamp": (
+        lambda t, c: data(t, with_value(frame_of_row_numbers(), 4, "time", "yesterday")),
+        r"column 'time' must hold timestamps; row 4 has 'yesterday'",
+    ),
+    "mixed time-zone offsets": (
+        lambda t, c: data(
+            t,
+            frame_of_row_numbers().assign(
+                time=[f"2024-03-30 {h % 24:02d}:00:00+0{1 + (h >= 30)}:00" for h in range(200)]
+            ),
+        ),
+        r"column 'time' mixes time-zone offsets \(row 0 is '2024-03-30 00:00:00\+01:00', row 30 is",
+    ),
+    "duplicate timestamps": (
+        lambda t, c: data(t, with_value(frame_of_row_numbers(), 5, "time", "2020-01-01 04:00:00")),
+        r"column 'time' has duplicate timestamps; row 5 repeats 2020-01-01 04:00:00",
+    ),
+    "unsorted timestamps": (
+        lambda t, c: data(t, frame_of_row_numbers().iloc[[0, 2, 1, *range(3, 200)]]),
+        r"must be sorted in increasing time; row 2 \(2020-01-01 01:00:00\) comes before row 1",
+    ),
+    "too few rows": (lambda t, c: data(t, frame_of_row_numbers(rows=10)), r"has 10 rows; .* need at least .* = 14"),
+    "empty validation split": (
+        lambda t, c: data(
+            t, None, "--data.train_fraction=0.9", "--data.val_fraction=0.01", "--data.test_fraction=0.09"
+        ),
+        r"the val split \(fractions 0.9/0.01/0.09\) has 2 of 200 rows; it needs at least 3",
+    ),
+    "fractions above one": (
+        lambda t, c: data(t, None, "--data.train_fraction=0.8", "--data.val_fraction=0.2", "--data.test_fraction=0.2"),
+        r"must be at most 1; got 0.8 \+ 0.2 \+ 0.2 = 1.2",
+    ),
+    "zero fraction": (lambda t, c: data(t, None, "--data.test_fraction=0.0"), r"test_fraction must be in \(0, 1\]"),
+    "two split methods": (
+        lambda t, c: data(t, None, "--data.val_size=10", "--data.test_size=10", "--data.test_fraction=0.2"),
+        r"split by one of fractions .*; got fractions and sizes",
+    ),
+    "zero context": (
+        lambda t, c: data(t, None, "--data.context_length=0"),
+        r"context_length must be a positive integer",
+    ),
+    "negative horizon": (
+        lambda t, c: data(t, None, "--data.horizon=-2"),
+        r"horizon must be a positive integer; got -2",
+    ),
+    "zero stride": (
+        lambda t, c: data(t, None, "--data.stride=0"),
+        r"^error: stride must be a positive integer; got 0$",
+    ),
+    "date split without time column": (
+        lambda t, c: [
+            *data(t),
+            "--data.time_column=null",
+            "--data.val_start=2020-01-02",
+            "--data.test_start=2020-01-03",
+        ],
+        r"split by date and need time_column",
+    ),
+    "date split needs both dates": (
+        lambda t, c: data(t, None, "--data.val_start=2020-01-02"),
+        r"needs both val_start and test_start",
+    ),
+    "missing id column": (lambda t, c: panel(t, None, "--data.id_columns=[shop]"), r"column 'shop' not found"),
+    "duplicate timestamps in a series": (
+        lambda t, c: panel(t, lambda f: with_value(f, 65, "time", "2020-01-01 04:00:00")),
+        r"duplicate timestamps in series 'b'; row 65 repeats 2020-01-01 04:00:00",
+    ),
+    "static covariate that varies": (
+        lambda t, c: panel(t, lambda f: with_value(f, 70, "region", "west"), "--data.static_covariates=[region]"),
+        r"static covariate 'region' must be constant within each series; it changes from 'south' to 'west' at row "
+        r"70 in series 'b'",
+    ),
+    "covariate also a target": (
+        lambda t, c: data(t, None, "--data.target_columns=[c0, c1]", "--data.past_covariates=[c1]"),
+        r"column 'c1' is listed as target_columns and as past_covariates; give each column one role",
+    ),
+    "d_model not divisible by nhead": (
+        lambda t, c: ["--model.d_model=30", "--model.nhead=4"],
+        r"d_model must be divisible by nhead; got d_model=30, nhead=4",
+    ),
+    "patch not dividing the horizon": (
+        lambda t, c: ["--model.patch_length=5"],
+        r"context_length=12 must be a multiple of patch_length=5",
+    ),
+    "bptt with scheduled sampling": (
+        lambda t, c: ["--model.training_mode=scheduled_sampling", "--model.feedback=bptt"],
+        r"feedback=bptt applies to training_mode=free_running; got training_mode=scheduled_sampling",
+    ),
+    "truncated checkpoint": (
+        lambda t, c: [f"--ckpt_path={file(t / 'cut.ckpt', c.read_bytes()[:5000])}"],
+        r"cut.ckpt: cannot read the checkpoint; is it truncated or not a checkpoint\?",
+    ),
+    "a CSV as checkpoint": (
+        lambda t, c: [f"--ckpt_path={write(frame_of_row_numbers(), t / 'x.ckpt')}"],
+        r"x.ckpt: cannot read the checkpoint",
+    ),
+    "a plain torch.save dict as checkpoint": (
+        lambda t, c: [f"--ckpt_path={saved({'weights': torch.ones(2)}, t / 'p.ckpt')}"],
+        r"p.ckpt: not a checkpoint written by `python -m project.cli fit`",
+    ),
+    "a checkpoint of non-finite weights": (
+        lambda t, c: [f"--ckpt_path={poisoned(c, t / 'nan.ckpt')}"],
+        r"nan.ckpt: the checkpoint holds non-finite weights",
+    ),
+    "fit into an existing run folder": (
+        lambda t, c: [f"--trainer.logger.init_args.save_dir={c.parents[3]}", "--trainer.logger.init_args.version=0"],
+        r"version_0 already holds a run; choose another trainer.logger.init_args.version, or resume it",
+    ),
+}
+
+
+def saved(state: dict, path: Path) -> Path:
+    torch.save(state, path)
+    return path
+
+
+def poisoned(checkpoint: Path, path: Path) -> Path:
+    state = torch.load(checkpoint, weights_only=False)
+    next(iter(state["state_dict"].values())).fill_(float("nan"))
+    return saved(state, path)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    log_dir = tmp_path_factory.mktemp("logs")
+    assert cli("fit", "--config", BASE, *SMALL_MODEL, *quick_fit_arguments(log_dir, steps=2)) == 0
+    return only_run(log_dir) / "checkpoints" / "last.ckpt"
+
+
+def test_the_table_counts_every_case():
+    assert len(CASES) >= 35
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_ends_in_one_line_and_exit_code_2(case, tmp_path, checkpoint, capsys):
+    arguments, message = CASES[case]
+    subcommand = "validate" if "checkpoint" in case and "fit into" not in case else "fit"
+    before = {path: path.stat().st_mtime_ns for path in checkpoint.parent.parent.rglob("*") if path.is_file()}
+    code = cli(subcommand, "--config", BASE, *SMALL_MODEL, *arguments(tmp_path, checkpoint), "--trainer.max_steps=1")
+    error = capsys.readouterr().err
+    assert code == 2, error[-2000:]
+    assert "Traceback" not in error
+    assert last_line(error).startswith("error: ")
+    assert "\n" not in last_line(error)
+    assert re.search(message, last_line(error)), last_line(error)
+    after = {path: path.stat().st_mtime_ns for path in checkpoint.parent.parent.rglob("*") if path.is_file()}
+    assert after == before  # nothing the earlier run wrote was touched

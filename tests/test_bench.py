@@ -1,0 +1,48 @@
+"""The benchmark command (an optional tool: delete project/bench.py with this file)."""
+
+import pandas as pd
+import pytest
+
+from project import bench
+
+
+def test_the_benchmark_writes_its_tables(tmp_path, capsys):
+    arguments = ["--horizons", "2", "4", "--batch-size", "2", "--d-model", "16", "--repeats", "1", "--samples", "3"]
+    bench.main([*arguments, "--output", str(tmp_path)])
+    training = pd.read_csv(tmp_path / "training.csv")
+    assert list(training["regime"].unique()) == list(bench.TRAINING_ROWS)
+    assert (training.loc[training["regime"] == "teacher_forcing", "memory_ratio"] == 1.0).all()
+    assert (training.loc[training["regime"] == "free_running_detach", "memory_ratio"] <= 1.1).all()
+    assert len(pd.read_csv(tmp_path / "inference.csv")) == 2
+    assert len(pd.read_csv(tmp_path / "sampling.csv")) == 2
+    table = (tmp_path / "bench.md").read_text()
+    assert "| 4 | `naive_loop_as_posted` |" in table
+    assert "`generate(num_samples=100)` with cache" in table
+    assert "re-decoding the prefix" in capsys.readouterr().out
+
+
+def test_the_benchmark_skips_a_naive_loop_it_cannot_afford(tmp_path):
+    arguments = ["--horizons", "2", "64", "--batch-size", "2", "--d-model", "16", "--repeats", "1"]
+    bench.main([*arguments, "--suite", "training", "--naive-max-seconds", "0.001", "--output", str(tmp_path)])
+    training = pd.read_csv(tmp_path / "training.csv")
+    skipped = training[(training["horizon"] == 64) & (training["regime"] == bench.NAIVE)]
+    assert skipped["note"].str.startswith("skipped: ~").all()
+    assert skipped["step_ms"].isna().all()
+
+
+def test_the_benchmark_does_not_replace_earlier_results_without_overwrite(tmp_path, capsys):
+    (tmp_path / "training.csv").write_text("earlier\n")
+    arguments = ["--suite", "training", "--horizons", "2", "--batch-size", "2", "--d-model", "16", "--repeats", "1"]
+    with pytest.raises(SystemExit) as stopped:
+        bench.main([*arguments, "--output", str(tmp_path)])
+    assert stopped.value.code == 2
+    assert "training.csv already exists" in capsys.readouterr().err
+    assert (tmp_path / "training.csv").read_text() == "earlier\n"
+
+
+def test_the_panel_suite_reports_memory_against_the_matrix_and_the_first_batch(tmp_path):
+    arguments = ["--suite", "panel", "--panel-rows", "40000", "--panel-series", "40", "--output", str(tmp_path)]
+    bench.main(arguments)
+    table = (tmp_path / "panel.md").read_text()
+    assert "× the matrix" in table
+    assert "serve the first training batch" in table

@@ -1,0 +1,39 @@
+"""The ETTh1 tables (an optional tool: delete project/etth1.py with this file)."""
+
+import pytest
+
+from project import etth1 as script
+from tests.helpers import REPOSITORY
+
+
+@pytest.fixture
+def in_repository(monkeypatch):
+    monkeypatch.chdir(REPOSITORY)  # the script reads configs/
+
+
+def test_etth1_baselines_are_measured_on_the_benchmark_windows(etth1, in_repository):
+    repeat_last, linear = etth1_module_rows(etth1)
+    # The published repeat-last figures, reproduced on the same 2785 test windows.
+    assert (round(repeat_last["mse"], 3), round(repeat_last["mae"], 3)) == (1.294, 0.713)
+    assert linear["mse"] < 0.38
+    table = script.markdown([repeat_last, linear, script._row("DLinear (published)", 0.375, 0.399)], "CPU")
+    assert "| repeat-last (measured) | 1.294 | 0.713 |" in table
+    assert "| DLinear (published) | 0.375 | 0.399 | published |" in table
+
+
+def etth1_module_rows(path):
+    return script.measure_baselines(script.datamodule(path))
+
+
+@pytest.mark.slow
+def test_etth1_script_trains_tests_and_tabulates_a_regime(etth1, in_repository, tmp_path):
+    output = tmp_path / "etth1.md"
+    # Batch counts of 2: jsonargparse reads a limit of 1 as the float 1.0, which Lightning takes as "all".
+    short = ["--trainer.max_steps=2", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2"]
+    short += ["--trainer.limit_test_batches=2", "--trainer.enable_progress_bar=false", "--data.batch_size=4"]
+    arguments = ["--data", str(etth1), "--regimes", "teacher_forcing", "--logs", str(tmp_path), "--output", str(output)]
+    script.main([*arguments, *short])
+    table = output.read_text()
+    assert "| teacher forcing |" in table
+    assert "| least-squares linear map, shared across channels (measured) |" in table
+    assert "| PatchTST/64 (Nie et al. 2023) (published) | 0.370 | 0.400 | published |" in table

@@ -1,0 +1,130 @@
+"""Never lose the user's data, never report a failure as success, and date forecasts in the data's calendar."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from project.data import WindowDataModule
+from project.errors import InputError
+from project.files import write_atomically
+from tests.helpers import BASE, SMALL_MODEL, cli, last_line, only_run, quick_fit_arguments
+from tests.test_data import frame_of_row_numbers
+
+
+@pytest.fixture(scope="module")
+def trained_on_a_file(tmp_path_factory):
+    """A short fit on a user's CSV; the CSV and the run's checkpoint."""
+    folder = tmp_path_factory.mktemp("user")
+    source = folder / "meters.csv"
+    frame_of_row_numbers(400).to_csv(source, index=False)
+    arguments = [f"--data.source={source}", "--data.time_column=time", *SMALL_MODEL, *quick_fit_arguments(folder)]
+    assert cli("fit", "--config", BASE, *arguments) == 0
+    return source, only_run(folder, "meters") / "checkpoints" / "last.ckpt"
+
+
+def test_a_predict_aimed_at_the_input_csv_leaves_it_untouched(trained_on_a_file, capsys):
+    source, checkpoint = trained_on_a_file
+    before = source.read_bytes()
+    for overwrite in ("false", "true"):  # not even --overwrite replaces the data
+        code = cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={source}",
+                   f"--overwrite={overwrite}", "--trainer.logger=false")  # fmt: skip
+        assert code == 2
+        assert "the output would replace the input" in last_line(capsys.readouterr().err)
+    assert source.read_bytes() == before
+
+
+def test_an_existing_output_survives_unless_overwrite_is_given(trained_on_a_file, tmp_path, capsys):
+    _, checkpoint = trained_on_a_file
+    output = tmp_path / "forecast.csv"
+    output.write_text("my earlier forecast\n")
+    arguments = ["predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false"]
+    assert cli(*arguments) == 2
+    assert last_line(capsys.readouterr().err) == (
+        f"error: {output} already exists; choose another output path or pass --overwrite to replace it"
+    )
+    assert output.read_text() == "my earlier forecast\n"
+    assert cli(*arguments, "--overwrite=true") == 0
+    assert pd.read_csv(output)["step"].tolist() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+
+
+def test_an_interrupted_write_leaves_the_old_file_whole(tmp_path):
+    output = tmp_path / "table.csv"
+    output.write_text("old\n")
+
+    def fail_halfway(temporary):
+        temporary.write_text("half of a new")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_atomically(output, fail_halfway)
+    assert output.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["table.csv"]  # no temporary file left behind
+
+
+def test_a_diverging_run_stops_with_one_line_a_non_zero_exit_and_no_nan_checkpoint(tmp_path, capsys):
+    arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=20), "--trainer.val_check_interval=2"]
+    code = cli("fit", "--config", BASE, *arguments, "--model.learning_rate=1e6", "--model.warmup_steps=1",
+               "--trainer.gradient_clip_val=null")  # fmt: skip
+    assert code == 2
+    line = last_line(capsys.readouterr().err)
+    assert line.startswith("error: training diverged: the")
+    assert "at step" in line
+    assert "lower the learning rate" in line
+    for checkpoint in tmp_path.rglob("*.ckpt"):
+        state = torch.load(checkpoint, weights_only=False)["state_dict"]
+        assert all(torch.isfinite(value).all() for value in state.values()), checkpoint
+
+
+def test_loading_a_checkpoint_with_non_finite_weights_is_an_error(tmp_path):
+    from project.training.module import Forecaster
+    from tests.helpers import tiny_module
+
+    module = tiny_module()
+    path = tmp_path / "nan.ckpt"
+    state = {"state_dict": {k: v.fill_(float("nan")) for k, v in module.state_dict().items()}}
+    torch.save({**state, "hyper_parameters": dict(module.hparams), "pytorch-lightning_version": "2.6.0"}, path)
+    with pytest.raises(InputError, match="non-finite weights"):
+        Forecaster.load_from_checkpoint(path)
+
+
+@pytest.mark.parametrize(
+    ("frequency", "first", "expected"),
+    [
+        ("QS", "1959-01-01", ["2010-04-01", "2010-07-01", "2010-10-01"]),  # statsmodels' macrodata, quarter starts
+        ("MS", "1990-01-01", ["2010-04-01", "2010-05-01", "2010-06-01"]),
+        ("ME", "1990-01-31", ["2010-04-30", "2010-05-31", "2010-06-30"]),
+        ("B", "2009-03-02", ["2010-04-05", "2010-04-06", "2010-04-07"]),  # business days: Monday after Friday
+    ],
+)
+def test_forecasts_follow_the_datas_calendar(frequency, first, expected, recwarn):
+    times = pd.date_range(first, "2010-04-02", freq=frequency)
+    times = times[times < pd.Timestamp("2010-04-01")] if frequency != "B" else times
+    frame = pd.DataFrame({"time": times, "value": np.arange(len(times), dtype=float)})
+    datamodule = WindowDataModule(frame, time_column="time", context_length=4, horizon=3)
+    assert not [w for w in recwarn if "not regularly spaced" in str(w.message)]
+    timestamps = datamodule.predict_dataset().target_timestamps(0)
+    assert [str(t.date()) for t in timestamps] == expected
+    assert datamodule.state_dict()["frequency"] == datamodule.panel.frequency  # saved in the checkpoint
+
+
+def test_monthly_data_with_a_missing_month_keeps_its_calendar_and_says_what_is_missing():
+    times = pd.date_range("2000-01-01", periods=60, freq="MS").delete(30)
+    frame = pd.DataFrame({"time": times, "value": np.arange(59, dtype=float)})
+    with pytest.warns(UserWarning, match=r"not regularly spaced at its frequency MS: 1 missing steps"):
+        datamodule = WindowDataModule(frame, time_column="time", context_length=4, horizon=3)
+    assert datamodule.panel.frequency == "MS"
+    assert str(datamodule.predict_dataset().target_timestamps(0)[0].date()) == "2005-01-01"
+
+
+def test_predict_needs_the_future_covariates_of_every_forecast_step(tmp_path):
+    frame = frame_of_row_numbers(100)
+    frame["price"] = 1.0
+    future = pd.DataFrame({"time": pd.date_range(frame["time"].iloc[-1], periods=3, freq="h")[1:], "price": 2.0})
+    frame = pd.concat([frame, future], ignore_index=True)  # 2 known future rows; the horizon needs 3
+    datamodule = WindowDataModule(
+        frame, time_column="time", target_columns=["c0"], future_covariates=["price"], context_length=5, horizon=3,
+        calendar_features=False,
+    )  # fmt: skip
+    with pytest.raises(InputError, match=r"future covariate 'price' is missing for step 3 of the 3 to forecast \("):
+        datamodule.predict_dataset()

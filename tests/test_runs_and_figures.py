@@ -1,0 +1,41 @@
+"""Run summaries and forecast figures from a checkpoint."""
+
+import subprocess
+import sys
+
+import pytest
+
+from project import runs
+from tests.helpers import BASE, REPOSITORY, SMALL_MODEL, cli, config, only_run, quick_fit_arguments
+
+
+def test_runs_prints_a_table_of_runs(tmp_path, capsys):
+    assert cli("fit", "--config", BASE, *SMALL_MODEL, *quick_fit_arguments(tmp_path)) == 0
+    runs.main([str(tmp_path)])
+    printed = capsys.readouterr().out
+    assert "effective_batch_size" in printed
+    assert "synthetic_series/version_0" in printed
+    with pytest.raises(SystemExit):
+        runs.main([str(tmp_path / "nothing here")])
+
+
+def figures(*arguments: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "project.figures", *arguments]
+    return subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True)
+
+
+@pytest.mark.slow
+def test_figures_draws_a_checkpoints_forecasts_with_a_band_on_its_own_data_and_keeps_existing_files(tmp_path):
+    arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path), "--model.distribution=normal", "--model.num_samples=8"]
+    assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments) == 0
+    checkpoint = only_run(tmp_path, "synthetic_panel") / "checkpoints" / "last.ckpt"
+    output = tmp_path / "forecast.png"
+    result = figures(str(checkpoint), "--output", str(output))  # no --source: the checkpoint's own data
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert output.read_bytes().startswith(b"\x89PNG")
+    before = output.read_bytes()
+    refused = figures(str(checkpoint), "--output", str(output))
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1].endswith("already exists; choose another output path or pass "
+                                                            "--overwrite to replace it")  # fmt: skip
+    assert output.read_bytes() == before
