@@ -1,6 +1,8 @@
 import pytest
 import torch
+from torch.nn import functional as F
 
+from project.model.cache import LayerCache, attend
 from project.model.distributions import Normal, Quantiles, StudentT
 from project.model.transformer import Encoded
 from project.training.naive import naive_generate
@@ -268,3 +270,51 @@ def test_a_cache_filled_without_gradients_can_continue_with_them():
     assert rest.requires_grad
     full = model.decode(tgt, encoded)
     assert (torch.cat([first, rest], dim=1) - full).abs().max().item() <= 1e-10
+
+
+@pytest.mark.parametrize("length", [1, 7, 96])
+def test_the_single_query_attention_path_equals_scaled_dot_product_attention(length):
+    query, keys, values = (torch.randn(3, 4, n, 8, dtype=torch.float64) for n in (1, length, length))
+    expected = F.scaled_dot_product_attention(query, keys, values)
+    torch.testing.assert_close(attend(query, keys, values), expected, rtol=0, atol=1e-12)
+
+
+def test_a_second_derivative_through_the_cached_attention_raises_instead_of_being_wrong():
+    cache, outputs, leaves = LayerCache(capacity=3), [], []
+    for _ in range(3):
+        query, key, value = (torch.randn(2, 2, 1, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
+        cache.append(key, value)
+        outputs.append(cache.attend(query))
+        leaves += [query, key, value]
+    loss = sum(output.pow(2).sum() for output in outputs)
+    gradients = torch.autograd.grad(loss, leaves, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        sum(gradient.pow(2).sum() for gradient in gradients).backward()
+
+
+@pytest.mark.parametrize("distribution", [None, Normal()])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_static_shape_decoding_equals_cached_decoding(variant, distribution):
+    """The form a CUDA graph captures (fixed buffers, the position as a tensor), run eagerly on the CPU."""
+    model = small_model(**VARIANTS[variant], **COVARIATES, distribution=distribution)
+    patch = model.patch_length
+    src, covariates = torch.randn(3, 4 * patch, 5, dtype=torch.float64), covariates_for(3, 4 * patch, 5 * patch)
+    samples = None if distribution is None else 4
+    with torch.no_grad():
+        paths = [
+            model.generate(src, 5 * patch, samples, torch.Generator().manual_seed(0), static, **covariates)
+            for static in (False, True)
+        ]
+    torch.testing.assert_close(paths[1], paths[0], rtol=0, atol=1e-12)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_a_cuda_graph_replays_the_cached_decode_exactly():
+    model = small_model(torch.float32, **COVARIATES).cuda()
+    src, covariates = torch.randn(8, 6, 5).cuda(), {k: v.cuda().float() if v.is_floating_point() else v.cuda()
+                                                    for k, v in covariates_for(8, 6, 12).items()}  # fmt: skip
+    with torch.no_grad():
+        torch.testing.assert_close(
+            model.generate(src, 12, static=True, **covariates), model.generate(src, 12, **covariates),
+            rtol=1e-5, atol=1e-5,
+        )  # fmt: skip

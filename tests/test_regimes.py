@@ -185,7 +185,7 @@ def test_the_no_grad_rollout_keeps_or_drops_dropout_as_configured(rollout_dropou
     assert model.training  # the mode is restored
     with torch.no_grad():
         model.eval()
-        deterministic = model.rollout(encoded, start, 6)[1]
+        deterministic = model.rollout(encoded, start, 5)[1]  # the values fed back at positions 1..5
         model.train()
     if rollout_dropout:  # what the naive training loop feeds back: a fresh dropout mask at every call
         assert not torch.allclose(fed_back[0], fed_back[1])
@@ -218,8 +218,8 @@ def test_detach_and_bptt_save_about_what_teacher_forcing_saves(horizon):
     teacher = saved_bytes(model, lambda: regime(model, src, "teacher_forcing", target))
     detach = saved_bytes(model, lambda: regime(model, src, "free_running_detach", target))
     bptt = saved_bytes(model, lambda: regime(model, src, "free_running_bptt", target))
-    assert detach <= 1.1 * teacher
-    assert bptt <= 1.5 * teacher
+    assert detach <= 1.05 * teacher
+    assert bptt <= 1.05 * teacher
 
 
 def test_bptt_memory_grows_linearly_with_the_horizon():

@@ -12,6 +12,7 @@ import math
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 
@@ -19,19 +20,22 @@ class LayerCache:
     """What one decoder layer keeps between decode calls.
 
     ``keys``/``values``: the self-attention keys and values of every position decoded so far, ``(N, H, L, D)``,
-    as views of buffers that grow by doubling, so a step copies only its own position. The buffers hold plain
-    values, written without autograd.
+    as views of buffers written without autograd. The buffers are sized for the whole forecast when the caller
+    says how long it will be (``capacity``), otherwise they grow by doubling; either way a step writes only its own
+    position.
 
-    ``key_chunks``/``value_chunks``: in a differentiable unroll, also each decode call's keys and values as the
-    autograd graph made them. They are never written again, so backward can *reference* them instead of saving a
-    copy of all past positions per step (``_AttendOverChunks``). Empty when decoding without gradients.
+    ``key_chunks``/``value_chunks``: in a differentiable unroll, each decode call's keys and values as the autograd
+    graph made them, the inputs through which attention's gradients reach their projections. Attention reads the
+    buffers, not the chunks, and backward splits its gradients by the chunks' sizes (``_AttendOverChunks``).
+    Empty when decoding without gradients.
 
     ``memory_keys``/``memory_values``: the cross-attention keys and values of the encoder output ``(N, H, S, D)``.
     They depend only on the memory, so they are computed on the first decode call and reused.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int | None = None) -> None:
         self.length = 0
+        self.capacity = capacity
         self._key_buffer: Tensor | None = None
         self._value_buffer: Tensor | None = None
         self.key_chunks: list[Tensor] = []
@@ -52,34 +56,37 @@ class LayerCache:
         differentiable = torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad)
         if differentiable and not self.key_chunks and self.length:
             # Positions decoded without gradients become one constant chunk, so the chunks cover every position.
-            self.key_chunks, self.value_chunks = [self.keys.clone()], [self.values.clone()]
+            self.key_chunks, self.value_chunks = [self.keys.detach()], [self.values.detach()]
         if differentiable or self.key_chunks:
-            # Contiguous, because concatenating many strided views in backward is several times slower; the
-            # copies replace the projection output the views would otherwise keep alive.
-            self.key_chunks.append(keys.contiguous())
-            self.value_chunks.append(values.contiguous())
+            # Kept only as graph inputs, to route gradients to each step's projections; never saved for backward.
+            self.key_chunks.append(keys)
+            self.value_chunks.append(values)
         self._write(keys.detach(), values.detach())
 
     def attend(self, query: Tensor) -> Tensor:
         """Attention of the newest ``k`` queries ``(N, H, k, D)`` over every cached position, causally."""
         if self.key_chunks and torch.is_grad_enabled():
             chunks = (*self.key_chunks, *self.value_chunks)
-            return _AttendOverChunks.apply(query.contiguous(), self.keys, self.values, len(self.key_chunks), *chunks)
-        keys, values = self.keys, self.values
-        return F.scaled_dot_product_attention(query, keys, values, attn_mask=_causal_tail_mask(query, keys))
+            return _AttendOverChunks.apply(query, self.keys, self.values, len(self.key_chunks), *chunks)
+        return attend(query, self.keys, self.values)
 
     def _write(self, keys: Tensor, values: Tensor) -> None:
         end = self.length + keys.shape[2]
         if self._key_buffer is None or end > self._key_buffer.shape[2]:
             self._key_buffer = self._grown(self._key_buffer, keys, end)
             self._value_buffer = self._grown(self._value_buffer, values, end)
-        self._key_buffer[:, :, self.length : end] = keys
-        self._value_buffer[:, :, self.length : end] = values
+        # Written through ``.data`` so that the write does not count as a modification of the views of positions
+        # 0..length-1 that attention steps saved for backward: it only touches positions after all of them.
+        self._key_buffer.data[:, :, self.length : end] = keys
+        self._value_buffer.data[:, :, self.length : end] = values
         self.length = end
 
     def _grown(self, buffer: Tensor | None, new: Tensor, needed: int) -> Tensor:
         batch, nhead, _, head_dim = new.shape
-        capacity = max(16, needed, 2 * (0 if buffer is None else buffer.shape[2]))
+        if buffer is None and self.capacity:
+            capacity = max(needed, self.capacity)
+        else:
+            capacity = max(16, needed, 2 * (0 if buffer is None else buffer.shape[2]))
         grown = new.new_empty(batch, nhead, capacity, head_dim)
         if buffer is not None:
             grown[:, :, : self.length] = buffer[:, :, : self.length]
@@ -91,17 +98,30 @@ class KVCache:
 
     Who owns it: the caller of ``ForecastTransformer.decode``. Make one with ``model.new_cache()`` for each batch
     you forecast, pass it to every ``decode`` call of that forecast, and drop it afterwards; a cache is never
-    reset or shared between batches. ``length`` is the number of positions decoded so far: the next call's
-    positional offset. ``encoded`` is the encoder output the cache was filled for; passing another one is an error.
+    reset or shared between batches. ``capacity``, the number of positions the forecast will decode, sizes the
+    buffers once. ``length`` is the number of positions decoded so far: the next call's positional offset.
+    ``encoded`` is the encoder output the cache was filled for; passing another one is an error.
     """
 
-    def __init__(self, num_layers: int) -> None:
-        self.layers = [LayerCache() for _ in range(num_layers)]
+    def __init__(self, num_layers: int, capacity: int | None = None) -> None:
+        self.layers = [LayerCache(capacity) for _ in range(num_layers)]
         self.encoded = None  # project.model.transformer.Encoded
 
     @property
     def length(self) -> int:
         return self.layers[0].length
+
+
+def attend(query: Tensor, keys: Tensor, values: Tensor) -> Tensor:
+    """Attention of the last ``k`` of ``L`` positions over all of them, causally: (N, H, k, D).
+
+    A single query row (the cached decode step) is a plain matmul–softmax–matmul: the fused CPU kernel of
+    ``scaled_dot_product_attention`` is tiled for long query blocks and spends most of a one-row call on set-up.
+    """
+    if query.shape[-2] == 1 and query.device.type == "cpu":
+        scores = (query * (1.0 / math.sqrt(query.shape[-1]))) @ keys.transpose(-2, -1)  # (N, H, 1, L)
+        return scores.softmax(dim=-1) @ values
+    return F.scaled_dot_product_attention(query, keys, values, attn_mask=_causal_tail_mask(query, keys))
 
 
 def _causal_tail_mask(query: Tensor, keys: Tensor) -> Tensor | None:
@@ -113,35 +133,38 @@ def _causal_tail_mask(query: Tensor, keys: Tensor) -> Tensor | None:
 
 
 class _AttendOverChunks(torch.autograd.Function):
-    """Differentiable attention over cached chunks that saves references, not copies.
+    """Differentiable attention over the cache that saves one step's query, not a copy of the past.
 
     Plain autograd would save the concatenated ``keys``/``values`` of every step for backward: a fresh copy of
-    all past positions per step, O(T²) memory over a T-step unroll. Here forward reads the cache's buffers
-    (``keys``/``values``, not saved: later steps append to them), and backward gets the chunks themselves (each
-    saved once, shared by every later step), concatenates them, and recomputes the attention weights from the
-    saved log-sum-exp of each query row. What a step keeps alive is then O(1) in the number of past positions,
-    and the whole unroll is O(T), like teacher forcing. The chunks are inputs so that gradients reach them.
+    all past positions per step, O(T²) memory over a T-step unroll. Here each step saves its query, each query
+    row's log-sum-exp, and views of positions 0..L-1 of the cache's buffers: every step shares the same two
+    storages, which later steps only extend (they write positions after L), so the whole unroll keeps O(T) alive.
+    Backward recomputes the attention weights from the log-sum-exp and splits the key/value gradients by the
+    chunks each decode call appended: a split is a view, so no step concatenates the past again. The chunks are
+    inputs so that their gradients reach the projections that made them. First-order only: a second derivative
+    raises instead of being silently wrong.
     """
 
     @staticmethod
     def forward(ctx, query: Tensor, keys: Tensor, values: Tensor, num_chunks: int, *chunks: Tensor) -> Tensor:
+        query = query.contiguous()  # not a view of the projection output, which would keep its keys/values alive
         with torch.autocast(query.device.type, enabled=False):
             scores = _scores(query, keys.to(query.dtype)).to(_softmax_dtype(query))  # (N, H, k, L)
             log_normaliser = scores.logsumexp(dim=-1, keepdim=True)
             weights = (scores - log_normaliser).exp().to(query.dtype)
             output = weights @ values.to(query.dtype)  # (N, H, k, D)
-        ctx.num_chunks = num_chunks
-        ctx.save_for_backward(query, log_normaliser, *chunks)
+        ctx.sizes = [chunk.shape[2] for chunk in chunks[:num_chunks]]
+        ctx.chunk_dtypes = [chunk.dtype for chunk in chunks]
+        # keys/values are views of the cache's buffers: every step saves the same two storages, not a copy each.
+        ctx.save_for_backward(query, log_normaliser, keys, values)
         return output
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_output: Tensor):
-        query, log_normaliser, *chunks = ctx.saved_tensors
-        key_chunks, value_chunks = chunks[: ctx.num_chunks], chunks[ctx.num_chunks :]
+        query, log_normaliser, keys, values = ctx.saved_tensors
         dtype = grad_output.dtype
-        keys = torch.cat(key_chunks, dim=2).to(dtype)
-        values = torch.cat(value_chunks, dim=2).to(dtype)
-        query = query.to(dtype)
+        keys, values, query = keys.to(dtype), values.to(dtype), query.to(dtype)
         scale = 1.0 / math.sqrt(query.shape[-1])
 
         weights = (_scores(query, keys).to(log_normaliser.dtype) - log_normaliser).exp().to(dtype)  # (N, H, k, L)
@@ -149,13 +172,22 @@ class _AttendOverChunks(torch.autograd.Function):
         grad_weights = grad_output @ values.transpose(-2, -1)
         # softmax backward: dS = P ⊙ (dP − Σ_j P_j dP_j)
         grad_scores = weights * (grad_weights - (grad_weights * weights).sum(dim=-1, keepdim=True)) * scale
-        grad_query = grad_scores @ keys
+        grad_query = grad_scores @ keys if ctx.needs_input_grad[0] else None
         grad_keys = grad_scores.transpose(-2, -1) @ query  # (N, H, L, D)
 
-        sizes = [chunk.shape[2] for chunk in key_chunks]
-        grad_key_chunks = [g.to(c.dtype) for g, c in zip(grad_keys.split(sizes, dim=2), key_chunks)]
-        grad_value_chunks = [g.to(c.dtype) for g, c in zip(grad_values.split(sizes, dim=2), value_chunks)]
-        return grad_query, None, None, None, *grad_key_chunks, *grad_value_chunks
+        chunk_inputs = ctx.needs_input_grad[4:]
+        num_chunks = len(ctx.sizes)
+        key_grads = [
+            g.to(t) if needed else None
+            for g, t, needed in zip(grad_keys.split(ctx.sizes, dim=2), ctx.chunk_dtypes, chunk_inputs)
+        ]
+        value_grads = [
+            g.to(t) if needed else None
+            for g, t, needed in zip(
+                grad_values.split(ctx.sizes, dim=2), ctx.chunk_dtypes[num_chunks:], chunk_inputs[num_chunks:]
+            )
+        ]
+        return grad_query, None, None, None, *key_grads, *value_grads
 
 
 def _softmax_dtype(query: Tensor) -> torch.dtype:
@@ -168,3 +200,52 @@ def _scores(query: Tensor, keys: Tensor) -> Tensor:
     scores = (query @ keys.transpose(-2, -1)) / math.sqrt(query.shape[-1])
     mask = _causal_tail_mask(query, keys)
     return scores if mask is None else scores.masked_fill(~mask, float("-inf"))
+
+
+class StaticLayerCache:
+    """``LayerCache`` with static shapes: buffers sized for the whole forecast and the position as a tensor.
+
+    Attention reads every slot of the buffers and masks the ones not yet written, so a step's shapes never change
+    and the step can be captured as a CUDA graph (``in_place``: slots written with ``index_copy_``) or exported
+    with the cache as explicit inputs and outputs (functional: ``keys``/``values`` become new tensors). Without
+    gradients only.
+    """
+
+    def __init__(self, keys: Tensor, values: Tensor, position: Tensor, in_place: bool) -> None:
+        self.keys, self.values = keys, values  # (N, H, capacity, D)
+        self.position = position  # () int64: the slot of the position being decoded
+        self.in_place = in_place
+        self.memory_keys: Tensor | None = None
+        self.memory_values: Tensor | None = None
+
+    def append(self, keys: Tensor, values: Tensor) -> None:
+        slot = self.position.reshape(1)
+        if self.in_place:
+            self.keys.index_copy_(2, slot, keys)
+            self.values.index_copy_(2, slot, values)
+            return
+        written = torch.arange(self.keys.shape[2], device=keys.device).view(1, 1, -1, 1) == slot
+        self.keys = torch.where(written, keys, self.keys)
+        self.values = torch.where(written, values, self.values)
+
+    def attend(self, query: Tensor) -> Tensor:
+        visible = torch.arange(self.keys.shape[2], device=query.device) <= self.position  # slots 0..position
+        scores = (query * (1.0 / math.sqrt(query.shape[-1]))) @ self.keys.transpose(-2, -1)  # (N, H, 1, capacity)
+        scores = scores.masked_fill(~visible, float("-inf"))
+        return scores.softmax(dim=-1) @ self.values
+
+
+class StaticKVCache:
+    """The decoder's cache with static shapes (see ``StaticLayerCache``); ``length`` is the position tensor.
+
+    Made by ``ForecastTransformer.new_static_cache`` with every layer's cross-attention keys/values computed
+    once; the caller advances ``position`` (in place) between steps.
+    """
+
+    def __init__(self, layers: list[StaticLayerCache], position: Tensor) -> None:
+        self.layers, self.position = layers, position
+        self.encoded = None
+
+    @property
+    def length(self) -> Tensor:
+        return self.position

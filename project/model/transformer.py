@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
-from project.model.cache import KVCache, LayerCache
+from project.model.cache import KVCache, LayerCache, StaticKVCache, StaticLayerCache
 from project.model.distributions import OutputDistribution, PointForecast, feedback
 
 
@@ -283,9 +283,26 @@ class ForecastTransformer(nn.Module):
         self.decoder_norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, patch_length * channels_per_token * self.distribution.n_parameters)
 
-    def new_cache(self) -> KVCache:
-        """An empty cache for one batch's incremental decoding."""
-        return KVCache(len(self.decoder_layers))
+    def new_cache(self, steps: int | None = None) -> KVCache:
+        """An empty cache for one batch's incremental decoding; ``steps`` (time steps to decode, when known) sizes
+        its buffers once instead of growing them."""
+        capacity = None if steps is None else math.ceil(steps / self.patch_length)
+        return KVCache(len(self.decoder_layers), capacity)
+
+    def new_static_cache(self, encoded: Encoded, steps: int, in_place: bool = True) -> StaticKVCache:
+        """A cache of static shapes for decoding ``steps`` time steps one token at a time, without gradients: the
+        form a CUDA graph can capture and an exporter can trace (``StaticLayerCache``)."""
+        capacity = math.ceil(steps / self.patch_length)
+        memory, rows = encoded.memory, encoded.memory.shape[0] * encoded.samples
+        nhead = self.decoder_layers[0].self_attention.nhead
+        shape = (rows, nhead, capacity, self.d_model // nhead)
+        position = torch.zeros((), dtype=torch.long, device=memory.device)
+        layers = []
+        for layer in self.decoder_layers:
+            cache = StaticLayerCache(memory.new_zeros(shape), memory.new_zeros(shape), position, in_place)
+            cache.memory_keys, cache.memory_values = layer.cross_attention.memory_keys_values(memory)
+            layers.append(cache)
+        return StaticKVCache(layers, position)
 
     def encode(
         self,
@@ -321,10 +338,10 @@ class ForecastTransformer(nn.Module):
         With ``cache``, ``tgt`` holds only the new positions; their keys/values are appended to the cache, and
         their position (and the future covariates they read) starts after the positions already in it.
         """
-        offset = 0 if cache is None else cache.length
-        steps = slice(offset * self.patch_length, offset * self.patch_length + tgt.shape[1])
-        tokens = self._tokens("tgt", tgt, self._future_steps(encoded, steps), encoded.samples)
-        self._check_memory(encoded, tokens, cache)
+        offset = 0 if cache is None else cache.length  # a tensor for a static cache
+        tokens = self._tokens("tgt", tgt, self._future_steps(encoded, offset, tgt.shape[1]), encoded.samples)
+        if not isinstance(cache, StaticKVCache):
+            self._check_memory(encoded, tokens, cache)
         x = self.decoder_embedding(tokens) + self._positions("tgt", tokens, offset)
         x = self.embedding_dropout(x if encoded.static is None else x + encoded.static)
         if cache is None:
@@ -348,23 +365,64 @@ class ForecastTransformer(nn.Module):
         horizon: int,
         feedback_value: str = "mean",
         generator: torch.Generator | None = None,
+        static: bool = False,
     ) -> tuple[Tensor, Tensor]:
         """Free-running forecast: feed each step's point forecast (or a draw) back as the next input, decoding with
         a cache. Returns the parameters (N, horizon, F, n_parameters) and the fed-back values (N, horizon, F).
 
         ``start`` (N, P, F) is the first decoder input, usually ``start_of(context)``. Differentiable when
         gradients are enabled (back-propagation through the fed-back values; draws are reparameterised).
+        ``static`` decodes with static shapes (``new_static_cache``) and, on a GPU, captures the step once as a
+        CUDA graph and replays it: the same values, without a kernel launch per operation. Without gradients only.
         """
         if horizon <= 0:
             raise ValueError(f"horizon must be a positive integer; got {horizon}")
-        cache = self.new_cache()
-        step_input, parameters, values = start, [], []
-        for _ in range(math.ceil(horizon / self.patch_length)):
-            step_parameters = self.decode(step_input, encoded, cache)
-            step_input = feedback(self.distribution, step_parameters, feedback_value, generator)
+        if static and torch.is_grad_enabled():
+            raise ValueError("static decoding records no gradients; use it under torch.no_grad()")
+        tokens = math.ceil(horizon / self.patch_length)
+        cache = self.new_static_cache(encoded, horizon) if static else self.new_cache(horizon)
+        step_input = start.clone() if static else start
+        decode_step = self._captured_step(step_input, encoded, cache) if static else None
+        parameters, values = [], []
+        for token in range(tokens):
+            if static:
+                cache.position.fill_(token)
+                step_parameters = decode_step().clone()  # the step's output buffer is reused by the next step
+            else:
+                step_parameters = self.decode(step_input, encoded, cache)
+            fed_back = feedback(self.distribution, step_parameters, feedback_value, generator)
+            if static:
+                step_input.copy_(fed_back)
+            else:
+                step_input = fed_back
             parameters.append(step_parameters)
-            values.append(step_input)
+            values.append(fed_back)
         return torch.cat(parameters, dim=1)[:, :horizon], torch.cat(values, dim=1)[:, :horizon]
+
+    def _captured_step(self, step_input: Tensor, encoded: Encoded, cache: StaticKVCache):
+        """One decode step reading ``step_input`` and the cache's position: a replayed CUDA graph on a GPU."""
+
+        def step() -> Tensor:
+            return self.decode(step_input, encoded, cache)
+
+        if step_input.device.type != "cuda":
+            return step
+        # Warm up on a side stream before capture, as CUDA graphs require; the warm-up writes the first step's
+        # keys and values, which the first replay writes again.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            output = step()
+
+        def replay() -> Tensor:
+            graph.replay()
+            return output
+
+        return replay
 
     def generate(
         self,
@@ -372,21 +430,22 @@ class ForecastTransformer(nn.Module):
         horizon: int,
         num_samples: int | None = None,
         generator: torch.Generator | None = None,
+        static: bool = False,
         **covariates: Tensor,
     ) -> Tensor:
         """Autoregressive forecast from ``context`` (N, S, F) and its covariates (as ``encode`` takes them).
 
         Without ``num_samples``: the point path (N, horizon, F), each step's point forecast fed back. With K
         samples: K sample paths per series (N, K, horizon, F), each step drawn given the path's earlier draws;
-        one cached rollout over N·K rows, the encoder run once per series.
+        one cached rollout over N·K rows, the encoder run once per series. ``static``: see ``rollout``.
         """
         encoded = self.encode(context, **covariates)
         if num_samples is None:
-            return self.rollout(encoded, self.start_of(context), horizon)[1]
+            return self.rollout(encoded, self.start_of(context), horizon, static=static)[1]
         if num_samples < 1:
             raise ValueError(f"num_samples must be a positive integer; got {num_samples}")
         start = self.start_of(context).repeat_interleave(num_samples, dim=0)
-        paths = self.rollout(encoded.with_samples(num_samples), start, horizon, "sample", generator)[1]
+        paths = self.rollout(encoded.with_samples(num_samples), start, horizon, "sample", generator, static)[1]
         return paths.view(context.shape[0], num_samples, horizon, -1)
 
     # -- Tokens ----------------------------------------------------------------------------------------------------
@@ -424,15 +483,20 @@ class ForecastTransformer(nn.Module):
             return x.permute(0, 2, 3, 1, 4).reshape(rows, -1, self.n_features, n_parameters)
         return tokens.reshape(rows, -1, self.n_features, n_parameters)
 
-    def _future_steps(self, encoded: Encoded, steps: slice) -> Tensor | None:
+    def _future_steps(self, encoded: Encoded, offset: int | Tensor, length: int) -> Tensor | None:
+        """The future covariates of the ``length`` forecast steps from token ``offset`` on."""
         if encoded.future is None:
             return None
-        if steps.stop > encoded.future.shape[1]:
+        if isinstance(offset, Tensor):  # a static cache: gathered, so the step's shapes do not depend on it
+            steps = offset * self.patch_length + torch.arange(length, device=offset.device)
+            return encoded.future.index_select(1, steps)
+        start = offset * self.patch_length
+        if start + length > encoded.future.shape[1]:
             raise ValueError(
-                f"future_covariates cover {encoded.future.shape[1]} forecast steps; forecasting step {steps.stop} "
-                "needs them for every step up to it"
+                f"future_covariates cover {encoded.future.shape[1]} forecast steps; forecasting step "
+                f"{start + length} needs them for every step up to it"
             )
-        return encoded.future[:, steps]
+        return encoded.future[:, start : start + length]
 
     def _covariates(self, name: str, values: Tensor | None, width: int, batch: int) -> Tensor | None:
         if width == 0 and (values is None or values.shape[-1] == 0):
@@ -459,7 +523,9 @@ class ForecastTransformer(nn.Module):
             return checkpoint(layer, *inputs, use_reentrant=False)
         return layer(*inputs)
 
-    def _positions(self, name: str, tokens: Tensor, offset: int) -> Tensor:
+    def _positions(self, name: str, tokens: Tensor, offset: int | Tensor) -> Tensor:
+        if isinstance(offset, Tensor):
+            return self.positions.table.index_select(0, offset + torch.arange(tokens.shape[1], device=offset.device))
         end = offset + tokens.shape[1]
         if end > self.positions.max_length:
             raise ValueError(

@@ -35,12 +35,14 @@ TeacherForcingSchedule = Literal["linear", "exponential", "inverse_sigmoid"]
 class RegimeOptions:
     """Settings a regime may read. ``rollout_dropout``: keep dropout on in the no-grad rollouts of ``detach`` and
     scheduled sampling (as in the naive training loop), or feed back the dropout-free predictions that
-    ``predict`` makes. ``generator`` draws sampled feedback and scheduled sampling's coins."""
+    ``predict`` makes. ``generator`` draws sampled feedback and scheduled sampling's coins. ``static``: see
+    ``ForecastTransformer.rollout``."""
 
     feedback_value: FeedbackValue = "mean"
     teacher_forcing_probability: float = 0.5
     rollout_dropout: bool = True
     generator: torch.Generator | None = None
+    static: bool = False  # decode the no-grad rollouts with static shapes (CUDA graphs on a GPU)
 
 
 def teacher_forcing(
@@ -55,7 +57,7 @@ def free_running_detach(
 ) -> Tensor:
     """The model's own predictions are fed back without gradient: no-grad cached rollout + one parallel pass."""
     fed_back = _no_grad_rollout(model, encoded, start, target.shape[1], options)
-    return model.decode(torch.cat([start, fed_back[:, : -model.patch_length]], dim=1), encoded)
+    return model.decode(torch.cat([start, fed_back], dim=1), encoded)
 
 
 def free_running_bptt(
@@ -81,7 +83,7 @@ def scheduled_sampling(
     patch = model.patch_length
     coin = torch.rand(batch, horizon // patch, 1, generator=options.generator, device=target.device)
     use_truth = (coin < options.teacher_forcing_probability).repeat_interleave(patch, dim=1)[:, :-patch]
-    fed_back = torch.where(use_truth, target[:, :-patch], predictions[:, :-patch])
+    fed_back = torch.where(use_truth, target[:, :-patch], predictions)
     return model.decode(torch.cat([start, fed_back], dim=1), encoded)
 
 
@@ -123,8 +125,13 @@ def regime_settings(name: str) -> dict[str, str]:
 def _no_grad_rollout(
     model: ForecastTransformer, encoded: Encoded, start: Tensor, horizon: int, options: RegimeOptions
 ) -> Tensor:
+    """The values fed back at decoder positions 1..T-1, (N, horizon - P, F): a rollout one patch short of the
+    horizon, because the last forecast is never fed back."""
+    steps = horizon - model.patch_length
+    if steps <= 0:
+        return start[:, :0]
     with torch.no_grad(), _dropout(model, options.rollout_dropout):
-        return model.rollout(encoded, start, horizon, options.feedback_value, options.generator)[1]
+        return model.rollout(encoded, start, steps, options.feedback_value, options.generator, options.static)[1]
 
 
 @contextlib.contextmanager
