@@ -34,11 +34,12 @@ EXIT_ERROR, EXIT_SIGTERM = 2, 143  # 143 = 128 + SIGTERM, what schedulers expect
 
 
 class RunConfig(SaveConfigCallback):
-    """Saves the run's config.yaml in its log folder, and nowhere when there is none: with the logger off,
-    LightningCLI would otherwise write (and, overwriting, replace) a config.yaml in the working directory."""
+    """Saves the run's config.yaml in its log folder, and nowhere when there is none (logger off, or a logger
+    without a local folder such as MLflow's): LightningCLI would otherwise write, and with overwriting replace, a
+    config.yaml in the working directory."""
 
     def setup(self, trainer, pl_module, stage: str) -> None:
-        if trainer.logger is not None:
+        if trainer.logger is not None and trainer.logger.log_dir is not None:
             super().setup(trainer, pl_module, stage)
 
 
@@ -144,6 +145,8 @@ class ForecastCLI(LightningCLI):
         """``--ckpt_path last``: the newest run's last.ckpt, logged on in that run's folder (or a fresh start)."""
         logger = config.trainer.get("logger")
         init_args = logger.get("init_args", {}) if hasattr(logger, "get") else {}
+        if "version" not in init_args:
+            raise InputError("--ckpt_path last needs a logger with versioned run folders (TensorBoard or CSV)")
         save_dir = Path(init_args.get("save_dir") or config.trainer.get("default_root_dir") or ".")
         name = init_args.get("name") or "lightning_logs"
         last = find_last_checkpoint(save_dir / name)
@@ -156,12 +159,17 @@ class ForecastCLI(LightningCLI):
             logger.init_args.version = int(last.parts[-3].split("_")[-1])
 
     def _name_the_run(self, config) -> None:
-        """Log under the data's name (the file's stem, or the embedded data's), unless the config names the run."""
+        """Log under the data's name (the file's stem, or the embedded data's), unless the config names the run.
+
+        The name goes where the logger keeps it: ``name`` (TensorBoard, CSV, W&B) or ``run_name`` (MLflow)."""
         logger = config.trainer.get("logger")
+        if not (hasattr(logger, "get") and "init_args" in logger):
+            return
+        key = next((k for k in ("name", "run_name") if k in logger.init_args), None)
         explicit_logger = self.explicit.get("trainer", {}).get("logger")
-        named = isinstance(explicit_logger, dict) and "name" in explicit_logger.get("init_args", {})
-        if hasattr(logger, "get") and "init_args" in logger and not named:
-            logger.init_args.name = self._run_name(config)
+        named = isinstance(explicit_logger, dict) and key in explicit_logger.get("init_args", {})
+        if key and not named:
+            logger.init_args[key] = self._run_name(config)
 
     @staticmethod
     def _run_name(config) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -288,8 +287,9 @@ class Forecaster(L.LightningModule):
             return
         effective = datamodule.batch_size * self.trainer.world_size * self.trainer.accumulate_grad_batches
         hyperparameters = {**datamodule.hparams_initial, **self.hparams_initial, "effective_batch_size": effective}
-        hyperparameters = {k: _loggable(v) for k, v in hyperparameters.items() if not k.startswith("_")}
-        self.logger.log_hyperparams(hyperparameters)
+        # Values as Lightning logged them at the start (each logger sanitises lists its own way): MLflow refuses a
+        # parameter logged again with another value.
+        self.logger.log_hyperparams({k: v for k, v in hyperparameters.items() if not k.startswith("_")})
         if isinstance(self.logger, TensorBoardLogger) and self.trainer.is_global_zero:
             # The logger writes hparams.yaml only once, before this hook; rewrite it with the effective batch size.
             save_hparams_to_yaml(Path(self.logger.log_dir) / "hparams.yaml", self.logger.hparams)
@@ -426,8 +426,3 @@ class _Identity:
 def _unscale(values: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
     """Scaled values back in original units (``loc``/``scale`` broadcast from the batch's (N, 1, F))."""
     return values * scale + loc
-
-
-def _loggable(value: object) -> object:
-    """Lists (column names, cardinalities) as text, because TensorBoard's HPARAMS tab takes scalars and strings."""
-    return ", ".join(map(str, value)) if isinstance(value, Sequence) and not isinstance(value, str) else value
