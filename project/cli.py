@@ -44,6 +44,13 @@ class RunConfig(SaveConfigCallback):
 
 
 class ForecastCLI(LightningCLI):
+    """LightningCLI for ``Forecaster`` and ``WindowDataModule``; ``extra_callbacks`` are added to the Trainer as
+    objects, for callers that build them in Python (a hyperparameter search's pruning callback)."""
+
+    def __init__(self, *args, extra_callbacks: list | None = None, **kwargs) -> None:
+        self.extra_callbacks = list(extra_callbacks or [])
+        super().__init__(*args, **kwargs)
+
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         for name in LINKED_FROM_DATA:
             parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
@@ -114,7 +121,7 @@ class ForecastCLI(LightningCLI):
             callbacks = [c for c in callbacks if not isinstance(c, ForecastCheckpoint)]
         if trainer_config.get("logger") in (False, None):
             callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
-        return self._instantiate_trainer(trainer_config, [*callbacks, RandomState()])
+        return self._instantiate_trainer(trainer_config, [*callbacks, RandomState(), *self.extra_callbacks])
 
     def before_fit(self) -> None:
         logger = self.trainer.logger
@@ -238,12 +245,13 @@ def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -
         raise InputError(f"{ckpt_path} was trained with other settings than the config: {', '.join(mismatches)}")
 
 
-def cli_main(args: list[str] | None = None) -> ForecastCLI | None:
+def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None) -> ForecastCLI | None:
     try:
         return ForecastCLI(
             Forecaster,
             WindowDataModule,
             args=args,
+            extra_callbacks=extra_callbacks,
             auto_configure_optimizers=False,  # Forecaster.configure_optimizers is the one optimizer setup
             save_config_callback=RunConfig,
             save_config_kwargs={"overwrite": True},  # before_fit refuses an existing run folder itself
