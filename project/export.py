@@ -1,0 +1,237 @@
+"""Export a checkpoint for serving without the training stack: the encoder and the one-step decoder.
+
+    python -m project.export lightning_logs/…/checkpoints/best-….ckpt --format onnx --batch-size 32 --horizon 96
+    python -m project.export <checkpoint> --format torch_export
+
+Both graphs have static shapes for the given batch size and horizon. The decoder step takes the key/value cache as
+explicit inputs and returns it updated, with the position as a tensor (the static-shape decoding of
+``ForecastTransformer.new_static_cache``), so a driver loops over the forecast steps: ``project/serve.py`` does it
+with NumPy and onnxruntime alone. ``--benchmark`` times one batch through the driver against ``generate``.
+Written to ``--output`` (default: ``export/`` beside the checkpoint's run): ``encoder.onnx``/``decoder_step.onnx``
+(or ``.pt2``) and ``model.json``; an existing folder is replaced only with ``--overwrite``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from project.checkpoints import read_checkpoint
+from project.errors import InputError
+from project.files import check_output
+from project.model.cache import StaticKVCache, StaticLayerCache
+from project.model.transformer import Encoded, ForecastTransformer
+from project.training.module import Forecaster
+
+
+class EncoderGraph(nn.Module):
+    """Context and covariates → every decoder layer's cross-attention keys and values, and the static embedding."""
+
+    def __init__(self, model: ForecastTransformer, input_names: list[str]) -> None:
+        super().__init__()
+        self.model, self.input_names = model, input_names
+
+    def forward(self, *inputs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        encoded = self.model.encode(**dict(zip(self.input_names, inputs)))
+        memory_keys, memory_values = zip(
+            *(layer.cross_attention.memory_keys_values(encoded.memory) for layer in self.model.decoder_layers)
+        )
+        rows = encoded.memory.shape[0]
+        static = encoded.static if encoded.static is not None else encoded.memory.new_zeros(rows, 1, self.model.d_model)
+        return torch.stack(memory_keys), torch.stack(memory_values), static
+
+
+class DecoderStepGraph(nn.Module):
+    """One decode step with the cache as inputs and outputs: (step input, position, keys, values, memory keys,
+    memory values, static[, future covariates of the horizon]) → (parameters, keys, values)."""
+
+    def __init__(self, model: ForecastTransformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, step_input, position, keys, values, memory_keys, memory_values, static, future=None):
+        layers = []
+        for layer in range(keys.shape[0]):
+            layer_cache = StaticLayerCache(keys[layer], values[layer], position, in_place=False)
+            layer_cache.memory_keys, layer_cache.memory_values = memory_keys[layer], memory_values[layer]
+            layers.append(layer_cache)
+        cache = StaticKVCache(layers, position)
+        # The memory itself is not read when the cache holds its keys and values; its first layer stands in.
+        encoded = Encoded(memory=memory_keys[0, :, 0], static=static, future=future)
+        parameters = self.model.decode(step_input, encoded, cache)
+        return parameters, torch.stack([c.keys for c in cache.layers]), torch.stack([c.values for c in cache.layers])
+
+
+def example_inputs(module: Forecaster, batch_size: int, horizon: int) -> dict[str, Tensor]:
+    """Inputs of the model's shapes for one batch (what ``encode`` takes), to trace the graphs with."""
+    hp, model = module.hparams, module.model
+    inputs = {"context": torch.randn(batch_size, hp.context_length, hp.n_features)}
+    if model.n_past_covariates:
+        inputs["past_covariates"] = torch.randn(batch_size, hp.context_length, model.n_past_covariates)
+    if model.n_future_covariates:
+        inputs["future_covariates"] = torch.randn(batch_size, hp.context_length + horizon, model.n_future_covariates)
+    if model.static_embedding is not None:
+        if model.static_embedding.categories:
+            inputs["static_categorical"] = torch.ones(
+                batch_size, len(model.static_embedding.categories), dtype=torch.long
+            )
+        if model.static_embedding.reals is not None:
+            inputs["static_real"] = torch.randn(batch_size, model.static_embedding.reals.in_features)
+    return inputs
+
+
+def export(checkpoint: Path, output: Path, export_format: str, batch_size: int, horizon: int) -> dict:
+    module = Forecaster.load_from_checkpoint(checkpoint, map_location="cpu").eval()
+    if module.hparams.distribution != "none":
+        print("The exported decoder feeds back the point forecast (mean, or median of quantiles): a point path.")
+    model = module.model.float()
+    inputs = example_inputs(module, batch_size, horizon)
+    encoder = EncoderGraph(model, list(inputs))
+    decoder = DecoderStepGraph(model)
+    with torch.no_grad():
+        memory_keys, memory_values, static = encoder(*inputs.values())
+        tokens = math.ceil(horizon / model.patch_length)
+        nhead = model.decoder_layers[0].self_attention.nhead
+        rows = memory_keys.shape[1]  # token rows: N, or N·F channel-independent
+        cache_shape = (len(model.decoder_layers), rows, nhead, tokens, model.d_model // nhead)
+        keys = torch.zeros(cache_shape)
+        step = [inputs["context"][:, -model.patch_length :], torch.tensor(0), keys, keys.clone()]
+        step += [memory_keys, memory_values, static]
+        names = ["step_input", "position", "keys", "values", "memory_keys", "memory_values", "static"]
+        if "future_covariates" in inputs:
+            step.append(inputs["future_covariates"][:, module.hparams.context_length :])
+            names.append("future_covariates")
+    output.mkdir(parents=True)
+    if export_format == "onnx":
+        _onnx(
+            encoder,
+            tuple(inputs.values()),
+            output / "encoder.onnx",
+            list(inputs),
+            ["memory_keys", "memory_values", "static"],
+        )
+        _onnx(decoder, tuple(step), output / "decoder_step.onnx", names, ["parameters", "new_keys", "new_values"])
+    else:
+        torch.export.save(torch.export.export(encoder, tuple(inputs.values())), output / "encoder.pt2")
+        torch.export.save(torch.export.export(decoder, tuple(step)), output / "decoder_step.pt2")
+    distribution = model.distribution
+    meta = {
+        "format": export_format,
+        "batch_size": batch_size,
+        "horizon": horizon,
+        "tokens": tokens,
+        "context_length": module.hparams.context_length,
+        "patch_length": model.patch_length,
+        "n_features": model.n_features,
+        "distribution": distribution.name,
+        "point_index": getattr(distribution, "median_index", 0),
+        "instance_norm": bool(module.hparams.instance_norm),
+        "cache_shape": list(cache_shape),
+        "encoder_inputs": list(inputs),
+        "checkpoint": str(checkpoint),
+    }
+    (output / "model.json").write_text(json.dumps(meta, indent=2))
+    return meta
+
+
+def _onnx(module: nn.Module, inputs: tuple, path: Path, input_names: list[str], output_names: list[str]) -> None:
+    torch.onnx.export(
+        module, inputs, str(path), input_names=input_names, output_names=output_names, dynamo=True, verbose=False
+    )
+
+
+def forecast_with_torch_export(folder: Path, inputs: dict[str, Tensor]) -> Tensor:
+    """The same loop as ``project.serve`` over the ``torch.export`` programs (this one needs torch)."""
+    meta = json.loads((folder / "model.json").read_text())
+    encoder = torch.export.load(folder / "encoder.pt2").module()
+    decoder = torch.export.load(folder / "decoder_step.pt2").module()
+    context = inputs["context"]
+    if meta["instance_norm"]:
+        mean = context.mean(dim=1, keepdim=True)
+        std = (context.var(dim=1, keepdim=True, unbiased=False) + 1e-5).sqrt()
+        context = (context - mean) / std
+        inputs = {**inputs, "context": context}
+    with torch.no_grad():
+        memory_keys, memory_values, static = encoder(*(inputs[name] for name in meta["encoder_inputs"]))
+        keys, values = torch.zeros(meta["cache_shape"]), torch.zeros(meta["cache_shape"])
+        step_input, steps = context[:, -meta["patch_length"] :], []
+        future = inputs.get("future_covariates")
+        extra = [] if future is None else [future[:, meta["context_length"] :]]
+        for token in range(meta["tokens"]):
+            position = torch.tensor(token)
+            parameters, keys, values = decoder(
+                step_input, position, keys, values, memory_keys, memory_values, static, *extra
+            )
+            step_input = parameters[..., meta["point_index"]]
+            steps.append(step_input)
+    forecast = torch.cat(steps, dim=1)[:, : meta["horizon"]]
+    return forecast * std + mean if meta["instance_norm"] else forecast
+
+
+def benchmark(checkpoint: Path, folder: Path, repeats: int = 5) -> str:
+    """Latency of one batch: ``generate`` (eager PyTorch, cached) against the exported driver."""
+    from project.serve import ExportedForecaster
+
+    meta = json.loads((folder / "model.json").read_text())
+    module = Forecaster.load_from_checkpoint(checkpoint, map_location="cpu").eval()
+    inputs = example_inputs(module, meta["batch_size"], meta["horizon"])
+    driver = ExportedForecaster(folder)
+    numpy_inputs = {name: value.numpy() for name, value in inputs.items()}
+
+    def timed(function) -> float:
+        function()
+        start = time.perf_counter()
+        for _ in range(repeats):
+            function()
+        return (time.perf_counter() - start) / repeats * 1000
+
+    with torch.no_grad():
+        eager = timed(lambda: module.forecast(inputs, meta["horizon"]))
+    exported = timed(lambda: driver.forecast(**numpy_inputs))
+    return (
+        f"one batch of {meta['batch_size']}, horizon {meta['horizon']}: generate (PyTorch, cached) {eager:.1f} ms, "
+        f"exported ONNX driver (onnxruntime) {exported:.1f} ms"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m project.export", description=__doc__.split("\n")[0])
+    parser.add_argument("checkpoint", type=Path, help="a .ckpt written by `python -m project.cli fit`")
+    parser.add_argument("--format", dest="export_format", choices=["onnx", "torch_export"], default="onnx")
+    parser.add_argument("--batch-size", type=int, default=1, help="rows per forecast call (static shape)")
+    parser.add_argument("--horizon", type=int, default=None, help="steps to forecast (default: the trained horizon)")
+    parser.add_argument("--output", type=Path, default=None, help="folder to write (default: <run>/export)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output folder")
+    parser.add_argument("--benchmark", action="store_true", help="time one batch through the driver and generate")
+    args = parser.parse_args(argv)
+    try:
+        checkpoint = read_checkpoint(args.checkpoint)
+        horizon = args.horizon or checkpoint["hyper_parameters"]["horizon"]
+        output = args.output or args.checkpoint.parent.parent / "export"
+        check_output(output, [args.checkpoint], args.overwrite)
+        # Written beside the output and renamed when complete: an interrupted export leaves no half folder.
+        staging = output.with_name(f".{output.name}.partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.parent.mkdir(parents=True, exist_ok=True)
+        meta = export(args.checkpoint, staging, args.export_format, args.batch_size, horizon)
+        if output.exists():
+            shutil.rmtree(output)
+        staging.rename(output)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    print(f"Wrote {output}: {meta['format']} encoder and decoder step, batch {meta['batch_size']}, horizon {horizon}")
+    if args.benchmark and args.export_format == "onnx":
+        print(benchmark(args.checkpoint, output))
+
+
+if __name__ == "__main__":
+    main()

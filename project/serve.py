@@ -1,0 +1,74 @@
+"""Forecast with an exported model (``python -m project.export``), with NumPy and onnxruntime only.
+
+No torch and no Lightning: what a serving process needs is this file, ``numpy``, ``onnxruntime`` and the export
+folder (``encoder.onnx``, ``decoder_step.onnx``, ``model.json``). The encoder runs once; the one-step decoder
+then runs once per forecast token with the key/value cache as explicit inputs and outputs, each step's point
+forecast fed back as the next input, as ``ForecastTransformer.generate`` does.
+
+    from project.serve import ExportedForecaster
+    forecaster = ExportedForecaster("export/")
+    forecast = forecaster.forecast(context)            # (N, horizon, F), in the units of ``context``
+
+Inputs are the model's: scaled as the DataModule scales them (``loc``/``scale`` of the batch), with the covariates
+the model was trained with (``forecaster.inputs`` lists them). Instance normalisation, when the model was trained
+with it, is applied here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+
+
+class ExportedForecaster:
+    """The exported encoder and decoder step of one checkpoint, for one batch size and horizon."""
+
+    def __init__(self, folder: str | Path) -> None:
+        folder = Path(folder)
+        self.meta = json.loads((folder / "model.json").read_text())
+        options = onnxruntime.SessionOptions()
+        self.encoder = onnxruntime.InferenceSession(str(folder / "encoder.onnx"), options)
+        self.decoder = onnxruntime.InferenceSession(str(folder / "decoder_step.onnx"), options)
+        self.inputs = self.meta["encoder_inputs"]
+
+    def forecast(self, context: np.ndarray, **covariates: np.ndarray) -> np.ndarray:
+        """Point forecast (N, horizon, F) from ``context`` (N, context_length, F) and the model's covariates."""
+        meta = self.meta
+        context = context.astype(np.float32)
+        if meta["instance_norm"]:  # per window and channel, statistics of the context only
+            mean = context.mean(axis=1, keepdims=True)
+            std = np.sqrt(context.var(axis=1, keepdims=True) + 1e-5)
+            context = (context - mean) / std
+        feeds = {"context": context, **{name: covariates[name] for name in self.inputs if name != "context"}}
+        feeds = {name: _typed(name, value) for name, value in feeds.items()}
+        memory_keys, memory_values, static = self.encoder.run(None, feeds)
+        keys = np.zeros(meta["cache_shape"], dtype=np.float32)
+        values = np.zeros(meta["cache_shape"], dtype=np.float32)
+        patch = meta["patch_length"]
+        step_input = context[:, -patch:]
+        future = feeds.get("future_covariates")
+        steps = []
+        for token in range(meta["tokens"]):
+            step = {
+                "step_input": step_input,
+                "position": np.array(token, dtype=np.int64),
+                "keys": keys,
+                "values": values,
+                "memory_keys": memory_keys,
+                "memory_values": memory_values,
+                "static": static,
+            }
+            if future is not None:
+                step["future_covariates"] = future[:, context.shape[1] :]
+            parameters, keys, values = self.decoder.run(None, step)
+            step_input = parameters[..., meta["point_index"]]
+            steps.append(step_input)
+        forecast = np.concatenate(steps, axis=1)[:, : meta["horizon"]]
+        return forecast * std + mean if meta["instance_norm"] else forecast
+
+
+def _typed(name: str, value: np.ndarray) -> np.ndarray:
+    return np.asarray(value, dtype=np.int64 if name == "static_categorical" else np.float32)

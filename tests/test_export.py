@@ -1,0 +1,70 @@
+"""Export for serving (an optional tool: delete project/export.py, project/serve.py and this file)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from project import export
+from project.training.module import Forecaster
+from tests.helpers import BASE, REPOSITORY, SMALL_MODEL, cli, config, only_run, quick_fit_arguments
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A tiny panel model with past, future and static covariates and instance normalisation."""
+    log_dir = tmp_path_factory.mktemp("logs")
+    arguments = [*SMALL_MODEL, *quick_fit_arguments(log_dir, steps=3), "--model.instance_norm=true"]
+    assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments) == 0
+    return only_run(log_dir, "synthetic_panel") / "checkpoints" / "last.ckpt"
+
+
+def expected_forecast(checkpoint, inputs, horizon) -> np.ndarray:
+    module = Forecaster.load_from_checkpoint(checkpoint, map_location="cpu").eval()
+    with torch.no_grad():
+        return module.forecast(inputs, horizon).point.numpy()
+
+
+@pytest.mark.parametrize("horizon", [14, 20])  # the trained horizon, and further
+def test_the_onnx_driver_forecasts_what_generate_forecasts_without_importing_torch(checkpoint, horizon, tmp_path):
+    folder = tmp_path / "export"
+    export.main([str(checkpoint), "--batch-size", "3", "--horizon", str(horizon), "--output", str(folder)])
+    module = Forecaster.load_from_checkpoint(checkpoint, map_location="cpu")
+    inputs = export.example_inputs(module, 3, horizon)
+    np.savez(tmp_path / "inputs.npz", **{name: value.numpy() for name, value in inputs.items()})
+    driver = (
+        "import sys, numpy as np\n"
+        "from project.serve import ExportedForecaster\n"
+        f"inputs = dict(np.load({str(tmp_path / 'inputs.npz')!r}))\n"
+        f"forecast = ExportedForecaster({str(folder)!r}).forecast(**inputs)\n"
+        f"np.save({str(tmp_path / 'forecast.npy')!r}, forecast)\n"
+        "assert 'torch' not in sys.modules and 'lightning' not in sys.modules, 'the driver imported torch'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", driver], cwd=REPOSITORY, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    forecast = np.load(tmp_path / "forecast.npy")
+    expected = expected_forecast(checkpoint, inputs, horizon)
+    assert forecast.shape == (3, horizon, 1)
+    assert np.abs(forecast - expected).max() <= 1e-4 * np.abs(expected).max()
+
+
+def test_torch_export_forecasts_what_generate_forecasts(checkpoint, tmp_path):
+    folder = tmp_path / "export"
+    export.main([str(checkpoint), "--format", "torch_export", "--batch-size", "2", "--output", str(folder)])
+    inputs = export.example_inputs(Forecaster.load_from_checkpoint(checkpoint, map_location="cpu"), 2, 14)
+    forecast = export.forecast_with_torch_export(folder, inputs).numpy()
+    expected = expected_forecast(checkpoint, inputs, 14)
+    assert np.abs(forecast - expected).max() <= 1e-4 * np.abs(expected).max()
+
+
+def test_an_existing_export_folder_is_kept_without_overwrite(checkpoint, tmp_path, capsys):
+    folder = tmp_path / "export"
+    folder.mkdir()
+    (folder / "mine.txt").write_text("keep me")
+    with pytest.raises(SystemExit) as stopped:
+        export.main([str(checkpoint), "--output", str(folder)])
+    assert stopped.value.code == 2
+    assert "already exists" in capsys.readouterr().err
+    assert (folder / "mine.txt").read_text() == "keep me"
