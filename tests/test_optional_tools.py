@@ -15,6 +15,10 @@ OPTIONAL = {
     "project/m4.py": ["tests/test_m4.py"],
     "project/datasets.py": ["tests/test_datasets.py"],
     "project/results.py": [],  # shared by etth1.py and m4.py only
+    "project/tune.py": ["tests/test_tune.py"],
+    "project/export.py": ["tests/test_export.py"],
+    "project/serve.py": [],  # the export's driver
+    "project/backtest.py": ["tests/test_backtest.py"],
 }
 
 

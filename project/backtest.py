@@ -1,0 +1,199 @@
+"""Rolling-origin evaluation: forecast from several origins in the test period, as forecasters evaluate.
+
+    python -m project.backtest --ckpt_path <checkpoint> --origins 6
+    python -m project.backtest --ckpt_path <checkpoint> --origins 6 --step 24 --refit --refit-epochs 2
+
+Origin k of a series is the k-th forecast start in its test period: ``test start + k · step`` (``--step``, the
+horizon by default), each forecast taking its context from the rows before its origin and covering ``horizon``
+rows; a series whose test period is too short for an origin sits that origin out. The checkpoint's own data is
+used unless ``--source`` names other data with the same columns. With ``--refit``, a fresh model with the
+checkpoint's settings is trained for each origin on the rows before it (its last rows, as many as the
+validation split had, validating), scaled by those rows alone: an expanding-window evaluation.
+
+Written to ``--output`` (default: ``backtest/`` in the checkpoint's run): ``metrics.csv`` (one row per origin and
+an overall row), ``forecasts.csv`` (every forecast step with its truth, in original units) and ``backtest.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import pandas as pd
+import torch
+from matplotlib.figure import Figure
+from torch.utils.data import DataLoader
+
+from project.checkpoints import datamodule_from_checkpoint, read_checkpoint
+from project.data.datamodule import WindowDataModule
+from project.data.windows import PanelWindows
+from project.errors import InputError
+from project.files import check_output, write_atomically
+from project.training.metrics import central_interval, crps_from_samples
+from project.training.module import Forecaster
+
+
+def origin_windows(datamodule: WindowDataModule, origin: int, step: int) -> PanelWindows:
+    """One window per series whose target starts at its origin ``origin`` (0-based) in the test period."""
+    test_start, test_end = datamodule.split_rows[:, 1], datamodule.split_rows[:, 2]
+    first = test_start + origin * step
+    fits = (first >= datamodule.context_length) & (first + datamodule.horizon <= test_end)
+    return PanelWindows(
+        datamodule.panel, datamodule.scaler, datamodule.context_length, datamodule.horizon,
+        first_target=first, count=fits.astype(np.int64), stride=1,
+    )  # fmt: skip
+
+
+def evaluate(module: Forecaster, windows: PanelWindows, origin: int, datamodule: WindowDataModule):
+    """Metrics of the forecasts from one origin (scaled and original units), and the forecasts as a table."""
+    sums: dict[str, float] = {}
+    count = 0
+    rows = []
+    with torch.no_grad():
+        for batch in DataLoader(windows, batch_size=256):
+            batch = {key: value.to(module.device) for key, value in batch.items()}
+            forecast = module.forecast(batch, datamodule.horizon)
+            target, point = batch["target"], forecast.point
+            original = lambda x, b=batch: (x * b["scale"] + b["loc"]).cpu()  # noqa: E731
+            error = (point - target).cpu()
+            _add(sums, "mse", error.pow(2).sum())
+            _add(sums, "mae", error.abs().sum())
+            actual, predicted = original(target), original(point)
+            _add(sums, "mae_original_units", (predicted - actual).abs().sum())
+            _add(
+                sums, "smape_original_units", (2 * (predicted - actual).abs() / (actual.abs() + predicted.abs())).sum()
+            )
+            if forecast.samples is not None:
+                _add(sums, "crps", crps_from_samples(forecast.samples, target).sum())
+                lower, upper = central_interval(forecast.samples, 0.8)
+                _add(sums, "coverage_80", ((lower <= target) & (target <= upper)).sum())
+            count += target.numel()
+            rows += _forecast_rows(batch, predicted, actual, origin, windows, datamodule)
+    metrics = {"origin": origin, "windows": len(windows), **{k: float(v) / count for k, v in sums.items()}}
+    return metrics, rows
+
+
+def refit(checkpoint: dict, datamodule: WindowDataModule, origin: int, step: int, epochs: int) -> tuple:
+    """A fresh model with the checkpoint's settings, trained on the rows before ``origin`` of each series."""
+    refitted = copy.copy(datamodule)
+    rows = datamodule.split_rows.copy()
+    cut = rows[:, 1] + origin * step  # each series' origin
+    validation = rows[:, 1] - rows[:, 0]
+    refitted.split_rows = np.stack([np.maximum(cut - validation, 0), cut, rows[:, 2]], axis=1)
+    refitted.scaler, refitted._datasets = None, {}
+    refitted.setup("fit")
+    L.seed_everything(0)
+    module = Forecaster(**{k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")})
+    trainer = L.Trainer(
+        max_epochs=epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False,
+    )  # fmt: skip
+    trainer.fit(module, refitted)
+    return module.eval(), refitted
+
+
+def backtest(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame]:
+    checkpoint = read_checkpoint(args.ckpt_path)
+    datamodule = datamodule_from_checkpoint(checkpoint, args.ckpt_path, {"source": args.source} if args.source else {})
+    datamodule.setup("test")
+    step = args.step or datamodule.horizon
+    module = Forecaster.load_from_checkpoint(args.ckpt_path, map_location="cpu").eval()
+    metrics, forecasts = [], []
+    for origin in range(args.origins):
+        if not len(origin_windows(datamodule, origin, step)):
+            raise InputError(
+                f"origin {origin} (test start + {origin} × {step} rows) leaves no series room for a forecast of "
+                f"{datamodule.horizon} steps; use fewer --origins or a smaller --step"
+            )
+        model, data = (
+            refit(checkpoint, datamodule, origin, step, args.refit_epochs) if args.refit else (module, datamodule)
+        )
+        row, rows = evaluate(model, origin_windows(data, origin, step), origin, data)
+        metrics.append(row)
+        forecasts += rows
+        print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True)
+    table = pd.DataFrame(metrics)
+    weights = table["windows"] / table["windows"].sum()
+    overall = {"origin": "all", "windows": int(table["windows"].sum())}
+    overall.update({name: float((table[name] * weights).sum()) for name in table.columns[2:]})
+    return pd.concat([table, pd.DataFrame([overall])], ignore_index=True), pd.DataFrame(forecasts)
+
+
+def figure(metrics: pd.DataFrame, forecasts: pd.DataFrame, target: str) -> Figure:
+    """MAE by origin, and the first series' forecasts from every origin against its truth."""
+    plot = Figure(figsize=(11, 3.6))
+    by_origin, paths = plot.subplots(1, 2, gridspec_kw={"width_ratios": [1, 2.2]})
+    per_origin = metrics[metrics["origin"] != "all"]
+    by_origin.bar(per_origin["origin"].astype(str), per_origin["mae_original_units"], color="tab:blue")
+    by_origin.set_xlabel("origin")
+    by_origin.set_title("MAE, original units", fontsize=9)
+    first = forecasts["series"] == forecasts["series"].iloc[0]
+    for origin, part in forecasts[first].groupby("origin"):
+        x = part["timestamp"] if "timestamp" in part else part["step"] + origin * part["step"].max()
+        paths.plot(x, part[f"{target}_actual"], color="black", linewidth=1)
+        paths.plot(x, part[target], color="tab:red", linewidth=1.2)
+    paths.set_title(f"{target}: forecasts from every origin (red) and the truth", fontsize=9)
+    plot.tight_layout()
+    return plot
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m project.backtest", description=__doc__.split("\n")[0])
+    parser.add_argument("--ckpt_path", type=Path, required=True, help="a checkpoint written by fit")
+    parser.add_argument("--origins", type=int, default=4, help="forecast origins K in the test period")
+    parser.add_argument("--step", type=int, default=None, help="rows between origins (default: the horizon)")
+    parser.add_argument("--source", default=None, help="data file (default: the one the checkpoint was trained on)")
+    parser.add_argument(
+        "--refit", action="store_true", help="train a fresh model for each origin on the rows before it"
+    )
+    parser.add_argument("--refit-epochs", type=int, default=1, help="epochs of each refit")
+    parser.add_argument("--output", type=Path, default=None, help="folder (default: <run>/backtest)")
+    parser.add_argument("--overwrite", action="store_true", help="replace files already in --output")
+    args = parser.parse_args(argv)
+    if args.origins < 1:
+        parser.error(f"--origins must be a positive integer; got {args.origins}")
+    output = args.output or args.ckpt_path.parent.parent / "backtest"
+    try:
+        for name in ("metrics.csv", "forecasts.csv", "backtest.png"):
+            check_output(output / name, [args.source], args.overwrite)
+        metrics, forecasts = backtest(args)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    target = next(c for c in forecasts.columns if c.endswith("_actual")).removesuffix("_actual")
+    write_atomically(output / "metrics.csv", lambda temporary: metrics.to_csv(temporary, index=False))
+    write_atomically(output / "forecasts.csv", lambda temporary: forecasts.to_csv(temporary, index=False))
+    plot = figure(metrics, forecasts, target)
+    write_atomically(output / "backtest.png", lambda temporary: plot.savefig(temporary, dpi=110, format="png"))
+    print(metrics.to_string(index=False))
+    print(f"Wrote {output}/metrics.csv, forecasts.csv and backtest.png")
+
+
+def _add(sums: dict, name: str, value) -> None:
+    sums[name] = sums.get(name, 0.0) + float(value)
+
+
+def _forecast_rows(batch, predicted, actual, origin: int, windows: PanelWindows, datamodule) -> list[dict]:
+    panel, names = datamodule.panel, datamodule.target_names
+    rows = []
+    for row in range(len(batch["window"])):
+        window, series = int(batch["window"][row]), int(batch["series"][row])
+        timestamps = windows.target_timestamps(window)
+        ids = {column: panel.ids.iloc[series][column] for column in panel.roles.ids}
+        for step in range(predicted.shape[1]):
+            entry = {**ids, "series": series, "origin": origin, "step": step + 1}
+            if timestamps is not None:
+                entry["timestamp"] = timestamps[step]
+            for channel, name in enumerate(names):
+                entry[name] = float(predicted[row, step, channel])
+                entry[f"{name}_actual"] = float(actual[row, step, channel])
+            rows.append(entry)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Rolling-origin evaluation (an optional tool: delete project/backtest.py and this file)."""
+
+import itertools
+
+import pandas as pd
+import pytest
+
+from project import backtest
+from project.runs import read_scalars
+from tests.helpers import BASE, SMALL_MODEL, cli, config, only_run, quick_fit_arguments
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny panel model whose test period is three horizons (42 days) of every series."""
+    log_dir = tmp_path_factory.mktemp("logs")
+    split = ["--data.val_size=14", "--data.test_size=42"]
+    assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *SMALL_MODEL, *split,
+               *quick_fit_arguments(log_dir, steps=3), "--test_after_fit=false") == 0  # fmt: skip
+    return log_dir, only_run(log_dir, "synthetic_panel") / "checkpoints" / "last.ckpt"
+
+
+def scores_of_test(checkpoint, folder, eval_stride: int) -> dict:
+    arguments = [
+        f"--ckpt_path={checkpoint}",
+        f"--data.eval_stride={eval_stride}",
+        f"--trainer.default_root_dir={folder}",
+    ]
+    assert cli("test", *arguments, "--trainer.enable_progress_bar=false") == 0
+    return {name: values.iloc[-1] for name, values in read_scalars(only_run(folder, "lightning_logs")).items()}
+
+
+def test_an_origin_scores_what_test_scores_on_the_same_windows(trained, tmp_path):
+    _, checkpoint = trained
+    backtest.main(["--ckpt_path", str(checkpoint), "--origins", "3", "--output", str(tmp_path / "backtest")])
+    metrics = pd.read_csv(tmp_path / "backtest" / "metrics.csv").set_index("origin")
+    # test's windows are anchored at the end of the test period: with a stride of 42 days, one per series, the
+    # forecast from the last origin; with a stride of 14, the forecasts from all three origins.
+    last = scores_of_test(checkpoint, tmp_path / "last", eval_stride=42)
+    assert metrics.loc["2", "windows"] == 36
+    assert metrics.loc["2", "mse"] == pytest.approx(last["test/mse"], rel=1e-5)
+    assert metrics.loc["2", "mae_original_units"] == pytest.approx(last["test/mae_original_units"], rel=1e-5)
+    every = scores_of_test(checkpoint, tmp_path / "every", eval_stride=14)
+    assert metrics.loc["all", "mse"] == pytest.approx(every["test/mse"], rel=1e-5)
+
+
+def test_k_origins_give_k_rows_an_overall_row_every_forecast_and_a_figure(trained, tmp_path):
+    _, checkpoint = trained
+    backtest.main(["--ckpt_path", str(checkpoint), "--origins", "3", "--output", str(tmp_path)])
+    metrics = pd.read_csv(tmp_path / "metrics.csv")
+    assert metrics["origin"].tolist() == ["0", "1", "2", "all"]
+    forecasts = pd.read_csv(tmp_path / "forecasts.csv", parse_dates=["timestamp"])
+    assert len(forecasts) == 3 * 36 * 14
+    assert {"store", "product", "origin", "step", "timestamp", "sales", "sales_actual"} <= set(forecasts.columns)
+    # consecutive origins are one horizon apart
+    first_series = forecasts[forecasts["series"] == 0]
+    starts = first_series[first_series["step"] == 1]["timestamp"].tolist()
+    assert [(b - a).days for a, b in itertools.pairwise(starts)] == [14, 14]
+    assert (tmp_path / "backtest.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_refitting_trains_a_model_per_origin_on_the_rows_before_it(trained, tmp_path):
+    _, checkpoint = trained
+    backtest.main(["--ckpt_path", str(checkpoint), "--origins", "2", "--refit", "--output", str(tmp_path)])
+    metrics = pd.read_csv(tmp_path / "metrics.csv")
+    assert metrics["origin"].tolist() == ["0", "1", "all"]
+
+
+def test_too_many_origins_is_a_one_line_error(trained, tmp_path, capsys):
+    _, checkpoint = trained
+    with pytest.raises(SystemExit) as stopped:
+        backtest.main(["--ckpt_path", str(checkpoint), "--origins", "9", "--output", str(tmp_path)])
+    assert stopped.value.code == 2
+    assert "leaves no series room for a forecast" in capsys.readouterr().err
