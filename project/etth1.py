@@ -3,6 +3,7 @@
     python -m project.datasets etth1                 # data/ETTh1.csv
     python -m project.etth1                          # the multivariate table: every regime against the baselines
     python -m project.etth1 --experiment covariates  # OT alone against OT with the six loads and the calendar
+    python -m project.etth1 --experiment probabilistic --model.distribution=quantile   # intervals: CRPS, coverage
 
 ETTh1 (Zhou et al. 2021, CC BY-ND 4.0) is not part of this repository. The protocol is the long-horizon
 benchmarks' (configs/etth1.yaml): look-back 336, horizon 96, 12/4/4-month split, scaling fitted on the training
@@ -61,7 +62,9 @@ def measure_baselines(windows: WindowDataModule, suffix: str = "") -> list[dict]
     rows = []
     for name, fitted in baselines.items():
         mse, mae = errors(fitted(), test)
-        rows.append(_row(f"{name} (measured{suffix})", mse, mae))
+        row = _row(f"{name} (measured{suffix})", mse, mae)
+        row["crps"] = mae  # a point forecast's CRPS is its absolute error
+        rows.append(row)
     return rows
 
 
@@ -78,7 +81,11 @@ def train_and_test(name: str, title: str, data: Path, logs: Path, arguments: lis
     run, seconds = fit([CONFIG], [f"--data.source={data}", *arguments], logs, name)
     tested = read_scalars(run)
     epoch = best_epoch(best_checkpoint(run))
-    return _row(title, tested["test/mse"].iloc[-1], tested["test/mae"].iloc[-1], seconds, epoch)
+    row = _row(title, tested["test/mse"].iloc[-1], tested["test/mae"].iloc[-1], seconds, epoch)
+    for score in ("crps", "coverage_80", "width_80"):  # logged by models with a distribution
+        if f"test/{score}" in tested:
+            row[score] = float(tested[f"test/{score}"].iloc[-1])
+    return row
 
 
 def _row(name: str, mse, mae, seconds: float | None = None, best_epoch: int | None = None) -> dict:
@@ -86,22 +93,31 @@ def _row(name: str, mse, mae, seconds: float | None = None, best_epoch: int | No
 
 
 def markdown(rows: list[dict], hardware_name: str, what: str = "") -> str:
+    """The table; with a probabilistic model also CRPS, coverage and width of the central 80% interval (scaled
+    values; a point forecast's CRPS is its MAE)."""
+    probabilistic = any("coverage_80" in row for row in rows)
     lines = [
-        f"ETTh1{what}, horizon 96, look-back 336, test MSE/MAE on scaled values; {hardware_name}.",
+        f"ETTh1{what}, horizon 96, look-back 336, test scores on scaled values; {hardware_name}.",
         "",
-        "| model | test MSE | test MAE | wall-clock (train + test) |",
-        "|---|---:|---:|---:|",
+        "| model | test MSE | test MAE |"
+        + (" CRPS | 80% coverage | 80% width |" if probabilistic else "")
+        + " wall-clock (train + test) |",
+        "|---|---:|---:|" + ("---:|---:|---:|" if probabilistic else "") + "---:|",
     ]
     for row in rows:
         when = clock(row["seconds"]) + (f" (best epoch {row['best_epoch']})" if row.get("best_epoch") else "")
-        lines.append(f"| {row['model']} | {row['mse']:.3f} | {row['mae']:.3f} | {when} |")
+        cells = [row["model"], f"{row['mse']:.3f}", f"{row['mae']:.3f}"]
+        if probabilistic:
+            scores = (row.get("crps"), row.get("coverage_80"), row.get("width_80"))
+            cells += [f"{v:.3f}" if v is not None else "–" for v in scores]
+        lines.append("| " + " | ".join([*cells, when]) + " |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m project.etth1", description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=Path("data/ETTh1.csv"), help="path to ETTh1.csv")
-    parser.add_argument("--experiment", choices=["regimes", "covariates"], default="regimes")
+    parser.add_argument("--experiment", choices=["regimes", "covariates", "probabilistic"], default="regimes")
     parser.add_argument("--regimes", nargs="*", default=list(REGIMES), choices=list(REGIMES), metavar="REGIME")
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs"), help="where the runs are logged")
     parser.add_argument("--output", type=Path, default=None, help="Markdown table (default: results/etth1_*.md)")
@@ -117,6 +133,17 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(train_and_test(regime, regime.replace("_", " "), args.data, args.logs, settings + extra))
         rows += [_row(f"{name} (published)", mse, mae) for name, (mse, mae) in PUBLISHED.items()]
         table = markdown(rows, hardware())
+    elif args.experiment == "probabilistic":
+        rows = measure_baselines(datamodule(args.data))
+        distribution = next((a.split("=", 1)[1] for a in extra if a.startswith("--model.distribution=")), "quantile")
+        settings = (
+            []
+            if any(a.startswith("--model.distribution=") for a in extra)
+            else [f"--model.distribution={distribution}"]
+        )
+        title = f"free-running detach, {distribution.replace('_', '-')} distribution (this template)"
+        rows.append(train_and_test(f"probabilistic_{distribution}", title, args.data, args.logs, settings + extra))
+        table = markdown(rows, hardware(), ", probabilistic")
     else:
         rows = measure_baselines(datamodule(args.data, target_columns=["OT"], calendar_features=False), ", OT")
         for title, (name, data) in COVARIATE_RUNS.items():

@@ -65,19 +65,20 @@ def measure_baselines(windows: WindowDataModule) -> list[dict]:
     test = windows.split("test")
     if len(test) != windows.panel.n_series:
         raise ValueError(f"expected one test window per series; got {len(test)} for {windows.panel.n_series}")
-    contexts, actuals, series = [], [], []
-    for batch in DataLoader(test, batch_size=512):
-        contexts.append(batch["context"] * batch["scale"] + batch["loc"])
-        actuals.append(batch["target"] * batch["scale"] + batch["loc"])
-        series.append(batch["series"])
-    context, actual, series = torch.cat(contexts), torch.cat(actuals), torch.cat(series)
-    insample = insample_values(windows, series)
+    batches = list(DataLoader(test, batch_size=512))
+    scaled_context, scaled_actual = (torch.cat([b[key] for b in batches]) for key in ("context", "target"))
+    loc, scale = (torch.cat([b[key] for b in batches]) for key in ("loc", "scale"))
+    actual = scaled_actual * scale + loc
+    insample = insample_values(windows, torch.cat([b["series"] for b in batches]))
     rows = []
-    for name, forecast in (
-        ("seasonal naive (measured)", seasonal_naive(context, HORIZON, SEASON)),
-        ("repeat-last (measured)", repeat_last(context, HORIZON)),
+    for name, baseline in (
+        ("seasonal naive (measured)", lambda context: seasonal_naive(context, HORIZON, SEASON)),
+        ("repeat-last (measured)", lambda context: repeat_last(context, HORIZON)),
     ):
-        rows.append(_row(name, *scores(forecast[..., 0].double().numpy(), actual[..., 0].double().numpy(), insample)))
+        forecast = baseline(scaled_context * scale + loc)
+        row = _row(name, *scores(forecast[..., 0].double().numpy(), actual[..., 0].double().numpy(), insample))
+        row["crps"] = float((baseline(scaled_context) - scaled_actual).abs().mean())  # a point forecast's CRPS: MAE
+        rows.append(row)
     return rows
 
 
@@ -85,23 +86,42 @@ def train_and_score(regime: str, data: Path, windows: WindowDataModule, logs: Pa
     settings = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
     run, seconds = fit([CONFIG], [f"--data.source={data}", *settings, *extra], logs, f"m4_hourly_{regime}")
     checkpoint = best_checkpoint(run)
-    forecast, actual, _, series = forecast_split(checkpoint, windows, "test")
+    forecasts = forecast_split(checkpoint, windows, "test")
     smape_, mase_ = scores(
-        forecast[..., 0].double().numpy(), actual[..., 0].double().numpy(), insample_values(windows, series)
+        forecasts["point"][..., 0].double().numpy(),
+        forecasts["target"][..., 0].double().numpy(),
+        insample_values(windows, forecasts["series"]),
     )
-    return _row(f"{regime.replace('_', ' ')} (this template)", smape_, mase_, seconds, best_epoch(checkpoint))
+    row = _row(f"{_describe(regime, extra)} (this template)", smape_, mase_, seconds, best_epoch(checkpoint))
+    if "crps" in forecasts:
+        row.update({name: float(forecasts[name].mean()) for name in ("crps", "covered", "width")})
+    return row
+
+
+def _describe(regime: str, extra: list[str]) -> str:
+    distribution = next((a.split("=", 1)[1] for a in extra if a.startswith("--model.distribution=")), "none")
+    name = regime.replace("_", " ")
+    return name if distribution == "none" else f"{name}, {distribution.replace('_', '-')} distribution"
 
 
 def markdown(rows: list[dict], hardware_name: str) -> str:
+    """The table; with a probabilistic model also CRPS, coverage and width of the central 80% interval, on values
+    scaled per series (a point forecast's CRPS is its mean absolute error)."""
+    probabilistic = any("covered" in row for row in rows)
     lines = [
         f"M4 Hourly, 414 series, horizon 48, sMAPE and MASE (seasonality 24) averaged over series; {hardware_name}.",
         "",
-        "| model | sMAPE | MASE | wall-clock (train + test) |",
-        "|---|---:|---:|---:|",
+        "| model | sMAPE | MASE |"
+        + (" CRPS (scaled) | 80% coverage | 80% width (scaled) |" if probabilistic else "")
+        + " wall-clock (train + test) |",
+        "|---|---:|---:|" + ("---:|---:|---:|" if probabilistic else "") + "---:|",
     ]
     for row in rows:
         when = clock(row["seconds"]) + (f" (best epoch {row['best_epoch']})" if row.get("best_epoch") else "")
-        lines.append(f"| {row['model']} | {row['smape']:.3f} | {row['mase']:.3f} | {when} |")
+        cells = [row["model"], f"{row['smape']:.3f}", f"{row['mase']:.3f}"]
+        if probabilistic:
+            cells += [f"{row[k]:.3f}" if k in row else "–" for k in ("crps", "covered", "width")]
+        lines.append("| " + " | ".join([*cells, when]) + " |")
     return "\n".join(lines) + "\n"
 
 

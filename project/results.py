@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader
 
 from project.files import check_output, write_atomically
 from project.runs import find_runs
+from project.training.metrics import central_interval, crps_from_samples
 from project.training.module import Forecaster
 
 BASE_CONFIG = Path("configs/base.yaml")
@@ -41,19 +42,30 @@ def best_epoch(checkpoint: Path) -> int:
     return int(torch.load(checkpoint, map_location="cpu", weights_only=False)["epoch"]) + 1
 
 
-def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 256) -> tuple[torch.Tensor, ...]:
-    """The checkpoint's point forecasts of every window of ``split``, with the truth and the contexts, in original
-    units, and each window's series: (forecast, target, context) of shape (windows, …) and series (windows,)."""
+def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 256) -> dict[str, torch.Tensor]:
+    """The checkpoint's forecasts of every window of ``split``: ``point``, ``target`` and ``context`` in original
+    units (windows, …) and ``series`` (windows,); for a model with a distribution also, per value and on scaled
+    values, ``crps``, ``covered`` (inside the central 80% interval) and ``width`` (of that interval)."""
     model = Forecaster.load_from_checkpoint(checkpoint, map_location="cpu").eval()
-    forecasts, targets, contexts, series = [], [], [], []
+    parts: dict[str, list] = {}
     with torch.no_grad():
         for batch in DataLoader(datamodule.split(split), batch_size=batch_size):
             unscale = lambda x, b=batch: x * b["scale"] + b["loc"]  # noqa: E731
-            forecasts.append(unscale(model(batch, batch["target"].shape[1])))
-            targets.append(unscale(batch["target"]))
-            contexts.append(unscale(batch["context"]))
-            series.append(batch["series"])
-    return torch.cat(forecasts), torch.cat(targets), torch.cat(contexts), torch.cat(series)
+            forecast = model.forecast(batch, batch["target"].shape[1])
+            found = {
+                "point": unscale(forecast.point),
+                "target": unscale(batch["target"]),
+                "context": unscale(batch["context"]),
+                "series": batch["series"],
+            }
+            if forecast.samples is not None:
+                lower, upper = central_interval(forecast.samples, 0.8)
+                found["crps"] = crps_from_samples(forecast.samples, batch["target"])
+                found["covered"] = ((lower <= batch["target"]) & (batch["target"] <= upper)).float()
+                found["width"] = upper - lower
+            for key, value in found.items():
+                parts.setdefault(key, []).append(value)
+    return {key: torch.cat(values) for key, values in parts.items()}
 
 
 def hardware() -> str:

@@ -1,0 +1,42 @@
+"""DistributedDataParallel with two CPU processes: exact evaluation and each window predicted once."""
+
+import pandas as pd
+import pytest
+
+from project.runs import read_scalars
+from tests.helpers import SMALL_MODEL, only_run, quick_fit_arguments, run_cli
+
+DDP = ["--trainer.strategy=ddp", "--trainer.accelerator=cpu", "--trainer.devices=2"]
+
+
+def ok(result):
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_two_processes_score_and_predict_exactly_what_one_process_does(tmp_path):
+    # 999 validation windows and batches of 10: an odd count that DistributedSampler would pad with repeats.
+    data = ["--data.batch_size=10", "--data.val_fraction=0.1001", "--data.test_fraction=0.1", "--data.eval_stride=1"]
+    fit = quick_fit_arguments(tmp_path / "fit")
+    ok(run_cli("fit", "--config", "configs/base.yaml", *SMALL_MODEL, *data, *DDP, *fit))
+    checkpoint = only_run(tmp_path / "fit") / "checkpoints" / "last.ckpt"
+    scores = {}
+    for name, processes in (("ddp", DDP), ("single", ["--trainer.devices=1", "--trainer.accelerator=cpu"])):
+        arguments = [f"--ckpt_path={checkpoint}", *data, *processes, f"--trainer.default_root_dir={tmp_path / name}"]
+        ok(run_cli("validate", *arguments))
+        scores[name] = read_scalars(only_run(tmp_path / name, "lightning_logs"))
+        output = tmp_path / f"{name}.csv"
+        ok(run_cli("predict", *arguments, "--data.predict_windows=test", f"--predictions.output={output}"))
+    for metric in ("val/mse", "val/mae", "val/loss", "val/mse_repeat_last"):
+        assert scores["ddp"][metric].iloc[-1] == pytest.approx(scores["single"][metric].iloc[-1], rel=1e-6), metric
+    ddp, single = pd.read_csv(tmp_path / "ddp.csv"), pd.read_csv(tmp_path / "single.csv")
+    assert ddp["window"].nunique() == single["window"].nunique() == len(single) // 12  # every window once
+    pd.testing.assert_frame_equal(ddp, single, rtol=1e-5)
+    assert not list(tmp_path.glob("ddp-rank*.csv"))  # one file, not one per process
+
+
+@pytest.mark.slow
+def test_two_processes_train_on_a_panel(tmp_path):
+    arguments = [*SMALL_MODEL, *DDP, *quick_fit_arguments(tmp_path), "--data.num_workers=1"]
+    ok(run_cli("fit", "--config", "configs/base.yaml", "--config", "configs/panel.yaml", *arguments))
+    assert (only_run(tmp_path, "synthetic_panel") / "checkpoints" / "last.ckpt").is_file()

@@ -1,0 +1,85 @@
+"""Probabilistic forecasts end to end: calibrated intervals on data whose true distribution is known, and the
+files a user gets."""
+
+import math
+
+import lightning as L
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from project.data import WindowDataModule
+from project.training.module import Forecaster
+from tests.helpers import BASE, SMALL_MODEL, cli, config, only_run, quick_fit_arguments, quiet_trainer, tiny_module
+
+PHI, SIGMA = 0.8, 1.0
+
+
+def gaussian_ar1(rows: int = 12_000, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    values = np.zeros(rows)
+    for t in range(1, rows):
+        values[t] = PHI * values[t - 1] + SIGMA * rng.normal()
+    return pd.DataFrame({"y": values})
+
+
+def true_crps(last: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """CRPS of the exact h-step predictive N(φʰ y, σ² (1 − φ²ʰ) / (1 − φ²)) of an AR(1)."""
+    steps = torch.arange(1, target.shape[1] + 1, dtype=target.dtype).view(1, -1, 1)
+    mean = PHI**steps * last
+    std = SIGMA * torch.sqrt((1 - PHI ** (2 * steps)) / (1 - PHI**2))
+    z = (target - mean) / std
+    normal = torch.distributions.Normal(0.0, 1.0)
+    return std * (z * (2 * normal.cdf(z) - 1) + 2 * normal.log_prob(z).exp() - 1 / math.sqrt(math.pi))
+
+
+@pytest.mark.slow
+def test_on_a_gaussian_ar1_the_80_percent_interval_covers_80_percent_and_crps_is_near_the_truths():
+    L.seed_everything(0)
+    datamodule = WindowDataModule(
+        gaussian_ar1(), context_length=8, horizon=4, batch_size=64, scaling="none", eval_stride=2,
+    )  # fmt: skip
+    module = tiny_module(
+        n_features=1, distribution="normal", training_mode="teacher_forcing", learning_rate=3e-3, warmup_steps=20,
+        num_samples=200,
+    )  # fmt: skip
+    quiet_trainer(max_steps=400, limit_val_batches=0).fit(module, datamodule)
+    (scores,) = quiet_trainer().test(module, datamodule, verbose=False)
+    assert 0.75 <= scores["test/coverage_80"] <= 0.85
+    truth = torch.cat(
+        [true_crps(b["context"][:, -1:], b["target"]) for b in datamodule.test_dataloader()]
+    ).mean()  # fmt: skip
+    assert abs(scores["test/crps"] - truth.item()) <= 0.1 * truth.item()
+
+
+def test_a_checkpoint_with_a_distribution_restores_it_and_predict_writes_its_quantiles(tmp_path):
+    arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path), "--model.distribution=quantile",
+                 "--model.num_samples=20", "--model.feedback_value=sample"]  # fmt: skip
+    assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments) == 0
+    checkpoint = only_run(tmp_path, "synthetic_panel") / "checkpoints" / "last.ckpt"
+    restored = Forecaster.load_from_checkpoint(checkpoint)
+    assert restored.distribution.name == "quantile"
+    assert restored.hparams.feedback_value == "sample"
+    output = tmp_path / "forecast.csv"
+    assert cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false") == 0
+    forecast = pd.read_csv(output)
+    assert list(forecast.columns[-4:]) == ["sales", "sales_q0.1", "sales_q0.5", "sales_q0.9"]
+    assert (forecast["sales_q0.1"] <= forecast["sales_q0.5"]).all()
+    assert (forecast["sales_q0.5"] <= forecast["sales_q0.9"]).all()
+
+
+def test_validation_logs_crps_coverage_and_width_beside_the_point_metrics(tmp_path):
+    from project.runs import read_scalars
+
+    arguments = [
+        *SMALL_MODEL,
+        *quick_fit_arguments(tmp_path),
+        "--model.distribution=student_t",
+        "--model.num_samples=10",
+    ]
+    assert cli("fit", "--config", BASE, *arguments) == 0
+    logged = read_scalars(only_run(tmp_path))
+    for split in ("val", "test"):
+        assert {f"{split}/crps", f"{split}/coverage_80", f"{split}/width_80", f"{split}/mse"} <= set(logged)
+    assert "test/crps_original_units" in logged
