@@ -42,6 +42,7 @@ from project.training.regimes import REGIMES, RegimeOptions
 
 N_FEATURES, CONTEXT_LENGTH = 5, 12
 NAIVE = "naive_loop_as_posted"
+GRAPHED = "free_running_detach_cuda_graph"  # on a GPU: the no-grad rollout replayed as a CUDA graph
 TRAINING_ROWS = ("teacher_forcing", NAIVE, "free_running_detach", "free_running_bptt", "scheduled_sampling")
 
 
@@ -65,6 +66,7 @@ class InferenceRow:
     speedup: float | None
     cached_peak_mb: float | None = None
     naive_peak_mb: float | None = None
+    graph_ms: float | None = None  # on a GPU: the cached rollout replayed as a CUDA graph
     note: str = ""
 
 
@@ -72,7 +74,8 @@ def forecast_for(regime: str, model: ForecastTransformer, src: Tensor, target: T
     if regime == NAIVE:
         return naive_free_running(model, src, target, "partial")
     encoded, start = model.encode(src), model.start_of(src)
-    return REGIMES[regime].forecast(model, encoded, start, target, RegimeOptions(teacher_forcing_probability=0.5))
+    options = RegimeOptions(teacher_forcing_probability=0.5, static=regime == GRAPHED)
+    return REGIMES[regime.removesuffix("_cuda_graph")].forecast(model, encoded, start, target, options)
 
 
 def median_ms(function: Callable[[], object], repeats: int, device: torch.device, warm_up: bool = True) -> float:
@@ -96,7 +99,7 @@ def benchmark_training(args: argparse.Namespace, device: torch.device) -> list[T
         src = torch.randn(args.batch_size, CONTEXT_LENGTH, N_FEATURES, device=device)
         target = torch.randn(args.batch_size, horizon, N_FEATURES, device=device)
         measured = []
-        for regime in TRAINING_ROWS:
+        for regime in TRAINING_ROWS + ((GRAPHED,) if device.type == "cuda" else ()):
             skip = _naive_skip_reason(naive_cost, horizon, args) if regime == NAIVE and naive_cost else ""
             if skip:
                 row = TrainingRow(horizon, regime, None, None, None, None, None, note=skip)
@@ -157,6 +160,9 @@ def benchmark_inference(args: argparse.Namespace, device: torch.device, samples:
             cached_ms = median_ms(cached, args.repeats, device)
             cached_peak = _peak_bytes(cached, device)
             row = InferenceRow(horizon, cached_ms, None, None, _megabytes(cached_peak))
+            if device.type == "cuda":
+                graphed = lambda h=horizon: model.generate(src, h, num_samples=samples, static=True)  # noqa: E731
+                row.graph_ms = median_ms(graphed, args.repeats, device)
             expected = naive_seconds and naive_seconds[1] * (horizon / naive_seconds[0]) ** 2
             if expected and expected > args.naive_max_seconds:
                 row.note = f"skipped: ~{expected:.0f} s expected (limit --naive-max-seconds {args.naive_max_seconds:g})"
@@ -171,7 +177,8 @@ def benchmark_inference(args: argparse.Namespace, device: torch.device, samples:
                     _empty_cache(device)
             rows.append(row)
             naive_text = row.note or f"naive {row.naive_ms:9.1f} ms ({row.speedup:.1f}x)"
-            print(f"{label}  horizon {horizon:>3}: cached {cached_ms:9.1f} ms, {naive_text}", flush=True)
+            graph_text = "" if row.graph_ms is None else f", CUDA graph {row.graph_ms:9.1f} ms"
+            print(f"{label}  horizon {horizon:>3}: cached {cached_ms:9.1f} ms{graph_text}, {naive_text}", flush=True)
     return rows
 
 
@@ -265,12 +272,13 @@ def markdown(
         if not rows:
             continue
         head = f"| horizon | {title} with cache | re-decoding the prefix | speed-up |"
-        lines += ["", head + (" peak GPU memory (cache / re-decoding) |" if gpu else ""), "|---:|---:|---:|---:|"]
-        lines[-1] += "---:|" if gpu else ""
+        head += " cache, as a CUDA graph | peak GPU memory (cache / re-decoding) |" if gpu else ""
+        lines += ["", head, "|---:|---:|---:|---:|" + ("---:|---:|" if gpu else "")]
         for r in rows:
             cells = [str(r.horizon), _format(r.cached_ms, " ms"), r.note or _format(r.naive_ms, " ms")]
             cells.append(_format(r.speedup, "x"))
             if gpu:
+                cells.append(_format(r.graph_ms, " ms"))
                 cells.append(f"{_format(r.cached_peak_mb, ' MB')} / {_format(r.naive_peak_mb, ' MB')}")
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

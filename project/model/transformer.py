@@ -407,15 +407,23 @@ class ForecastTransformer(nn.Module):
 
         if step_input.device.type != "cuda":
             return step
+        # Autocast's cache of cast weights is freed when its context ends, under a graph that still reads it:
+        # capture with the cache off (the casts become part of the graph).
+        autocast = torch.autocast(
+            "cuda",
+            dtype=torch.get_autocast_dtype("cuda"),
+            enabled=torch.is_autocast_enabled("cuda"),
+            cache_enabled=False,
+        )
         # Warm up on a side stream before capture, as CUDA graphs require; the warm-up writes the first step's
         # keys and values, which the first replay writes again.
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
+        with torch.cuda.stream(side), autocast:
             step()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph), autocast:
             output = step()
 
         def replay() -> Tensor:
