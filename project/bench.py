@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import gc
 import os
 import platform
 import statistics
@@ -99,7 +100,9 @@ def benchmark_training(args: argparse.Namespace, device: torch.device) -> list[T
         src = torch.randn(args.batch_size, CONTEXT_LENGTH, N_FEATURES, device=device)
         target = torch.randn(args.batch_size, horizon, N_FEATURES, device=device)
         measured = []
-        for regime in TRAINING_ROWS + ((GRAPHED,) if device.type == "cuda" else ()):
+        # The naive loop goes last: when it runs out of memory, nothing it held can crowd out the other rows.
+        rows_here = TRAINING_ROWS + ((GRAPHED,) if device.type == "cuda" else ())
+        for regime in sorted(rows_here, key=lambda name: name == NAIVE):
             skip = _naive_skip_reason(naive_cost, horizon, args) if regime == NAIVE and naive_cost else ""
             if skip:
                 row = TrainingRow(horizon, regime, None, None, None, None, None, note=skip)
@@ -108,10 +111,13 @@ def benchmark_training(args: argparse.Namespace, device: torch.device) -> list[T
                     row = _measure_training_step(regime, model, src, target, args, device)
                 except torch.OutOfMemoryError:
                     row = TrainingRow(horizon, regime, None, None, None, None, None, note="out of memory")
+                if row.note == "out of memory":  # outside the except block, whose traceback holds the tensors
+                    model.zero_grad(set_to_none=True)
                     _empty_cache(device)
             if regime == NAIVE and row.step_ms is not None:
                 naive_cost = (horizon, row.step_ms / 1000, row.saved_mb * 2**20)
             measured.append(row)
+        measured.sort(key=lambda row: rows_here.index(row.regime))
         teacher = measured[0]
         for row in measured:
             if row.step_ms is not None and teacher.step_ms:
@@ -174,6 +180,7 @@ def benchmark_inference(args: argparse.Namespace, device: torch.device, samples:
                     naive_seconds = (horizon, row.naive_ms / 1000)
                 except torch.OutOfMemoryError:
                     row.note = "out of memory"
+                if row.note == "out of memory":
                     _empty_cache(device)
             rows.append(row)
             naive_text = row.note or f"naive {row.naive_ms:9.1f} ms ({row.speedup:.1f}x)"
@@ -233,6 +240,7 @@ def _synchronize(device: torch.device) -> None:
 
 def _empty_cache(device: torch.device) -> None:
     if device.type == "cuda":
+        gc.collect()  # the failed attempt's graph may sit in reference cycles
         torch.cuda.empty_cache()
 
 
@@ -463,6 +471,7 @@ def run(args: argparse.Namespace) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.gpu_memory_gb and device.type == "cuda":
+        device = torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device())
         total = torch.cuda.get_device_properties(device).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, args.gpu_memory_gb * 2**30 / total), device)
     hardware = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{platform.machine()} CPU"

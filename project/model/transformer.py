@@ -297,9 +297,13 @@ class ForecastTransformer(nn.Module):
         nhead = self.decoder_layers[0].self_attention.nhead
         shape = (rows, nhead, capacity, self.d_model // nhead)
         position = torch.zeros((), dtype=torch.long, device=memory.device)
+        device = memory.device.type
+        # Keys are written in the dtype the projections produce: autocast's, when it is on.
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else memory.dtype
         layers = []
         for layer in self.decoder_layers:
-            cache = StaticLayerCache(memory.new_zeros(shape), memory.new_zeros(shape), position, in_place)
+            buffers = (torch.zeros(shape, dtype=dtype, device=memory.device) for _ in range(2))
+            cache = StaticLayerCache(*buffers, position, in_place)
             cache.memory_keys, cache.memory_values = layer.cross_attention.memory_keys_values(memory)
             layers.append(cache)
         return StaticKVCache(layers, position)
