@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader
 
 from project.data import WindowDataModule
 from project.results import best_checkpoint, best_epoch, clock, fit, hardware, write_table
-from project.runs import read_scalars
+from project.runs import find_runs, read_scalars, run_seconds
 from project.training.baselines import LinearBaseline, repeat_last
 from project.training.regimes import REGIMES, regime_settings
 
@@ -77,8 +77,13 @@ def errors(forecast, windows) -> tuple[float, float]:
     return float(squared / count), float(absolute / count)
 
 
-def train_and_test(name: str, title: str, data: Path, logs: Path, arguments: list[str]) -> dict:
-    run, seconds = fit([CONFIG], [f"--data.source={data}", *arguments], logs, name)
+def train_and_test(name: str, title: str, data: Path, logs: Path, arguments: list[str], trained: bool) -> dict:
+    """Train the run ``name`` and read its test scores; with ``trained``, read those of its latest run in ``logs``."""
+    if trained:
+        run = find_runs(logs / name)[-1]
+        seconds = run_seconds(run)
+    else:
+        run, seconds = fit([CONFIG], [f"--data.source={data}", *arguments], logs, name)
     tested = read_scalars(run)
     epoch = best_epoch(best_checkpoint(run))
     row = _row(title, tested["test/mse"].iloc[-1], tested["test/mae"].iloc[-1], seconds, epoch)
@@ -105,7 +110,7 @@ def markdown(rows: list[dict], hardware_name: str, what: str = "") -> str:
         "|---|---:|---:|" + ("---:|---:|---:|" if probabilistic else "") + "---:|",
     ]
     for row in rows:
-        when = clock(row["seconds"]) + (f" (best epoch {row['best_epoch']})" if row.get("best_epoch") else "")
+        when = clock(row)
         cells = [row["model"], f"{row['mse']:.3f}", f"{row['mae']:.3f}"]
         if probabilistic:
             scores = (row.get("crps"), row.get("coverage_80"), row.get("width_80"))
@@ -122,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs"), help="where the runs are logged")
     parser.add_argument("--output", type=Path, default=None, help="Markdown table (default: results/etth1_*.md)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    parser.add_argument("--trained", action="store_true", help="tabulate the runs already in --logs, do not train")
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     if not args.data.is_file():
         parser.error(f"{args.data}: ETTh1.csv not found; run python -m project.datasets etth1")
@@ -130,7 +136,8 @@ def main(argv: list[str] | None = None) -> None:
         rows = measure_baselines(datamodule(args.data))
         for regime in args.regimes:
             settings = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
-            rows.append(train_and_test(regime, regime.replace("_", " "), args.data, args.logs, settings + extra))
+            title = regime.replace("_", " ")
+            rows.append(train_and_test(regime, title, args.data, args.logs, settings + extra, args.trained))
         rows += [_row(f"{name} (published)", mse, mae) for name, (mse, mae) in PUBLISHED.items()]
         table = markdown(rows, hardware())
     elif args.experiment == "probabilistic":
@@ -142,13 +149,15 @@ def main(argv: list[str] | None = None) -> None:
             else [f"--model.distribution={distribution}"]
         )
         title = f"free-running detach, {distribution.replace('_', '-')} distribution (this template)"
-        rows.append(train_and_test(f"probabilistic_{distribution}", title, args.data, args.logs, settings + extra))
+        name = f"probabilistic_{distribution}"
+        rows.append(train_and_test(name, title, args.data, args.logs, settings + extra, args.trained))
         table = markdown(rows, hardware(), ", probabilistic")
     else:
         rows = measure_baselines(datamodule(args.data, target_columns=["OT"], calendar_features=False), ", OT")
         for title, (name, data) in COVARIATE_RUNS.items():
             settings = [f"--data.{key}={value}".replace("'", "") for key, value in data.items()]
-            rows.append(train_and_test(name, f"{title} (this template)", args.data, args.logs, settings + extra))
+            title = f"{title} (this template)"
+            rows.append(train_and_test(name, title, args.data, args.logs, settings + extra, args.trained))
         table = markdown(rows, hardware(), ", target OT only")
     write_table(output, table, args.overwrite)
 

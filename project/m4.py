@@ -22,9 +22,10 @@ from torch.utils.data import DataLoader
 
 from project.data import WindowDataModule
 from project.results import best_checkpoint, best_epoch, clock, fit, forecast_split, hardware, write_table
+from project.runs import run_seconds
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import mase, smape
-from project.training.regimes import REGIMES, regime_settings
+from project.training.regimes import REGIMES, regime_name, regime_settings
 
 CONFIG = Path("configs/m4_hourly.yaml")
 SEASON, HORIZON = 24, 48
@@ -85,23 +86,26 @@ def measure_baselines(windows: WindowDataModule) -> list[dict]:
 def train_and_score(regime: str, data: Path, windows: WindowDataModule, logs: Path, extra: list[str]) -> dict:
     settings = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
     run, seconds = fit([CONFIG], [f"--data.source={data}", *settings, *extra], logs, f"m4_hourly_{regime}")
-    checkpoint = best_checkpoint(run)
+    return score_checkpoint(best_checkpoint(run), windows, seconds)
+
+
+def score_checkpoint(checkpoint: Path, windows: WindowDataModule, seconds: float | None = None) -> dict:
+    """sMAPE and MASE (and, with a distribution, CRPS, coverage and width) of a checkpoint on the test windows."""
+    settings = torch.load(checkpoint, map_location="cpu", weights_only=False)["hyper_parameters"]
+    regime = regime_name(settings["training_mode"], settings["feedback"])
     forecasts = forecast_split(checkpoint, windows, "test")
     smape_, mase_ = scores(
         forecasts["point"][..., 0].double().numpy(),
         forecasts["target"][..., 0].double().numpy(),
         insample_values(windows, forecasts["series"]),
     )
-    row = _row(f"{_describe(regime, extra)} (this template)", smape_, mase_, seconds, best_epoch(checkpoint))
+    name = regime.replace("_", " ")
+    if settings["distribution"] != "none":
+        name += f", {settings['distribution'].replace('_', '-')} distribution"
+    row = _row(f"{name} (this template)", smape_, mase_, seconds, best_epoch(checkpoint))
     if "crps" in forecasts:
         row.update({name: float(forecasts[name].mean()) for name in ("crps", "covered", "width")})
     return row
-
-
-def _describe(regime: str, extra: list[str]) -> str:
-    distribution = next((a.split("=", 1)[1] for a in extra if a.startswith("--model.distribution=")), "none")
-    name = regime.replace("_", " ")
-    return name if distribution == "none" else f"{name}, {distribution.replace('_', '-')} distribution"
 
 
 def markdown(rows: list[dict], hardware_name: str) -> str:
@@ -117,7 +121,7 @@ def markdown(rows: list[dict], hardware_name: str) -> str:
         "|---|---:|---:|" + ("---:|---:|---:|" if probabilistic else "") + "---:|",
     ]
     for row in rows:
-        when = clock(row["seconds"]) + (f" (best epoch {row['best_epoch']})" if row.get("best_epoch") else "")
+        when = clock(row)
         cells = [row["model"], f"{row['smape']:.3f}", f"{row['mase']:.3f}"]
         if probabilistic:
             cells += [f"{row[k]:.3f}" if k in row else "–" for k in ("crps", "covered", "width")]
@@ -136,12 +140,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs"), help="where the runs are logged")
     parser.add_argument("--output", type=Path, default=Path("results/m4_hourly.md"), help="Markdown table to write")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    parser.add_argument(
+        "--ckpt_path", type=Path, nargs="*", default=None, help="score these checkpoints instead of training"
+    )
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     if not args.data.is_file():
         parser.error(f"{args.data}: not found; run python -m project.datasets m4_hourly")
     windows = datamodule(args.data)
     rows = measure_baselines(windows)
-    rows += [train_and_score(regime, args.data, windows, args.logs, extra) for regime in args.regimes]
+    if args.ckpt_path:  # timed by the events its run logged, from training to test
+        rows += [score_checkpoint(c, windows, run_seconds(c.parent.parent)) for c in args.ckpt_path]
+    else:
+        rows += [train_and_score(regime, args.data, windows, args.logs, extra) for regime in args.regimes]
     rows += [_row(f"{name} (published)", *values) for name, values in PUBLISHED.items()]
     write_table(args.output, markdown(rows, hardware()), args.overwrite)
 

@@ -71,13 +71,19 @@ def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 2
 def hardware() -> str:
     if torch.cuda.is_available():
         return torch.cuda.get_device_name()
-    return f"{platform.machine()} CPU, {torch.get_num_threads()} threads"
+    threads = torch.get_num_threads()
+    return f"{platform.machine()} CPU, {threads} thread{'s' if threads > 1 else ''}"
 
 
-def clock(seconds: float | None) -> str:
-    if seconds is None:
+def clock(row: dict) -> str:
+    """A row's wall-clock column: published, measured (with the best epoch of a trained model), or not timed."""
+    if row["model"].endswith("(published)"):
         return "published"
-    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
+    if row.get("seconds") is None:
+        return "–"
+    seconds = row["seconds"]
+    text = f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
+    return text + (f" (best epoch {row['best_epoch']})" if row.get("best_epoch") else "")
 
 
 def write_table(path: Path, table: str, overwrite: bool) -> None:

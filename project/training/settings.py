@@ -116,7 +116,7 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        "horizon <= predict_horizon's limit max_horizon",
+        "horizon and predict_horizon are at most max_horizon",
         lambda s, d: next(
             (
                 f"{name}={s[name]} exceeds max_horizon={s['max_horizon']}, the longest forecast the model is set up "
