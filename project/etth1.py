@@ -21,7 +21,7 @@ import yaml
 from torch.utils.data import DataLoader
 
 from project.data import WindowDataModule
-from project.results import best_checkpoint, best_epoch, clock, fit, hardware, write_table
+from project.results import best_checkpoint, best_epoch, clock, fit, hardware, markdown_table, write_table
 from project.runs import find_runs, read_scalars, run_seconds
 from project.training.baselines import LinearBaseline, repeat_last
 from project.training.regimes import REGIMES, regime_settings
@@ -101,22 +101,16 @@ def markdown(rows: list[dict], hardware_name: str, what: str = "") -> str:
     """The table; with a probabilistic model also CRPS, coverage and width of the central 80% interval (scaled
     values; a point forecast's CRPS is its MAE)."""
     probabilistic = any("coverage_80" in row for row in rows)
-    lines = [
-        f"ETTh1{what}, horizon 96, look-back 336, test scores on scaled values; {hardware_name}.",
-        "",
-        "| model | test MSE | test MAE |"
-        + (" CRPS | 80% coverage | 80% width |" if probabilistic else "")
-        + " wall-clock (train + test) |",
-        "|---|---:|---:|" + ("---:|---:|---:|" if probabilistic else "") + "---:|",
-    ]
+    header = ["model", "test MSE", "test MAE"] + (["CRPS", "80% coverage", "80% width"] if probabilistic else [])
+    cells = []
     for row in rows:
-        when = clock(row)
-        cells = [row["model"], f"{row['mse']:.3f}", f"{row['mae']:.3f}"]
+        line = [row["model"], f"{row['mse']:.3f}", f"{row['mae']:.3f}"]
         if probabilistic:
             scores = (row.get("crps"), row.get("coverage_80"), row.get("width_80"))
-            cells += [f"{v:.3f}" if v is not None else "–" for v in scores]
-        lines.append("| " + " | ".join([*cells, when]) + " |")
-    return "\n".join(lines) + "\n"
+            line += [f"{v:.3f}" if v is not None else "–" for v in scores]
+        cells.append([*line, clock(row)])
+    caption = f"ETTh1{what}, horizon 96, look-back 336, test scores on scaled values; {hardware_name}."
+    return markdown_table(caption, [*header, "wall-clock (train + test)"], cells)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,7 +21,16 @@ import yaml
 from torch.utils.data import DataLoader
 
 from project.data import WindowDataModule
-from project.results import best_checkpoint, best_epoch, clock, fit, forecast_split, hardware, write_table
+from project.results import (
+    best_checkpoint,
+    best_epoch,
+    clock,
+    fit,
+    forecast_split,
+    hardware,
+    markdown_table,
+    write_table,
+)
 from project.runs import run_seconds
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import mase, smape
@@ -112,21 +121,18 @@ def markdown(rows: list[dict], hardware_name: str) -> str:
     """The table; with a probabilistic model also CRPS, coverage and width of the central 80% interval, on values
     scaled per series (a point forecast's CRPS is its mean absolute error)."""
     probabilistic = any("covered" in row for row in rows)
-    lines = [
-        f"M4 Hourly, 414 series, horizon 48, sMAPE and MASE (seasonality 24) averaged over series; {hardware_name}.",
-        "",
-        "| model | sMAPE | MASE |"
-        + (" CRPS (scaled) | 80% coverage | 80% width (scaled) |" if probabilistic else "")
-        + " wall-clock (train + test) |",
-        "|---|---:|---:|" + ("---:|---:|---:|" if probabilistic else "") + "---:|",
-    ]
+    header = ["model", "sMAPE", "MASE"]
+    header += ["CRPS (scaled)", "80% coverage", "80% width (scaled)"] if probabilistic else []
+    cells = []
     for row in rows:
-        when = clock(row)
-        cells = [row["model"], f"{row['smape']:.3f}", f"{row['mase']:.3f}"]
+        line = [row["model"], f"{row['smape']:.3f}", f"{row['mase']:.3f}"]
         if probabilistic:
-            cells += [f"{row[k]:.3f}" if k in row else "–" for k in ("crps", "covered", "width")]
-        lines.append("| " + " | ".join([*cells, when]) + " |")
-    return "\n".join(lines) + "\n"
+            line += [f"{row[k]:.3f}" if k in row else "–" for k in ("crps", "covered", "width")]
+        cells.append([*line, clock(row)])
+    caption = (
+        f"M4 Hourly, 414 series, horizon 48, sMAPE and MASE (seasonality 24) averaged over series; {hardware_name}."
+    )
+    return markdown_table(caption + ".", [*header, "wall-clock (train + test)"], cells)
 
 
 def _row(name: str, smape_: float, mase_: float, seconds: float | None = None, epoch: int | None = None) -> dict:

@@ -86,6 +86,13 @@ def clock(row: dict) -> str:
     return text + (f" (best epoch {row['best_epoch']})" if row.get("best_epoch") else "")
 
 
+def markdown_table(caption: str, header: list[str], rows: list[list[str]]) -> str:
+    """A caption line and a Markdown table: the first column left-aligned, the others right-aligned."""
+    lines = [caption, "", "| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return "\n".join(lines) + "\n"
+
+
 def write_table(path: Path, table: str, overwrite: bool) -> None:
     check_output(path, overwrite=overwrite)
     write_atomically(path, lambda temporary: temporary.write_text(table))

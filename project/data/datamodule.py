@@ -210,14 +210,8 @@ class WindowDataModule(L.LightningDataModule):
 
     def state_dict(self) -> dict:
         self.setup()
-        roles = self.panel.roles
         return {
-            "targets": roles.targets,
-            "past_covariates": roles.past,
-            "future_covariates": roles.future,
-            "calendar": roles.calendar,
-            "static_categorical": roles.static_categorical,
-            "static_real": roles.static_real,
+            **self._column_roles(),
             "categories": self.panel.categories,
             "frequency": self.panel.frequency,
             "scaler": self.scaler.state_dict(self.panel),
@@ -226,16 +220,7 @@ class WindowDataModule(L.LightningDataModule):
         }
 
     def load_state_dict(self, state_dict: dict) -> None:
-        roles = self.panel.roles
-        ours = {
-            "targets": roles.targets,
-            "past_covariates": roles.past,
-            "future_covariates": roles.future,
-            "calendar": roles.calendar,
-            "static_categorical": roles.static_categorical,
-            "static_real": roles.static_real,
-        }
-        for role, columns in ours.items():
+        for role, columns in self._column_roles().items():
             if state_dict[role] != columns:
                 raise InputError(
                     f"{self.source_name}: the checkpoint was trained with {role} {state_dict[role]}; the data has "
@@ -276,6 +261,18 @@ class WindowDataModule(L.LightningDataModule):
         return self._datasets[("predict",)]
 
     # -- Internals ---------------------------------------------------------------------------------------------
+
+    def _column_roles(self) -> dict[str, list[str]]:
+        """The columns of each role, as checkpoints store them and compare them with the data."""
+        roles = self.panel.roles
+        return {
+            "targets": roles.targets,
+            "past_covariates": roles.past,
+            "future_covariates": roles.future,
+            "calendar": roles.calendar,
+            "static_categorical": roles.static_categorical,
+            "static_real": roles.static_real,
+        }
 
     def _read(self, source, synthetic: str, synthetic_rows: int, settings: PanelSettings, cache_dir) -> Panel:
         if source is None:
