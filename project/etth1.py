@@ -36,8 +36,13 @@ PUBLISHED = {  # multivariate ETTh1, horizon 96, as reported by the papers (MSE,
     "repeat-last": (1.295, 0.713),
 }
 LOADS = ["HUFL", "HULL", "MUFL", "MULL", "LUFL", "LULL"]
-COVARIATE_RUNS = {  # table row → (run name, data settings): OT is the only target of both
+COVARIATE_RUNS = {  # table row → (run name, data settings): OT is the only target of every run
     "OT alone": ("ot_alone", {"target_columns": ["OT"], "calendar_features": False}),
+    "OT with the calendar (future)": ("ot_calendar", {"target_columns": ["OT"], "calendar_features": True}),
+    "OT with the six loads (past)": (
+        "ot_loads",
+        {"target_columns": ["OT"], "past_covariates": LOADS, "calendar_features": False},
+    ),
     "OT with the six loads (past) and the calendar (future)": (
         "ot_covariates",
         {"target_columns": ["OT"], "past_covariates": LOADS, "calendar_features": True},
