@@ -105,7 +105,8 @@ class Forecaster(L.LightningModule):
         cuda_graphs: Decode the no-grad rollouts (free-running training's first pass, evaluation, predict) with
             static shapes, capturing one decode step as a CUDA graph and replaying it: the same forecasts with
             far fewer kernel launches. Needs a CUDA device.
-        loss: Training loss of ``distribution: none``: ``mse``, ``mae`` or ``huber``.
+        loss: Training loss of ``distribution: none``: ``mse`` (empty means mse), ``mae`` or ``huber``. Leave it
+            empty with a distribution, which trains by its own likelihood or pinball loss.
         huber_delta: Threshold between the quadratic and linear parts of the Huber loss.
         teacher_forcing_schedule: For ``scheduled_sampling``: ``linear``, ``exponential`` or ``inverse_sigmoid``
             decay of the teacher-forcing probability (Bengio et al. 2015).
@@ -147,7 +148,7 @@ class Forecaster(L.LightningModule):
         num_samples: int = 100,
         prediction_quantiles: list[float] | None = None,
         cuda_graphs: bool = False,
-        loss: PointLoss = "mse",
+        loss: PointLoss | None = None,
         huber_delta: float = 1.0,
         teacher_forcing_schedule: regimes.TeacherForcingSchedule = "inverse_sigmoid",
         schedule_steps: int = 1000,
@@ -182,7 +183,7 @@ class Forecaster(L.LightningModule):
             patch_length=patch_length,
             channel_independent=channel_independent,
             checkpoint_layers=checkpoint_layers,
-            distribution=make_distribution(distribution, loss, huber_delta, settings["quantile_levels"]),
+            distribution=make_distribution(distribution, loss or "mse", huber_delta, settings["quantile_levels"]),
         )
         self.distribution = self.model.distribution
         self.has_distribution = distribution != "none"
