@@ -142,11 +142,9 @@ def main(argv: list[str] | None = None) -> None:
     elif args.experiment == "probabilistic":
         rows = measure_baselines(datamodule(args.data))
         distribution = next((a.split("=", 1)[1] for a in extra if a.startswith("--model.distribution=")), "quantile")
-        settings = (
-            []
-            if any(a.startswith("--model.distribution=") for a in extra)
-            else [f"--model.distribution={distribution}"]
-        )
+        given = {argument.split("=", 1)[0] for argument in extra}
+        settings = [] if "--model.distribution" in given else [f"--model.distribution={distribution}"]
+        settings += [] if "--model.loss" in given else ["--model.loss=null"]  # the preset trains points with mae
         title = f"free-running detach, {distribution.replace('_', '-')} distribution (this template)"
         name = f"probabilistic_{distribution}"
         rows.append(train_and_test(name, title, args.data, args.logs, settings + extra, args.trained))
