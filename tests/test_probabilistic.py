@@ -83,3 +83,18 @@ def test_validation_logs_crps_coverage_and_width_beside_the_point_metrics(tmp_pa
     for split in ("val", "test"):
         assert {f"{split}/crps", f"{split}/coverage_80", f"{split}/width_80", f"{split}/mse"} <= set(logged)
     assert "test/crps_original_units" in logged
+
+
+def test_validation_calibrates_the_interval_to_hold_80_percent_of_its_targets():
+    """Split conformal: the scale one validation finds makes the same forecasts cover 80% of its targets."""
+    L.seed_everything(0)
+    datamodule = WindowDataModule(gaussian_ar1(3000), context_length=8, horizon=4, batch_size=64, scaling="none")
+    module = tiny_module(n_features=1, distribution="normal", num_samples=50)  # untrained: badly calibrated
+    before = quiet_trainer().validate(module, datamodule, verbose=False)[0]["val/coverage_80"]
+    assert abs(before - 0.8) > 0.05
+    assert module.interval_scale.item() != 1.0
+    after = quiet_trainer().validate(module, datamodule, verbose=False)[0]["val/coverage_80"]
+    assert after == pytest.approx(0.8, abs=0.005)
+    uncalibrated = tiny_module(n_features=1, distribution="normal", num_samples=50, interval_calibration="none")
+    quiet_trainer().validate(uncalibrated, datamodule, verbose=False)
+    assert uncalibrated.interval_scale.item() == 1.0

@@ -13,7 +13,7 @@ import torch
 from lightning.pytorch.core.saving import save_hparams_to_yaml
 from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor
-from torchmetrics import MeanAbsoluteError, MeanMetric, MeanSquaredError, MetricCollection
+from torchmetrics import CatMetric, MeanAbsoluteError, MeanMetric, MeanSquaredError, MetricCollection
 from torchmetrics.regression import SymmetricMeanAbsolutePercentageError
 
 from project.errors import InputError, TrainingDiverged
@@ -102,6 +102,11 @@ class Forecaster(L.LightningModule):
         quantile_levels: Quantile levels of the ``quantile`` head; must include the median 0.5.
         num_samples: Sample paths drawn per window for evaluation and ``predict`` with a distribution.
         prediction_quantiles: Quantiles ``predict`` reports (and figures draw) from the sample paths.
+        interval_calibration: ``validation`` (split conformal): after every validation, the spread of the sample
+            paths around their point forecast is rescaled so that the central 80% interval would have held 80% of
+            that validation's targets, and test and ``predict`` use the scale of the checkpoint they load; a model
+            that learned too narrow or too wide intervals is corrected without looking at test data. ``none``:
+            the paths as drawn.
         cuda_graphs: Decode the no-grad rollouts (free-running training's first pass, evaluation, predict) with
             static shapes, capturing one decode step as a CUDA graph and replaying it: the same forecasts with
             far fewer kernel launches. Needs a CUDA device.
@@ -147,6 +152,7 @@ class Forecaster(L.LightningModule):
         quantile_levels: list[float] | None = None,
         num_samples: int = 100,
         prediction_quantiles: list[float] | None = None,
+        interval_calibration: Literal["validation", "none"] = "validation",
         cuda_graphs: bool = False,
         loss: PointLoss | None = None,
         huber_delta: float = 1.0,
@@ -200,6 +206,10 @@ class Forecaster(L.LightningModule):
         self.val_scores = torch.nn.ModuleDict({name: MeanMetric() for name in scores})
         self.test_scores = torch.nn.ModuleDict({name: MeanMetric() for name in scores})
         # The loss of one optimizer step: the mean over its accumulated micro-batches (and, under DDP, devices).
+        # Split-conformal calibration of the intervals (interval_calibration): the factor by which the sample paths'
+        # spread around the point forecast is scaled, kept in checkpoints, and this validation's evidence for it.
+        self.register_buffer("interval_scale", torch.ones(()))
+        self.val_needed_scale = CatMetric()
         self.step_loss = MeanMetric()
         self.epoch_loss = MeanMetric()
 
@@ -235,6 +245,8 @@ class Forecaster(L.LightningModule):
         paths = self.model.generate(context, horizon, self.hparams.num_samples, generator, static, **covariates)
         samples = norm.inverse(paths.transpose(0, 1)).transpose(0, 1)  # (N, K, T, F)
         point = samples.median(dim=1).values if self.distribution.name == "quantile" else samples.mean(dim=1)
+        if self.hparams.interval_calibration == "validation":
+            samples = point.unsqueeze(1) + self.interval_scale * (samples - point.unsqueeze(1))
         levels = samples.new_tensor(self.prediction_quantiles)
         quantiles = torch.quantile(samples, levels, dim=1).permute(1, 2, 3, 0)  # (N, T, F, Q)
         return Forecast(point, quantiles, samples)
@@ -374,6 +386,8 @@ class Forecaster(L.LightningModule):
         if self.has_distribution:
             crps = crps_from_samples(forecast.samples, target)
             lower, upper = central_interval(forecast.samples, 0.8)
+            if split == "val" and self.hparams.interval_calibration == "validation":
+                self.val_needed_scale.update(self._needed_scale(forecast.point, lower, upper, target).flatten())
             scores["crps"].update(crps)
             scores["coverage_80"].update(((lower <= target) & (target <= upper)).float())
             scores["width_80"].update(upper - lower)
@@ -390,6 +404,22 @@ class Forecaster(L.LightningModule):
             if name != "crps_original_units":
                 self.log(f"{split}/{name}", score, prog_bar=split == "val" and name == "loss")
         return forecast
+
+    def _needed_scale(self, point: Tensor, lower: Tensor, upper: Tensor, target: Tensor) -> Tensor:
+        """Per target value, the interval scale at which the calibrated 80% interval just covers it."""
+        below = target < point
+        gap = torch.where(below, point - lower, upper - point).clamp_min(1e-12)
+        return self.interval_scale * (target - point).abs() / gap
+
+    def on_validation_epoch_end(self) -> None:
+        if self.trainer.sanity_checking or self.hparams.interval_calibration != "validation":
+            return
+        if self.has_distribution and self.val_needed_scale.update_count:
+            needed = self.val_needed_scale.compute()  # every process's values, synchronised
+            rank = max(1, math.ceil(0.8 * needed.numel()))
+            self.interval_scale.fill_(needed.float().kthvalue(rank).values.clamp(1e-3, 1e3))
+            self.log("val/interval_scale", self.interval_scale)
+        self.val_needed_scale.reset()
 
     def configure_optimizers(self):
         decay = [p for p in self.parameters() if p.dim() >= 2]
