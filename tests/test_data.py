@@ -229,3 +229,16 @@ def test_irregular_timestamps_are_reported():
     frame = frame_of_row_numbers().drop(index=[50, 51]).reset_index(drop=True)
     with pytest.warns(UserWarning, match=r"'time' is not regularly spaced at its frequency h: 2 missing steps"):
         row_numbers(frame)
+
+
+@pytest.mark.parametrize("windows", [7, 10, 13])
+@pytest.mark.parametrize("processes", [1, 2, 3, 4])
+def test_the_training_order_shards_one_shuffle_padded_with_its_start(windows, processes):
+    from project.data.sampling import TrainingOrder
+
+    shards = [list(TrainingOrder(range(windows), seed=3, rank=r, world_size=processes)) for r in range(processes)]
+    order = torch.randperm(windows, generator=torch.Generator().manual_seed(3), dtype=torch.int32).tolist()
+    padded = order + order[: -windows % processes]
+    assert {len(shard) for shard in shards} == {len(padded) // processes}
+    assert [padded[r :: processes] for r in range(processes)] == shards
+    assert all(isinstance(index, int) for index in shards[0])
