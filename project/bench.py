@@ -21,6 +21,7 @@ import csv
 import gc
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -304,27 +305,31 @@ def benchmark_panel(args: argparse.Namespace) -> str:
     import pandas as pd
 
     folder = Path(tempfile.mkdtemp(prefix="panel-bench-"))
-    rows, series = args.panel_rows, args.panel_series
-    rng = np.random.default_rng(0)
-    lengths = rng.integers(int(0.5 * rows / series), int(1.5 * rows / series), series)
-    lengths = np.maximum(lengths * rows // lengths.sum(), 400)
-    frame = pd.DataFrame(rng.standard_normal((int(lengths.sum()), 8)).astype(np.float32), columns=list("abcdefgh"))
-    frame.insert(0, "series", np.repeat(np.arange(series), lengths))
-    path = folder / "panel.parquet"
-    frame.to_parquet(path)
-    matrix_mb = frame[list("abcdefgh")].to_numpy().nbytes / 2**20
-    del frame
-    settings = dict(id_columns=["series"], target_columns=["a", "b"], past_covariates=["c", "d", "e"],
-                    future_covariates=["f", "g", "h"], context_length=96, horizon=24, batch_size=256,
-                    cache_dir=str(folder / "cache"))  # fmt: skip
-    started = time.perf_counter()
-    _panel_child(path, settings, build_only=True)
-    build_seconds = time.perf_counter() - started
-    child = subprocess.run(
-        [sys.executable, "-c", f"from project.bench import _panel_child; _panel_child({str(path)!r}, {settings!r})"],
-        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )  # fmt: skip
-    measured = dict(line.split("=", 1) for line in child.stdout.split() if "=" in line)
+    try:
+        rows, series = args.panel_rows, args.panel_series
+        rng = np.random.default_rng(0)
+        lengths = rng.integers(int(0.5 * rows / series), int(1.5 * rows / series), series)
+        lengths = np.maximum(lengths * rows // lengths.sum(), 400)
+        frame = pd.DataFrame(rng.standard_normal((int(lengths.sum()), 8)).astype(np.float32), columns=list("abcdefgh"))
+        frame.insert(0, "series", np.repeat(np.arange(series), lengths))
+        path = folder / "panel.parquet"
+        frame.to_parquet(path)
+        matrix_mb = frame[list("abcdefgh")].to_numpy().nbytes / 2**20
+        del frame
+        settings = dict(id_columns=["series"], target_columns=["a", "b"], past_covariates=["c", "d", "e"],
+                        future_covariates=["f", "g", "h"], context_length=96, horizon=24, batch_size=256,
+                        cache_dir=str(folder / "cache"))  # fmt: skip
+        started = time.perf_counter()
+        _panel_child(path, settings, build_only=True)
+        build_seconds = time.perf_counter() - started
+        measure = f"from project.bench import _panel_child; _panel_child({str(path)!r}, {settings!r})"
+        child = subprocess.run(
+            [sys.executable, "-c", measure],
+            capture_output=True, text=True, check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        )  # fmt: skip
+        measured = dict(line.split("=", 1) for line in child.stdout.split() if "=" in line)
+    finally:  # the Parquet file and its cache are as large as the panel
+        shutil.rmtree(folder, ignore_errors=True)
     peak_mb = float(measured["peak_mb"])
     return (
         "\n".join(
