@@ -69,6 +69,19 @@ def test_a_checkpoint_with_a_distribution_restores_it_and_predict_writes_its_qua
     assert (forecast["sales_q0.5"] <= forecast["sales_q0.9"]).all()
 
 
+def test_a_checkpoint_written_before_interval_calibration_loads_uncalibrated(tmp_path):
+    module = tiny_module(distribution="normal")
+    module.interval_scale.fill_(2.0)
+    trainer = quiet_trainer(max_steps=0)
+    trainer.strategy.connect(module)
+    path = tmp_path / "old.ckpt"
+    trainer.save_checkpoint(path)
+    checkpoint = torch.load(path, weights_only=False)
+    del checkpoint["state_dict"]["interval_scale"]
+    torch.save(checkpoint, path)
+    assert Forecaster.load_from_checkpoint(path).interval_scale.item() == 1.0
+
+
 def test_validation_logs_crps_coverage_and_width_beside_the_point_metrics(tmp_path):
     from project.runs import read_scalars
 

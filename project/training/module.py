@@ -364,6 +364,8 @@ class Forecaster(L.LightningModule):
         state = checkpoint.get("state_dict", {})
         if not all(torch.isfinite(v).all() for v in state.values() if torch.is_floating_point(v)):
             raise InputError("the checkpoint holds non-finite weights (a diverged run); use an earlier checkpoint")
+        # Checkpoints written before intervals were calibrated load with the uncalibrated scale.
+        state.setdefault("interval_scale", torch.ones(()))
 
     def _stop_if_diverged(self, loss: Tensor) -> None:
         diverged = not torch.isfinite(loss).item()
