@@ -21,7 +21,16 @@ import yaml
 from torch.utils.data import DataLoader
 
 from project.data import WindowDataModule
-from project.results import best_checkpoint, best_epoch, clock, fit, hardware, markdown_table, write_table
+from project.results import (
+    best_checkpoint,
+    best_epoch,
+    clock,
+    fit,
+    hardware,
+    markdown_table,
+    without_point_loss,
+    write_table,
+)
 from project.runs import find_runs, read_scalars, run_seconds
 from project.training.baselines import LinearBaseline, repeat_last
 from project.training.regimes import REGIMES, regime_settings
@@ -144,10 +153,10 @@ def main(argv: list[str] | None = None) -> None:
         distribution = next((a.split("=", 1)[1] for a in extra if a.startswith("--model.distribution=")), "quantile")
         given = {argument.split("=", 1)[0] for argument in extra}
         settings = [] if "--model.distribution" in given else [f"--model.distribution={distribution}"]
-        settings += [] if "--model.loss" in given else ["--model.loss=null"]  # the preset trains points with mae
         title = f"free-running detach, {distribution.replace('_', '-')} distribution (this template)"
         name = f"probabilistic_{distribution}"
-        rows.append(train_and_test(name, title, args.data, args.logs, settings + extra, args.trained))
+        settings = without_point_loss(settings + extra)
+        rows.append(train_and_test(name, title, args.data, args.logs, settings, args.trained))
         table = markdown(rows, hardware(), ", probabilistic")
     else:
         rows = measure_baselines(datamodule(args.data, target_columns=["OT"], calendar_features=False), ", OT")

@@ -29,6 +29,7 @@ from project.results import (
     forecast_split,
     hardware,
     markdown_table,
+    without_point_loss,
     write_table,
 )
 from project.runs import run_seconds
@@ -150,6 +151,7 @@ def main(argv: list[str] | None = None) -> None:
         "--ckpt_path", type=Path, nargs="*", default=None, help="score these checkpoints instead of training"
     )
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
+    extra = without_point_loss(extra)
     if not args.data.is_file():
         parser.error(f"{args.data}: not found; run python -m project.datasets m4_hourly")
     windows = datamodule(args.data)

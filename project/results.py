@@ -33,6 +33,16 @@ def fit(configs: list[Path], arguments: list[str], logs: Path, name: str) -> tup
     return find_runs(logs / name)[-1], time.perf_counter() - started
 
 
+def without_point_loss(arguments: list[str]) -> list[str]:
+    """The arguments, plus ``--model.loss=null`` when they ask for a distribution and name no loss: the presets
+    train point forecasts with MAE, and a distribution trains by its own likelihood or pinball loss."""
+    given = {argument.split("=", 1)[0] for argument in arguments}
+    wants_distribution = any(
+        argument.startswith("--model.distribution=") and not argument.endswith("=none") for argument in arguments
+    )
+    return [*arguments, "--model.loss=null"] if wants_distribution and "--model.loss" not in given else arguments
+
+
 def best_checkpoint(run: Path) -> Path:
     (best,) = (run / "checkpoints").glob("best-*.ckpt")
     return best

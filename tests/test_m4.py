@@ -32,3 +32,15 @@ def test_seasonal_naive_reproduces_the_published_m4_scores_on_the_same_windows(m
     rows = {row["model"]: row for row in m4.measure_baselines(windows)}
     seasonal = rows["seasonal naive (measured)"]
     assert (round(seasonal["smape"], 3), round(seasonal["mase"], 3)) == (13.912, 1.193)
+
+
+def test_a_distribution_asked_of_the_scripts_clears_the_presets_point_loss():
+    from project.results import without_point_loss
+
+    assert without_point_loss(["--model.distribution=quantile"]) == [
+        "--model.distribution=quantile",
+        "--model.loss=null",
+    ]
+    assert without_point_loss(["--model.distribution=normal", "--model.loss=mae"])[-1] == "--model.loss=mae"
+    assert without_point_loss(["--model.distribution=none"]) == ["--model.distribution=none"]
+    assert without_point_loss(["--trainer.max_epochs=2"]) == ["--trainer.max_epochs=2"]
