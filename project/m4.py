@@ -133,7 +133,7 @@ def markdown(rows: list[dict], hardware_name: str) -> str:
     caption = (
         f"M4 Hourly, 414 series, horizon 48, sMAPE and MASE (seasonality 24) averaged over series; {hardware_name}."
     )
-    return markdown_table(caption + ".", [*header, "wall-clock (train + test)"], cells)
+    return markdown_table(caption, [*header, "wall-clock (train + test)"], cells)
 
 
 def _row(name: str, smape_: float, mase_: float, seconds: float | None = None, epoch: int | None = None) -> dict:

@@ -240,5 +240,5 @@ def test_the_training_order_shards_one_shuffle_padded_with_its_start(windows, pr
     order = torch.randperm(windows, generator=torch.Generator().manual_seed(3), dtype=torch.int32).tolist()
     padded = order + order[: -windows % processes]
     assert {len(shard) for shard in shards} == {len(padded) // processes}
-    assert [padded[r :: processes] for r in range(processes)] == shards
+    assert [padded[r::processes] for r in range(processes)] == shards
     assert all(isinstance(index, int) for index in shards[0])
