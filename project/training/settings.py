@@ -86,7 +86,8 @@ RULES: tuple[Rule, ...] = (
             None
             if s["distribution"] == "none" or not _changed(s, d, "loss", "huber_delta")
             else f"loss={s['loss']} applies to distribution=none; distribution={s['distribution']} trains by "
-            f"{'the pinball loss' if s['distribution'] == 'quantile' else 'negative log-likelihood'}"
+            f"{'the pinball loss' if s['distribution'] == 'quantile' else 'negative log-likelihood'}; clear it with "
+            "--model.loss=null (a preset may set it)"
         ),
     ),
     Rule(
