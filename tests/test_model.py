@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from project.model.cache import LayerCache, attend, attend_all
+from project.model.cache import LayerCache, attend
 from project.model.distributions import Normal, Quantiles, StudentT
 from project.model.transformer import Encoded
 from project.training.naive import naive_generate
@@ -277,7 +277,6 @@ def test_the_single_query_attention_path_equals_scaled_dot_product_attention(len
     query, keys, values = (torch.randn(3, 4, n, 8, dtype=torch.float64) for n in (1, length, length))
     expected = F.scaled_dot_product_attention(query, keys, values)
     torch.testing.assert_close(attend(query, keys, values), expected, rtol=0, atol=1e-12)
-    torch.testing.assert_close(attend_all(query, keys, values), expected, rtol=0, atol=1e-12)  # cross-attention
 
 
 def test_a_second_derivative_through_the_cached_attention_raises_instead_of_being_wrong():

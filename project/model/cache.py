@@ -113,22 +113,15 @@ class KVCache:
 
 
 def attend(query: Tensor, keys: Tensor, values: Tensor) -> Tensor:
-    """Attention of the last ``k`` of ``L`` positions over all of them, causally: (N, H, k, D)."""
-    if query.shape[-2] == 1:  # the newest position sees every cached one
-        return attend_all(query, keys, values)
-    return F.scaled_dot_product_attention(query, keys, values, attn_mask=_causal_tail_mask(query, keys))
+    """Attention of the last ``k`` of ``L`` positions over all of them, causally: (N, H, k, D).
 
-
-def attend_all(query: Tensor, keys: Tensor, values: Tensor) -> Tensor:
-    """Attention of every query row over every key, unmasked (cross-attention; the newest cached position).
-
-    A single query row (the cached decode step) is a plain matmul–softmax–matmul on the CPU: the fused CPU kernel
-    of ``scaled_dot_product_attention`` is tiled for long query blocks and spends most of a one-row call on set-up.
+    A single query row (the cached decode step) is a plain matmul–softmax–matmul: the fused CPU kernel of
+    ``scaled_dot_product_attention`` is tiled for long query blocks and spends most of a one-row call on set-up.
     """
     if query.shape[-2] == 1 and query.device.type == "cpu":
         scores = (query * (1.0 / math.sqrt(query.shape[-1]))) @ keys.transpose(-2, -1)  # (N, H, 1, L)
         return scores.softmax(dim=-1) @ values
-    return F.scaled_dot_product_attention(query, keys, values)
+    return F.scaled_dot_product_attention(query, keys, values, attn_mask=_causal_tail_mask(query, keys))
 
 
 def _causal_tail_mask(query: Tensor, keys: Tensor) -> Tensor | None:

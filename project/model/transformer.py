@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
-from project.model.cache import KVCache, LayerCache, StaticKVCache, StaticLayerCache, attend_all
+from project.model.cache import KVCache, LayerCache, StaticKVCache, StaticLayerCache
 from project.model.distributions import OutputDistribution, PointForecast, feedback
 
 
@@ -151,7 +151,7 @@ class CrossAttention(nn.Module):
         if samples > 1:
             query = query.view(rows // samples, samples, heads, length, head_dim).transpose(1, 2)
             query = query.reshape(rows // samples, heads, samples * length, head_dim)  # (B, H, K·k, D)
-        attended = attend_all(query, key, value)
+        attended = F.scaled_dot_product_attention(query, key, value)
         if samples > 1:
             attended = attended.view(rows // samples, heads, samples, length, head_dim).transpose(1, 2)
             attended = attended.reshape(rows, heads, length, head_dim)
