@@ -149,31 +149,22 @@ def _onnx(module: nn.Module, inputs: tuple, path: Path, input_names: list[str], 
 
 
 def forecast_with_torch_export(folder: Path, inputs: dict[str, Tensor]) -> Tensor:
-    """The same loop as ``project.serve`` over the ``torch.export`` programs (this one needs torch)."""
-    meta = json.loads((folder / "model.json").read_text())
-    encoder = torch.export.load(folder / "encoder.pt2").module()
-    decoder = torch.export.load(folder / "decoder_step.pt2").module()
-    context = inputs["context"]
-    if meta["instance_norm"]:
-        mean = context.mean(dim=1, keepdim=True)
-        std = (context.var(dim=1, keepdim=True, unbiased=False) + 1e-5).sqrt()
-        context = (context - mean) / std
-        inputs = {**inputs, "context": context}
-    with torch.no_grad():
-        memory_keys, memory_values, static = encoder(*(inputs[name] for name in meta["encoder_inputs"]))
-        keys, values = torch.zeros(meta["cache_shape"]), torch.zeros(meta["cache_shape"])
-        step_input, steps = context[:, -meta["patch_length"] :], []
-        future = inputs.get("future_covariates")
-        extra = [] if future is None else [future[:, meta["context_length"] :]]
-        for token in range(meta["tokens"]):
-            position = torch.tensor(token)
-            parameters, keys, values = decoder(
-                step_input, position, keys, values, memory_keys, memory_values, static, *extra
-            )
-            step_input = parameters[..., meta["point_index"]]
-            steps.append(step_input)
-    forecast = torch.cat(steps, dim=1)[:, : meta["horizon"]]
-    return forecast * std + mean if meta["instance_norm"] else forecast
+    """``project.serve``'s driver over the ``torch.export`` programs (this one needs torch)."""
+    from project.serve import ExportedForecaster
+
+    encoder, decoder = (torch.export.load(folder / name).module() for name in ("encoder.pt2", "decoder_step.pt2"))
+    driver = ExportedForecaster(folder, _numpy_graph(encoder), _numpy_graph(decoder))
+    return torch.from_numpy(driver.forecast(**{name: value.numpy() for name, value in inputs.items()}))
+
+
+def _numpy_graph(program: nn.Module):
+    """A ``torch.export`` program as ``project.serve`` runs graphs: named NumPy inputs in order → NumPy outputs."""
+
+    def run(feeds: dict) -> list:
+        with torch.no_grad():
+            return [output.numpy() for output in program(*(torch.from_numpy(value) for value in feeds.values()))]
+
+    return run
 
 
 def benchmark(checkpoint: Path, folder: Path, repeats: int = 5) -> str:

@@ -17,21 +17,26 @@ with it, is applied here.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import onnxruntime
+
+Graph = Callable[[dict[str, np.ndarray]], list[np.ndarray]]  # named inputs, in the graph's order → its outputs
 
 
 class ExportedForecaster:
-    """The exported encoder and decoder step of one checkpoint, for one batch size and horizon."""
+    """The exported encoder and decoder step of one checkpoint, for one batch size and horizon.
 
-    def __init__(self, folder: str | Path) -> None:
+    ``encoder``/``decoder`` run the two graphs; by default onnxruntime sessions of ``encoder.onnx`` and
+    ``decoder_step.onnx`` (``project.export`` passes the ``torch.export`` programs instead).
+    """
+
+    def __init__(self, folder: str | Path, encoder: Graph | None = None, decoder: Graph | None = None) -> None:
         folder = Path(folder)
         self.meta = json.loads((folder / "model.json").read_text())
-        options = onnxruntime.SessionOptions()
-        self.encoder = onnxruntime.InferenceSession(str(folder / "encoder.onnx"), options)
-        self.decoder = onnxruntime.InferenceSession(str(folder / "decoder_step.onnx"), options)
+        self.encoder = encoder or _onnx_graph(folder / "encoder.onnx")
+        self.decoder = decoder or _onnx_graph(folder / "decoder_step.onnx")
         self.inputs = self.meta["encoder_inputs"]
 
     def forecast(self, context: np.ndarray, **covariates: np.ndarray) -> np.ndarray:
@@ -44,7 +49,7 @@ class ExportedForecaster:
             context = (context - mean) / std
         feeds = {"context": context, **{name: covariates[name] for name in self.inputs if name != "context"}}
         feeds = {name: _typed(name, value) for name, value in feeds.items()}
-        memory_keys, memory_values, static = self.encoder.run(None, feeds)
+        memory_keys, memory_values, static = self.encoder(feeds)
         keys = np.zeros(meta["cache_shape"], dtype=np.float32)
         values = np.zeros(meta["cache_shape"], dtype=np.float32)
         patch = meta["patch_length"]
@@ -63,11 +68,18 @@ class ExportedForecaster:
             }
             if future is not None:
                 step["future_covariates"] = future[:, context.shape[1] :]
-            parameters, keys, values = self.decoder.run(None, step)
+            parameters, keys, values = self.decoder(step)
             step_input = parameters[..., meta["point_index"]]
             steps.append(step_input)
         forecast = np.concatenate(steps, axis=1)[:, : meta["horizon"]]
         return forecast * std + mean if meta["instance_norm"] else forecast
+
+
+def _onnx_graph(path: Path) -> Graph:
+    import onnxruntime  # imported here so that a driver of other graphs does not need it
+
+    session = onnxruntime.InferenceSession(str(path), onnxruntime.SessionOptions())
+    return lambda feeds: session.run(None, feeds)
 
 
 def _typed(name: str, value: np.ndarray) -> np.ndarray:
