@@ -12,7 +12,7 @@ import torch
 
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
-from project.training.module import Forecaster
+from project.training.module import Forecaster, check_finite_weights
 
 
 def read_checkpoint(path: str | Path) -> dict:
@@ -36,9 +36,7 @@ def read_checkpoint(path: str | Path) -> dict:
     unknown = sorted(set(checkpoint["hyper_parameters"]) - known - {"_instantiator", "_class_path"})
     if unknown:
         raise InputError(f"{path}: written for another model; its settings {', '.join(unknown)} are not Forecaster's")
-    state = checkpoint["state_dict"]
-    if not all(torch.isfinite(value).all() for value in state.values() if torch.is_floating_point(value)):
-        raise InputError(f"{path}: the checkpoint holds non-finite weights (a diverged run); use an earlier checkpoint")
+    check_finite_weights(checkpoint["state_dict"], f"{path}: ")
     return checkpoint
 
 

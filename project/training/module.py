@@ -362,8 +362,7 @@ class Forecaster(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint.get("state_dict", {})
-        if not all(torch.isfinite(v).all() for v in state.values() if torch.is_floating_point(v)):
-            raise InputError("the checkpoint holds non-finite weights (a diverged run); use an earlier checkpoint")
+        check_finite_weights(state)
         # Checkpoints written before intervals were calibrated load with the uncalibrated scale.
         state.setdefault("interval_scale", torch.ones(()))
 
@@ -454,6 +453,12 @@ class _Identity:
 
     def inverse(self, values: Tensor) -> Tensor:
         return values
+
+
+def check_finite_weights(state: dict[str, Tensor], where: str = "") -> None:
+    """A diverged run's weights are refused wherever a checkpoint is loaded; ``where`` prefixes the message."""
+    if not all(torch.isfinite(value).all() for value in state.values() if torch.is_floating_point(value)):
+        raise InputError(f"{where}the checkpoint holds non-finite weights (a diverged run); use an earlier checkpoint")
 
 
 def _unscale(values: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
