@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import yaml
 from torch.utils.data import DataLoader
 
 from project.data import WindowDataModule
@@ -28,6 +27,7 @@ from project.results import (
     fit,
     hardware,
     markdown_table,
+    preset_datamodule,
     without_point_loss,
     write_table,
 )
@@ -60,11 +60,8 @@ COVARIATE_RUNS = {  # table row → (run name, data settings): OT is the only ta
 
 
 def datamodule(data: Path, **overrides) -> WindowDataModule:
-    """The data settings of the training runs: base.yaml's, overridden by the ETTh1 preset's and ``overrides``."""
-    base, preset = (yaml.safe_load(path.read_text())["data"] for path in (Path("configs/base.yaml"), CONFIG))
-    windows = WindowDataModule(**{**base, **preset, "source": str(data), **overrides})
-    windows.setup("test")
-    return windows
+    """The data of the training runs (base.yaml and the ETTh1 preset), set up for testing."""
+    return preset_datamodule(CONFIG, data, **overrides)
 
 
 def measure_baselines(windows: WindowDataModule, suffix: str = "") -> list[dict]:

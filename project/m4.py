@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 from torch.utils.data import DataLoader
 
 from project.data import WindowDataModule
@@ -29,6 +28,7 @@ from project.results import (
     forecast_split,
     hardware,
     markdown_table,
+    preset_datamodule,
     without_point_loss,
     write_table,
 )
@@ -47,12 +47,9 @@ PUBLISHED = {  # the M4 competition's hourly results (sMAPE, MASE)
 }
 
 
-def datamodule(data: Path) -> WindowDataModule:
-    """The data settings of the training runs: base.yaml's, overridden by the M4 preset's."""
-    base, preset = (yaml.safe_load(path.read_text())["data"] for path in (Path("configs/base.yaml"), CONFIG))
-    windows = WindowDataModule(**{**base, **preset, "source": str(data)})
-    windows.setup("test")
-    return windows
+def datamodule(data: Path, **overrides) -> WindowDataModule:
+    """The data of the training runs (base.yaml and the M4 preset), set up for testing."""
+    return preset_datamodule(CONFIG, data, **overrides)
 
 
 def scores(forecast: np.ndarray, actual: np.ndarray, insample: list[np.ndarray]) -> tuple[float, float]:

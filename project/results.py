@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 from torch.utils.data import DataLoader
 
+from project.data import WindowDataModule
 from project.files import check_output, write_atomically
 from project.runs import find_runs
 from project.training.metrics import central_interval, crps_from_samples
@@ -31,6 +33,15 @@ def fit(configs: list[Path], arguments: list[str], logs: Path, name: str) -> tup
     print("$ python -m project.cli", " ".join(command), flush=True)
     subprocess.run([sys.executable, "-m", "project.cli", *command], check=True)
     return find_runs(logs / name)[-1], time.perf_counter() - started
+
+
+def preset_datamodule(preset: Path, data: Path, **overrides) -> WindowDataModule:
+    """The data of the training runs, set up for testing: base.yaml's data settings, overridden by the preset's,
+    the data file and ``overrides``."""
+    base, stacked = (yaml.safe_load(path.read_text())["data"] for path in (BASE_CONFIG, preset))
+    windows = WindowDataModule(**{**base, **stacked, "source": str(data), **overrides})
+    windows.setup("test")
+    return windows
 
 
 def without_point_loss(arguments: list[str]) -> list[str]:
