@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import sys
 from pathlib import Path
 
 import lightning as L
@@ -31,7 +30,7 @@ from torch.utils.data import DataLoader
 from project.checkpoints import datamodule_from_checkpoint, read_checkpoint
 from project.data.datamodule import WindowDataModule
 from project.data.windows import PanelWindows
-from project.errors import InputError
+from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
 from project.training.metrics import central_interval, crps_from_samples
 from project.training.module import Forecaster
@@ -157,13 +156,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.origins < 1:
         parser.error(f"--origins must be a positive integer; got {args.origins}")
     output = args.output or args.ckpt_path.parent.parent / "backtest"
-    try:
+    with reported_in_one_line():
         for name in ("metrics.csv", "forecasts.csv", "backtest.png"):
             check_output(output / name, [args.source], args.overwrite)
         metrics, forecasts = backtest(args)
-    except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
     target = next(c for c in forecasts.columns if c.endswith("_actual")).removesuffix("_actual")
     write_atomically(output / "metrics.csv", lambda temporary: metrics.to_csv(temporary, index=False))
     write_atomically(output / "forecasts.csv", lambda temporary: forecasts.to_csv(temporary, index=False))

@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from project.errors import InputError
+from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
 from project.model.distributions import Normal
 from project.model.transformer import ForecastTransformer
@@ -462,11 +462,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
-    try:
+    with reported_in_one_line():
         run(parse_arguments(argv))
-    except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
 
 
 def run(args: argparse.Namespace) -> None:

@@ -19,7 +19,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project.checkpoints import find_last_checkpoint, read_checkpoint
 from project.data import WindowDataModule
-from project.errors import InputError, TrainingDiverged
+from project.errors import InputError, reported_in_one_line
 from project.figures import ForecastFigures
 from project.predictions import ForecastWriter
 from project.training.callbacks import ForecastCheckpoint, RandomState
@@ -30,7 +30,7 @@ LINKED_FROM_DATA = ("n_features", "n_past_covariates", "n_future_covariates", "s
 LINKED_SETTINGS = ("context_length", "horizon", "predict_horizon")
 # Settings a checkpoint may be used with at other values: they choose what is forecast, not what was learned.
 FREE_AFTER_TRAINING = ("predict_horizon", "max_horizon", "num_samples", "prediction_quantiles")
-EXIT_ERROR, EXIT_SIGTERM = 2, 143  # 143 = 128 + SIGTERM, what schedulers expect of a terminated job
+EXIT_SIGTERM = 143  # 143 = 128 + SIGTERM, what schedulers expect of a terminated job
 
 
 class RunConfig(SaveConfigCallback):
@@ -247,18 +247,16 @@ def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -
 
 def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None) -> ForecastCLI | None:
     try:
-        return ForecastCLI(
-            Forecaster,
-            WindowDataModule,
-            args=args,
-            extra_callbacks=extra_callbacks,
-            auto_configure_optimizers=False,  # Forecaster.configure_optimizers is the one optimizer setup
-            save_config_callback=RunConfig,
-            save_config_kwargs={"overwrite": True},  # before_fit refuses an existing run folder itself
-        )
-    except (InputError, TrainingDiverged) as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(EXIT_ERROR) from None
+        with reported_in_one_line():
+            return ForecastCLI(
+                Forecaster,
+                WindowDataModule,
+                args=args,
+                extra_callbacks=extra_callbacks,
+                auto_configure_optimizers=False,  # Forecaster.configure_optimizers is the one optimizer setup
+                save_config_callback=RunConfig,
+                save_config_kwargs={"overwrite": True},  # before_fit refuses an existing run folder itself
+            )
     except SIGTERMException:
         print(
             "error: stopped by SIGTERM; last.ckpt holds the current step; continue with --ckpt_path last",

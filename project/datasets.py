@@ -17,14 +17,13 @@ import argparse
 import csv
 import hashlib
 import shutil
-import sys
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from project.errors import InputError
+from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
 
 
@@ -116,11 +115,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--from", dest="source", type=Path, default=None, help="a local copy: file or folder")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     args = parser.parse_args(argv)
-    try:
+    with reported_in_one_line():
         path = prepare(args.dataset, args.dir, args.source, args.overwrite)
-    except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
     print(f"Wrote {path}")
 
 

@@ -1,5 +1,13 @@
 """The errors the template reports to the user in one line (``error: …``, exit code 2), never as a traceback."""
 
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+
+EXIT_ERROR = 2
+
 
 class InputError(ValueError):
     """Bad user input. The message is one line naming the file, column or argument and what was expected."""
@@ -8,3 +16,14 @@ class InputError(ValueError):
 class TrainingDiverged(RuntimeError):
     """The training loss or the weights stopped being finite; the message names the step and the last good
     checkpoint."""
+
+
+@contextlib.contextmanager
+def reported_in_one_line() -> Iterator[None]:
+    """What every command runs its work in: these errors end the process with their message as one line on
+    stderr and exit code 2."""
+    try:
+        yield
+    except (InputError, TrainingDiverged) as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(EXIT_ERROR) from None

@@ -17,7 +17,6 @@ import argparse
 import json
 import math
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from project.checkpoints import read_checkpoint
-from project.errors import InputError
+from project.errors import reported_in_one_line
 from project.files import check_output
 from project.model.cache import StaticKVCache, StaticLayerCache
 from project.model.transformer import Encoded, ForecastTransformer
@@ -203,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output folder")
     parser.add_argument("--benchmark", action="store_true", help="time one batch through the driver and generate")
     args = parser.parse_args(argv)
-    try:
+    with reported_in_one_line():
         checkpoint = read_checkpoint(args.checkpoint)
         horizon = args.horizon or checkpoint["hyper_parameters"]["horizon"]
         output = args.output or args.checkpoint.parent.parent / "export"
@@ -216,9 +215,6 @@ def main(argv: list[str] | None = None) -> None:
         if output.exists():
             shutil.rmtree(output)
         staging.rename(output)
-    except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
     print(f"Wrote {output}: {meta['format']} encoder and decoder step, batch {meta['batch_size']}, horizon {horizon}")
     if args.benchmark and args.export_format == "onnx":
         print(benchmark(args.checkpoint, output))

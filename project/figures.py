@@ -10,7 +10,6 @@ trained on unless ``--source`` says otherwise:
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import lightning as L
@@ -19,7 +18,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 from torch.utils.data import default_collate
 
-from project.errors import InputError
+from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
 from project.training.metrics import central_interval
 
@@ -121,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", type=Path, default=Path("forecast.png"))
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     args = parser.parse_args(argv)
-    try:
+    with reported_in_one_line():
         checkpoint = read_checkpoint(args.checkpoint)
         datamodule = datamodule_from_checkpoint(
             checkpoint, args.checkpoint, {"source": args.source} if args.source else {}
@@ -130,9 +129,6 @@ def main(argv: list[str] | None = None) -> None:
         model = Forecaster.load_from_checkpoint(args.checkpoint, map_location="cpu").eval()
         figure = forecast_figure(model, datamodule, "test", args.windows)
         write_atomically(args.output, lambda temporary: figure.savefig(temporary, dpi=110, format="png"))
-    except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
     print(f"Wrote {args.output}")
 
 

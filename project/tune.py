@@ -13,12 +13,11 @@ settings are printed and written as a complete config that ``fit --config`` acce
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import yaml
 
-from project.errors import InputError
+from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
 
 SPACE_KINDS = ("float", "int", "choice")
@@ -129,11 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.add_argument("--seed", type=int, default=0, help="the TPE sampler's seed")
     args, extra = parser.parse_known_args(argv)  # anything else goes to every trial's fit
-    try:
+    with reported_in_one_line():
         run(args, extra)
-    except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> None:
