@@ -272,6 +272,43 @@ def test_a_cache_filled_without_gradients_can_continue_with_them():
     assert (torch.cat([first, rest], dim=1) - full).abs().max().item() <= 1e-10
 
 
+def test_gradients_through_a_cache_started_without_them_equal_full_decoding():
+    """Positions decoded without gradients, then a chunk of two and single positions with them: the gradients
+    that travel back along the unroll reach every input that had one, as in one full pass."""
+    model = small_model()
+    src = torch.randn(2, 12, 5, dtype=torch.float64)
+    tgt = torch.randn(2, 7, 5, dtype=torch.float64, requires_grad=True)
+    weights = torch.randn(2, 4, 5, dtype=torch.float64)
+    encoded, cache = model.encode(src), model.new_cache()
+    with torch.no_grad():
+        model.decode(tgt[:, :3], encoded, cache)
+    chunks = [tgt[:, 3:5], tgt[:, 5:6], tgt[:, 6:7]]
+    cached = torch.cat([model.decode(chunk, encoded, cache)[..., 0] for chunk in chunks], dim=1)
+    full = model.decode(tgt, encoded)[:, 3:, :, 0]
+    (cached_gradient,) = torch.autograd.grad((cached * weights).sum(), tgt)
+    (full_gradient,) = torch.autograd.grad((full * weights).sum(), tgt)
+    # The later inputs only: the prefix was decoded without gradients, so no gradient reaches its inputs.
+    assert relative_difference(cached_gradient[:, 3:], full_gradient[:, 3:]) <= 1e-10
+    assert cached_gradient[:, :3].abs().max() == 0
+
+
+def test_a_position_decoded_without_gradients_inside_a_differentiable_unroll_cuts_only_its_own_paths():
+    model = small_model()
+    src = torch.randn(2, 12, 5, dtype=torch.float64)
+    tgt = torch.randn(2, 3, 5, dtype=torch.float64, requires_grad=True)
+    encoded, cache = model.encode(src), model.new_cache()
+    first = model.decode(tgt[:, :1], encoded, cache)[..., 0]
+    with torch.no_grad():
+        model.decode(tgt[:, 1:2], encoded, cache)
+    last = model.decode(tgt[:, 2:3], encoded, cache)[..., 0]
+    (gradient,) = torch.autograd.grad(first.sum() + last.sum(), tgt)
+    full = model.decode(tgt, encoded)[..., 0]
+    (last_only,) = torch.autograd.grad(full[:, 2].sum(), tgt)
+    assert relative_difference(gradient[:, 2], last_only[:, 2]) <= 1e-10  # the newest input: one path, as in full
+    assert gradient[:, 1].abs().max() == 0  # decoded without gradients: no path from it
+    assert gradient[:, 0].abs().max() > 0
+
+
 @pytest.mark.parametrize("length", [1, 7, 96])
 def test_the_single_query_attention_path_equals_scaled_dot_product_attention(length):
     query, keys, values = (torch.randn(3, 4, n, 8, dtype=torch.float64) for n in (1, length, length))

@@ -24,10 +24,10 @@ class LayerCache:
     says how long it will be (``capacity``), otherwise they grow by doubling; either way a step writes only its own
     position.
 
-    ``key_chunks``/``value_chunks``: in a differentiable unroll, each decode call's keys and values as the autograd
-    graph made them, the inputs through which attention's gradients reach their projections. Attention reads the
-    buffers, not the chunks, and backward splits its gradients by the chunks' sizes (``_AttendOverChunks``).
-    Empty when decoding without gradients.
+    In a differentiable unroll, attention also takes the newest keys and values as the autograd graph made them
+    (``new_keys``/``new_values``), the inputs through which its gradients reach the projections of this call; the
+    gradients of earlier positions travel back through the previous call's attention (``_AttendOverCache``), which
+    started at position ``differentiable_from`` (positions before it were decoded without gradients).
 
     ``memory_keys``/``memory_values``: the cross-attention keys and values of the encoder output ``(N, H, S, D)``.
     They depend only on the memory, so they are computed on the first decode call and reused.
@@ -38,8 +38,10 @@ class LayerCache:
         self.capacity = capacity
         self._key_buffer: Tensor | None = None
         self._value_buffer: Tensor | None = None
-        self.key_chunks: list[Tensor] = []
-        self.value_chunks: list[Tensor] = []
+        self.differentiable_from: int | None = None
+        self.new_keys: Tensor | None = None
+        self.new_values: Tensor | None = None
+        self._earlier_gradients: tuple[Tensor, Tensor] | None = None
         self.memory_keys: Tensor | None = None
         self.memory_values: Tensor | None = None
 
@@ -54,21 +56,22 @@ class LayerCache:
     def append(self, keys: Tensor, values: Tensor) -> None:
         """Add the keys/values ``(N, H, k, D)`` of the ``k`` newest positions."""
         differentiable = torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad)
-        if differentiable and not self.key_chunks and self.length:
-            # Positions decoded without gradients become one constant chunk, so the chunks cover every position.
-            self.key_chunks, self.value_chunks = [self.keys.detach()], [self.values.detach()]
-        if differentiable or self.key_chunks:
-            # Kept only as graph inputs, to route gradients to each step's projections; never saved for backward.
-            self.key_chunks.append(keys)
-            self.value_chunks.append(values)
+        if differentiable and self.differentiable_from is None:
+            self.differentiable_from = self.length
+        # Kept only as graph inputs, to route gradients to this call's projections; never saved for backward.
+        self.new_keys, self.new_values = (keys, values) if self.differentiable_from is not None else (None, None)
         self._write(keys.detach(), values.detach())
 
     def attend(self, query: Tensor) -> Tensor:
         """Attention of the newest ``k`` queries ``(N, H, k, D)`` over every cached position, causally."""
-        if self.key_chunks and torch.is_grad_enabled():
-            chunks = (*self.key_chunks, *self.value_chunks)
-            return _AttendOverChunks.apply(query, self.keys, self.values, len(self.key_chunks), *chunks)
-        return attend(query, self.keys, self.values)
+        if self.new_keys is None or not torch.is_grad_enabled():
+            return attend(query, self.keys, self.values)
+        start = self.length - self.new_keys.shape[2]
+        earlier = self._earlier_gradients or (None, None)
+        output, *self._earlier_gradients = _AttendOverCache.apply(
+            query, self.keys, self.values, self.differentiable_from, start, self.new_keys, self.new_values, *earlier
+        )
+        return output
 
     def _write(self, keys: Tensor, values: Tensor) -> None:
         end = self.length + keys.shape[2]
@@ -132,36 +135,62 @@ def _causal_tail_mask(query: Tensor, keys: Tensor) -> Tensor | None:
     return torch.ones(new, total, dtype=torch.bool, device=query.device).tril(diagonal=total - new)
 
 
-class _AttendOverChunks(torch.autograd.Function):
+class _AttendOverCache(torch.autograd.Function):
     """Differentiable attention over the cache that saves one step's query, not a copy of the past.
 
     Plain autograd would save the concatenated ``keys``/``values`` of every step for backward: a fresh copy of
     all past positions per step, O(T²) memory over a T-step unroll. Here each step saves its query, each query
     row's log-sum-exp, and views of positions 0..L-1 of the cache's buffers: every step shares the same two
     storages, which later steps only extend (they write positions after L), so the whole unroll keeps O(T) alive.
-    Backward recomputes the attention weights from the log-sum-exp and splits the key/value gradients by the
-    chunks each decode call appended: a split is a view, so no step concatenates the past again. The chunks are
-    inputs so that their gradients reach the projections that made them. First-order only: a second derivative
-    raises instead of being silently wrong.
+    Backward recomputes the attention weights from the log-sum-exp.
+
+    Gradients of the keys and values travel backwards along the unroll, as one tensor per step instead of one per
+    earlier position: besides its output, each call returns two placeholder outputs standing for the keys and
+    values of positions ``first..end-1`` (``first``: the first position decoded with gradients), and takes the
+    previous call's placeholders as inputs. In backward a call adds the gradient it receives for its placeholders
+    (everything later calls found for those positions) to its own, returns the part for the positions it appended
+    (``new_keys``/``new_values``) to the projections that made them, and hands the rest to the previous call. Each
+    step thus does O(1) operations instead of one per earlier position, and the autograd engine runs the calls in
+    reverse order, so every position's gradient is complete before it is returned. First-order only: a second
+    derivative raises instead of being silently wrong.
     """
 
     @staticmethod
-    def forward(ctx, query: Tensor, keys: Tensor, values: Tensor, num_chunks: int, *chunks: Tensor) -> Tensor:
+    def forward(
+        ctx,
+        query: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        first: int,
+        start: int,
+        new_keys: Tensor,
+        new_values: Tensor,
+        earlier_keys: Tensor | None = None,
+        earlier_values: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
         query = query.contiguous()  # not a view of the projection output, which would keep its keys/values alive
         with torch.autocast(query.device.type, enabled=False):
             scores = _scores(query, keys.to(query.dtype)).to(_softmax_dtype(query))  # (N, H, k, L)
             log_normaliser = scores.logsumexp(dim=-1, keepdim=True)
             weights = (scores - log_normaliser).exp().to(query.dtype)
             output = weights @ values.to(query.dtype)  # (N, H, k, D)
-        ctx.sizes = [chunk.shape[2] for chunk in chunks[:num_chunks]]
-        ctx.chunk_dtypes = [chunk.dtype for chunk in chunks]
+        ctx.first, ctx.start = first, start
+        ctx.new_dtypes = new_keys.dtype, new_values.dtype
+        # The positions the previous call's placeholders stand for: first..start-1, less any decoded since
+        # without gradients (those have no graph to reach).
+        ctx.earlier = 0 if earlier_keys is None else earlier_keys.shape[2]
         # keys/values are views of the cache's buffers: every step saves the same two storages, not a copy each.
         ctx.save_for_backward(query, log_normaliser, keys, values)
-        return output
+        batch, nhead, length, head_dim = keys.shape
+        # Placeholders for the gradients of positions first..length-1, summed in at least float32 along the
+        # unroll: expanded scalars, no memory.
+        shape, carried = (batch, nhead, length - first, head_dim), _softmax_dtype(query)
+        placeholders = (query.new_zeros((), dtype=carried).expand(shape) for _ in range(2))
+        return output, *placeholders
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad_output: Tensor):
+    def backward(ctx, grad_output: Tensor, later_key_grads: Tensor, later_value_grads: Tensor):
         query, log_normaliser, keys, values = ctx.saved_tensors
         dtype = grad_output.dtype
         keys, values, query = keys.to(dtype), values.to(dtype), query.to(dtype)
@@ -175,19 +204,22 @@ class _AttendOverChunks(torch.autograd.Function):
         grad_query = grad_scores @ keys if ctx.needs_input_grad[0] else None
         grad_keys = grad_scores.transpose(-2, -1) @ query  # (N, H, L, D)
 
-        chunk_inputs = ctx.needs_input_grad[4:]
-        num_chunks = len(ctx.sizes)
-        key_grads = [
-            g.to(t) if needed else None
-            for g, t, needed in zip(grad_keys.split(ctx.sizes, dim=2), ctx.chunk_dtypes, chunk_inputs)
-        ]
-        value_grads = [
-            g.to(t) if needed else None
-            for g, t, needed in zip(
-                grad_values.split(ctx.sizes, dim=2), ctx.chunk_dtypes[num_chunks:], chunk_inputs[num_chunks:]
-            )
-        ]
-        return grad_query, None, None, None, *key_grads, *value_grads
+        # Positions before ``first`` were decoded without gradients: nothing to return for them.
+        first, start = ctx.first, ctx.start
+        key_grads = later_key_grads + grad_keys[:, :, first:]
+        value_grads = later_value_grads + grad_values[:, :, first:]
+        new, earlier = start - first, ctx.earlier
+        return (
+            grad_query,
+            None,
+            None,
+            None,
+            None,
+            key_grads[:, :, new:].to(ctx.new_dtypes[0]) if ctx.needs_input_grad[5] else None,
+            value_grads[:, :, new:].to(ctx.new_dtypes[1]) if ctx.needs_input_grad[6] else None,
+            key_grads[:, :, :earlier] if earlier else None,
+            value_grads[:, :, :earlier] if earlier else None,
+        )
 
 
 def _softmax_dtype(query: Tensor) -> torch.dtype:
