@@ -204,10 +204,11 @@ class _AttendOverCache(torch.autograd.Function):
         grad_query = grad_scores @ keys if ctx.needs_input_grad[0] else None
         grad_keys = grad_scores.transpose(-2, -1) @ query  # (N, H, L, D)
 
-        # Positions before ``first`` were decoded without gradients: nothing to return for them.
+        # Positions before ``first`` were decoded without gradients: nothing to return for them. Summed in place
+        # into this step's own gradient tensors, the largest of the step, rather than into new ones.
         first, start = ctx.first, ctx.start
-        key_grads = later_key_grads + grad_keys[:, :, first:]
-        value_grads = later_value_grads + grad_values[:, :, first:]
+        key_grads = grad_keys[:, :, first:].to(later_key_grads.dtype).add_(later_key_grads)
+        value_grads = grad_values[:, :, first:].to(later_value_grads.dtype).add_(later_value_grads)
         new, earlier = start - first, ctx.earlier
         return (
             grad_query,
