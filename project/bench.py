@@ -6,11 +6,11 @@
     python -m project.bench --suite profile                   # where a 96-step no-grad rollout spends its time
 
 Training: one optimizer step per regime (forward, loss, backward, AdamW), median over ``--repeats`` steps after a
-warm-up, and the bytes autograd saves for backward (each storage once, parameters excluded): a deterministic
-memory measure that is the same on every machine. Inference: ``generate`` with the cache against re-decoding the
-whole prefix at every step. Sampling: 100 sample paths per series, cached, against re-decoding the prefix of the
-same N·100 rows (what Hugging Face's ``TimeSeriesTransformer.generate`` does). Results are printed and saved as CSV
-and Markdown under ``--output``.
+warm-up, timed round-robin over the regimes, and the bytes autograd saves for backward (each storage once,
+parameters excluded): a deterministic memory measure that is the same on every machine. Inference: ``generate`` with
+the cache against re-decoding the whole prefix at every step. Sampling: 100 sample paths per series, cached, against
+re-decoding the prefix of the same N·100 rows (what Hugging Face's ``TimeSeriesTransformer.generate`` does). Results
+are printed and saved as CSV and Markdown under ``--output``.
 """
 
 from __future__ import annotations
@@ -100,36 +100,38 @@ def benchmark_training(args: argparse.Namespace, device: torch.device) -> list[T
     for horizon in args.horizons:
         src = torch.randn(args.batch_size, CONTEXT_LENGTH, N_FEATURES, device=device)
         target = torch.randn(args.batch_size, horizon, N_FEATURES, device=device)
-        measured = []
-        # The naive loop goes last: when it runs out of memory, nothing it held can crowd out the other rows.
         rows_here = TRAINING_ROWS + ((GRAPHED,) if device.type == "cuda" else ())
-        for regime in sorted(rows_here, key=lambda name: name == NAIVE):
-            skip = _naive_skip_reason(naive_cost, horizon, args) if regime == NAIVE and naive_cost else ""
-            if skip:
-                row = TrainingRow(horizon, regime, None, None, None, None, None, note=skip)
-            else:
-                try:
-                    row = _measure_training_step(regime, model, src, target, args, device)
-                except torch.OutOfMemoryError:
-                    row = TrainingRow(horizon, regime, None, None, None, None, None, note="out of memory")
-                if row.note == "out of memory":  # outside the except block, whose traceback holds the tensors
-                    model.zero_grad(set_to_none=True)
-                    _empty_cache(device)
-            if regime == NAIVE and row.step_ms is not None:
-                naive_cost = (horizon, row.step_ms / 1000, row.saved_mb * 2**20)
-            measured.append(row)
-        measured.sort(key=lambda row: rows_here.index(row.regime))
-        teacher = measured[0]
-        for row in measured:
+        measured, steps = {}, {}
+        for regime in rows_here:
+            if regime != NAIVE:
+                measured[regime], steps[regime] = _training_step(regime, model, src, target, args, device)
+        # Round-robin over the regimes, one step each per round: a drift in the machine's speed during the run (a
+        # shared VM's neighbours) then weighs on every regime alike instead of on whichever was being timed.
+        for regime, step_ms in _interleaved_median_ms(steps, args.repeats, device).items():
+            measured[regime].step_ms = step_ms
+        # The naive loop goes last: when it runs out of memory, nothing it held can crowd out the other rows.
+        skip = _naive_skip_reason(naive_cost, horizon, args) if naive_cost else ""
+        if skip:
+            measured[NAIVE] = TrainingRow(horizon, NAIVE, None, None, None, None, None, note=skip)
+        else:
+            measured[NAIVE] = _training_step(NAIVE, model, src, target, args, device, time_once=True)[0]
+            if measured[NAIVE].step_ms is not None:
+                naive_cost = (horizon, measured[NAIVE].step_ms / 1000, measured[NAIVE].saved_mb * 2**20)
+        ordered = [measured[regime] for regime in rows_here]
+        teacher = ordered[0]
+        for row in ordered:
             if row.step_ms is not None and teacher.step_ms:
                 row.time_ratio = row.step_ms / teacher.step_ms
                 row.memory_ratio = row.saved_mb / teacher.saved_mb
             print(_training_line(row), flush=True)
-        rows += measured
+        rows += ordered
     return rows
 
 
-def _measure_training_step(regime, model, src, target, args, device) -> TrainingRow:
+def _training_step(regime, model, src, target, args, device, time_once: bool = False):
+    """The regime's row with its saved bytes (and GPU peak) measured, and its optimizer step, warmed up, to time;
+    None for the step when measuring ran out of memory. ``time_once``: time one step here instead (the naive
+    loop is slow enough that one suffices, and measuring its memory was its warm-up)."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "16-mixed")
 
@@ -141,16 +143,35 @@ def _measure_training_step(regime, model, src, target, args, device) -> Training
         scaler.step(optimizer)
         scaler.update()
 
-    with SavedTensorsMeter(exclude=model.parameters()) as meter, _autocast(args.precision, device):
-        forecast = forecast_for(regime, model, src, target)
-    forecast.float().sum().backward()
-    model.zero_grad(set_to_none=True)
-    peak = _peak_bytes(step, device)
-    # The naive loop is slow enough that one timed step suffices; the measurement above was its warm-up.
-    step_ms = median_ms(step, 1, device, warm_up=False) if regime == NAIVE else median_ms(step, args.repeats, device)
-    return TrainingRow(
-        target.shape[1], regime, step_ms, None, meter.bytes / 2**20, None, None if peak is None else peak / 2**20
-    )
+    horizon = target.shape[1]
+    try:
+        with SavedTensorsMeter(exclude=model.parameters()) as meter, _autocast(args.precision, device):
+            forecast = forecast_for(regime, model, src, target)
+        forecast.float().sum().backward()
+        del forecast
+        model.zero_grad(set_to_none=True)
+        peak = _peak_bytes(step, device)
+        step_ms = median_ms(step, 1, device, warm_up=False) if time_once else None
+        if not time_once:
+            step()  # warm-up: allocator, kernels, caches
+    except torch.OutOfMemoryError:
+        out_of_memory = True
+    else:
+        out_of_memory = False
+    if out_of_memory:  # outside the except block, whose traceback holds the tensors
+        model.zero_grad(set_to_none=True)
+        _empty_cache(device)
+        return TrainingRow(horizon, regime, None, None, None, None, None, note="out of memory"), None
+    peak_mb = None if peak is None else peak / 2**20
+    return TrainingRow(horizon, regime, step_ms, None, meter.bytes / 2**20, None, peak_mb), step
+
+
+def _interleaved_median_ms(steps: dict[str, Callable[[], None] | None], repeats: int, device) -> dict[str, float]:
+    times: dict[str, list[float]] = {regime: [] for regime, step in steps.items() if step is not None}
+    for _ in range(repeats):
+        for regime in times:
+            times[regime].append(median_ms(steps[regime], 1, device, warm_up=False))
+    return {regime: statistics.median(values) for regime, values in times.items()}
 
 
 def benchmark_inference(args: argparse.Namespace, device: torch.device, samples: int | None) -> list[InferenceRow]:
