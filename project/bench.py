@@ -3,7 +3,7 @@
     python -m project.bench                                   # CPU: training, inference and sampling tables
     python -m project.bench --device cuda --precision 16-mixed   # on a GPU, with torch.cuda.max_memory_allocated
     python -m project.bench --suite panel                     # a 10-million-row panel: memory and first batch
-    python -m project.bench --suite profile                   # where a 96-step no-grad rollout spends its time
+    python -m project.bench --suite profile                   # where a 96-step rollout and BPTT spend their time
 
 Training: one optimizer step per regime (forward, loss, backward, AdamW), median over ``--repeats`` steps after a
 warm-up, timed round-robin over the regimes, and the bytes autograd saves for backward (each storage once,
@@ -435,20 +435,36 @@ class _PeakMemory:
 # -- Where the rollout spends its time ---------------------------------------------------------------------------
 
 
-def profile_rollout(args: argparse.Namespace, device: torch.device) -> str:
-    """The top operators of a 96-step no-grad cached rollout (batch ``--batch-size``), by self time."""
+def profile_rollouts(args: argparse.Namespace, device: torch.device) -> str:
+    """The top operators, by self time, of a 96-step no-grad cached rollout (what ``detach`` and scheduled sampling
+    add to teacher forcing) and of a 96-step differentiable unroll with its backward (BPTT); batch ``--batch-size``,
+    in train mode as training runs them."""
     from torch.profiler import ProfilerActivity, profile
 
     model = _model(args, device).train()
     src = torch.randn(args.batch_size, CONTEXT_LENGTH, N_FEATURES, device=device)
     with torch.no_grad():
         encoded = model.encode(src)
-        model.rollout(encoded, model.start_of(src), 96)  # warm-up
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-        with profile(activities=activities) as profiler:
+
+    def no_grad_rollout() -> None:
+        with torch.no_grad():
             model.rollout(encoded, model.start_of(src), 96)
+
+    def bptt_unroll_and_backward() -> None:
+        model.rollout(model.encode(src), model.start_of(src), 96)[0].sum().backward()
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    return profiler.key_averages().table(sort_by=sort, row_limit=15)
+    sections = []
+    for title, function in (
+        ("96-step no-grad cached rollout", no_grad_rollout),
+        ("96-step differentiable unroll (BPTT) and its backward", bptt_unroll_and_backward),
+    ):
+        function()  # warm-up
+        with profile(activities=activities) as profiler:
+            function()
+        sections.append(f"{title}\n{profiler.key_averages().table(sort_by=sort, row_limit=15)}")
+    return "\n\n".join(sections)
 
 
 def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -511,7 +527,7 @@ def run(args: argparse.Namespace) -> None:
         check_output(args.output / name, overwrite=args.overwrite)
     outputs: dict[str, str] = {}
     if "profile" in args.suite:
-        outputs["profile.txt"] = profile_rollout(args, device)
+        outputs["profile.txt"] = profile_rollouts(args, device)
         print(outputs["profile.txt"])
     if "panel" in args.suite:
         outputs["panel.md"] = benchmark_panel(args)
