@@ -8,11 +8,12 @@ Shapes: N batch, H heads, D head dim, L cached positions, k new positions (usual
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 
@@ -135,6 +136,63 @@ def _causal_tail_mask(query: Tensor, keys: Tensor) -> Tensor | None:
     return torch.ones(new, total, dtype=torch.bool, device=query.device).tril(diagonal=total - new)
 
 
+SECOND_DERIVATIVE_REFUSED = (
+    "the decoder cache's attention is once_differentiable: it supports first derivatives only; for a second "
+    "derivative (create_graph=True, then a gradient of that gradient) re-decode without a cache, "
+    "model.decode(tgt, encoded) over the whole sequence (teacher forcing, or at every step of a rollout), "
+    "under torch.nn.attention.sdpa_kernel(SDPBackend.MATH) since the fused attention kernels have no double backward"
+)
+
+
+class _SecondDerivativeRefused(torch.autograd.Function):
+    """Passes a first-order backward's gradients through unchanged; differentiating them again raises.
+
+    ``torch.autograd.function.once_differentiable`` is not enough: its error node hangs off fresh leaves, so
+    ``torch.autograd.grad(..., inputs=...)`` prunes it and the second derivative silently comes out without the
+    attention's terms. This node's inputs are the incoming gradients that carry a graph, so the engine reaches it
+    whenever a second derivative depends on them.
+    """
+
+    @staticmethod
+    def forward(ctx, count: int, *tensors: Tensor) -> tuple[Tensor, ...]:
+        return tensors[:count]
+
+    @staticmethod
+    def backward(ctx, *grads: Tensor):
+        raise RuntimeError(SECOND_DERIVATIVE_REFUSED)
+
+
+def _first_order_only(backward: Callable) -> Callable:
+    """Run a hand-written ``backward`` without building a graph and, when the caller asked for one
+    (``create_graph=True``), make its gradients raise ``SECOND_DERIVATIVE_REFUSED`` if differentiated again.
+
+    The refusal is reached through the incoming gradients' graph. In the model that graph holds the attention
+    call itself, and through it every input the gradients depend on (query, keys, values): the attention output
+    always passes through a LayerNorm, whose backward depends on it. Where no incoming gradient carries a graph at
+    all, nothing would reach the refusal, so it is raised at once.
+    """
+
+    @functools.wraps(backward)
+    def wrapper(ctx, *grads: Tensor):
+        with torch.no_grad():
+            outputs = backward(ctx, *grads)
+        if not torch.is_grad_enabled():  # create_graph=False: a plain first derivative
+            return outputs
+        anchors = [grad for grad in grads if isinstance(grad, Tensor) and grad.requires_grad]
+        if not anchors:
+            raise RuntimeError(SECOND_DERIVATIVE_REFUSED)
+        present = [i for i, output in enumerate(outputs) if output is not None]
+        if not present:
+            return outputs
+        refused = _SecondDerivativeRefused.apply(len(present), *(outputs[i] for i in present), *anchors)
+        wrapped = list(outputs)
+        for i, output in zip(present, refused):
+            wrapped[i] = output
+        return tuple(wrapped)
+
+    return wrapper
+
+
 class _AttendOverCache(torch.autograd.Function):
     """Differentiable attention over the cache that saves one step's query, not a copy of the past.
 
@@ -152,7 +210,7 @@ class _AttendOverCache(torch.autograd.Function):
     (``new_keys``/``new_values``) to the projections that made them, and hands the rest to the previous call. Each
     step thus does O(1) operations instead of one per earlier position, and the autograd engine runs the calls in
     reverse order, so every position's gradient is complete before it is returned. First-order only: a second
-    derivative raises instead of being silently wrong.
+    derivative raises instead of being silently wrong (``_first_order_only``).
     """
 
     @staticmethod
@@ -189,7 +247,7 @@ class _AttendOverCache(torch.autograd.Function):
         return output, *placeholders
 
     @staticmethod
-    @once_differentiable
+    @_first_order_only
     def backward(ctx, grad_output: Tensor, later_key_grads: Tensor, later_value_grads: Tensor):
         query, log_normaliser, keys, values = ctx.saved_tensors
         dtype = grad_output.dtype
