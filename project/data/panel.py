@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -149,7 +150,7 @@ def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) 
 
     numeric_names = [*roles.targets, *roles.past, *roles.future]
     numeric = frame[numeric_names].to_numpy(dtype=np.float64)
-    check_float32_range(source_name, numeric_names, numeric)
+    check_float32_range(source_name, numeric_names, numeric, _series_of_table_row(order, series_start, ids))
     numeric = numeric[order]
     observed = _observed_rows(numeric[:, : len(roles.targets)], series_start)
     numeric = _fill_missing(numeric, series_start, observed, roles, order, ids, source_name, settings.fill_missing)
@@ -432,29 +433,60 @@ def _static_values(
     ids: pd.DataFrame,
     source_name: str,
 ) -> tuple[np.ndarray, list[list[str]], np.ndarray]:
-    """Per-series static covariates: category codes (1-based, vocabulary sorted) and numbers; each must be constant."""
+    """Per-series static covariates: category codes (1-based, vocabulary sorted) and numbers; each must be present
+    on every row and constant within a series."""
     n_series = len(series_start) - 1
+    where = _series_of_table_row(order, series_start, ids)
     codes = np.zeros((n_series, len(roles.static_categorical)), dtype=np.int64)
     categories = []
     for index, column in enumerate(roles.static_categorical):
-        labels = frame[column].astype(str).to_numpy()[order]
+        text = frame[column].astype(str)
+        # A blank cell is as missing as NaN, not a category "" of its own; looked for among the distinct labels.
+        label_codes, distinct = pd.factorize(text)
+        blank = [code for code, label in enumerate(distinct) if not str(label).strip()]
+        _check_present(source_name, column, frame[column].isna().to_numpy() | np.isin(label_codes, blank), where)
+        labels = text.to_numpy()[order]
         _check_constant(labels, series_start, ids, source_name, column, order)
         vocabulary = sorted(set(labels[series_start[:-1]].tolist()))
         lookup = {label: code + 1 for code, label in enumerate(vocabulary)}
         codes[:, index] = [lookup[label] for label in labels[series_start[:-1]]]
         categories.append(vocabulary)
-    reals = frame[roles.static_real].to_numpy(dtype=np.float64)[order] if roles.static_real else None
     static_real = np.zeros((n_series, 0), dtype=np.float32)
-    if reals is not None:
+    if roles.static_real:
+        reals = frame[roles.static_real].to_numpy(dtype=np.float64)
+        # Before the constant check, which would call a series-wide 1e39 constant and a single one a change.
+        check_float32_range(source_name, roles.static_real, reals, where)
         for index, column in enumerate(roles.static_real):
-            if not np.isfinite(reals[:, index]).all():
-                position = int(np.flatnonzero(~np.isfinite(reals[:, index]))[0])
-                raise InputError(
-                    f"{source_name}: static covariate '{column}' has a missing value at row {int(order[position])}"
-                )
+            _check_present(source_name, column, ~np.isfinite(reals[:, index]), where, "missing or infinite")
+        reals = reals[order]
+        for index, column in enumerate(roles.static_real):
             _check_constant(reals[:, index], series_start, ids, source_name, column, order)
         static_real = reals[series_start[:-1]].astype(np.float32)
     return codes, categories, static_real
+
+
+def _series_of_table_row(order: np.ndarray, series_start: np.ndarray, ids: pd.DataFrame) -> Callable[[int], str]:
+    """How messages name the series of a row of the original table (`` in series 'b'``; empty for one series)."""
+
+    def where(row: int) -> str:
+        if ids.shape[1] == 0:
+            return ""
+        position = int(np.flatnonzero(order == row)[0])
+        return series_name(ids, _series_of_row(series_start, position))
+
+    return where
+
+
+def _check_present(
+    source_name: str, column: str, missing: np.ndarray, where: Callable[[int], str], what: str = "missing"
+) -> None:
+    """``missing`` (rows of the original table) is all False; otherwise name the first such row and its series."""
+    if missing.any():
+        row = int(np.flatnonzero(missing)[0])
+        raise InputError(
+            f"{source_name}: static covariate '{column}' is {what} at row {row}{where(row)}; expected the series' "
+            "value on every one of its rows"
+        )
 
 
 def _check_constant(
@@ -465,8 +497,9 @@ def _check_constant(
     if differs.any():
         position = int(np.flatnonzero(differs)[0])
         series = _series_of_row(series_start, position)
+        # As Python values: numpy scalars would print as np.float64(3.0).
+        before, after = (array[position : position + 1].tolist()[0] for array in (first_of_own_series, values))
         raise InputError(
             f"{source_name}: static covariate '{column}' must be constant within each series; it changes from "
-            f"{first_of_own_series[position]!r} to {values[position]!r} at row {int(order[position])}"
-            f"{series_name(ids, series)}"
+            f"{before!r} to {after!r} at row {int(order[position])}{series_name(ids, series)}"
         )

@@ -5,6 +5,8 @@ Nothing here knows about windows or models; ``project.data.panel`` turns the che
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -100,27 +102,81 @@ def parse_timestamps(source_name: str, frame: pd.DataFrame, column: str) -> pd.S
     try:
         parsed = pd.to_datetime(raw, errors="coerce")
     except (ValueError, TypeError):
-        # pandas refuses a column mixing offsets such as +01:00 and +02:00 (a daylight-saving change).
-        offsets = [pd.Timestamp(value).utcoffset() if isinstance(value, str | pd.Timestamp) else None for value in raw]
-        row = next((i for i, offset in enumerate(offsets) if offset != offsets[0]), 0)
+        parsed = None  # pandas refuses a column mixing offsets such as +01:00 and +02:00 (a daylight-saving change)
+    if parsed is not None and not parsed.isna().any():
+        return parsed
+    # pandas takes the first cell's offset (or its lack of one) for the column's and blanks or refuses the cells with
+    # another, so its blanks can be valid timestamps. Each cell's own offset is compared with the first cell's
+    # instead, in growing prefixes: a daylight-saving change in the first week of ten million rows reads a few
+    # thousand of them, and a blank caps the search at its row.
+    end = len(raw) if parsed is None else int(np.flatnonzero(parsed.isna().to_numpy())[0]) + 1
+    reference = _utc_offsets(raw.iloc[:1])[0]
+    start, size = 0, 4096
+    while start < end:
+        stop = min(end, start + size)
+        chunk = raw.iloc[start:stop]
+        offsets = _utc_offsets(chunk)
+        readable = (
+            pd.to_datetime(chunk, format="ISO8601", utc=True, errors="coerce").notna().to_numpy()
+            | ~np.isnan(offsets)
+            | (parsed is not None and parsed.iloc[start:stop].notna().to_numpy())
+        )
+        same_offset = (offsets == reference) | (np.isnan(offsets) & np.isnan(reference))
+        problems = ~readable | ~same_offset
+        if problems.any():
+            row = start + int(np.flatnonzero(problems)[0])
+            if readable[row - start] and row > 0:
+                raise InputError(
+                    f"{source_name}: column '{column}' mixes time-zone offsets (row 0 is {raw.iloc[0]!r}, row {row} "
+                    f"is {raw.iloc[row]!r}); convert the timestamps to UTC or to one offset"
+                )
+            raise InputError(f"{source_name}: column '{column}' must hold timestamps; row {row} has {raw.iloc[row]!r}")
+        start, size = stop, size * 2
+    if parsed is None:  # every cell has the first one's offset, yet pandas refused: zones it tells apart
         raise InputError(
-            f"{source_name}: column '{column}' mixes time-zone offsets (row 0 is {raw.iloc[0]!r}, row {row} is "
-            f"{raw.iloc[row]!r}); convert the timestamps to UTC or to one offset"
-        ) from None
-    if parsed.isna().any():
-        row = int(np.flatnonzero(parsed.isna().to_numpy())[0])
-        raise InputError(f"{source_name}: column '{column}' must hold timestamps; row {row} has {raw.iloc[row]!r}")
-    return parsed
+            f"{source_name}: column '{column}' mixes time zones (row 0 is {raw.iloc[0]!r}); convert the timestamps "
+            "to UTC or to one offset"
+        )
+    # Readable, with the first row's offset, yet blank to pandas: written in another format or zone than row 0.
+    row = end - 1
+    raise InputError(
+        f"{source_name}: column '{column}' must hold timestamps in one format and time zone; row 0 is "
+        f"{raw.iloc[0]!r}, row {row} is {raw.iloc[row]!r}"
+    )
 
 
-def check_float32_range(source_name: str, columns: list[str], values: np.ndarray) -> None:
-    """Training runs in float32: a value finite in float64 but beyond float32's range would become infinite."""
-    too_large = np.isfinite(values) & (np.abs(values) > FLOAT32_MAX)
+# A UTC designator after a time of day (``…:00``, ``…:00.123``), so that a date such as ``2020-01-01`` is not read
+# as the offset -01.
+_OFFSET = re.compile(
+    r":\d{2}(?:\.\d+)?\s*(?:(?P<utc>Z|UTC|GMT)|(?P<sign>[+-])(?P<hours>\d{2}):?(?P<minutes>\d{2})?)\s*$"
+)
+
+
+def _utc_offsets(raw: pd.Series) -> np.ndarray:
+    """Each cell's UTC offset in minutes; NaN where it has none (a naive time, a missing or unreadable cell).
+
+    Read from the text, which for a Timestamp or datetime cell ends in its offset too.
+    """
+    parts = raw.astype(str).str.extract(_OFFSET)
+    hours = pd.to_numeric(parts["hours"], errors="coerce").to_numpy(dtype=np.float64)
+    minutes = pd.to_numeric(parts["minutes"], errors="coerce").fillna(0).to_numpy(dtype=np.float64)
+    sign = np.where(parts["sign"].to_numpy(dtype=object) == "-", -1.0, 1.0)
+    return np.where(parts["utc"].notna().to_numpy(), 0.0, sign * (hours * 60 + minutes))
+
+
+def check_float32_range(
+    source_name: str, columns: list[str], values: np.ndarray, where: Callable[[int], str] | None = None
+) -> None:
+    """Training runs in float32: a value finite in float64 but infinite once cast would surface only as a diverged
+    training. ``where(row)`` names the series of a row (`` in series 'b'``) when the table holds several."""
+    with np.errstate(over="ignore"):
+        too_large = np.isfinite(values) & ~np.isfinite(values.astype(np.float32))
     if too_large.any():
         row, column = (int(i) for i in np.argwhere(too_large)[0])
+        series = where(row) if where else ""
         raise InputError(
-            f"{source_name}: column '{columns[column]}' has {values[row, column]:g} at row {row}, beyond float32's "
-            f"range (±{FLOAT32_MAX:.3g}); rescale the column"
+            f"{source_name}: column '{columns[column]}' has {values[row, column]:g} at row {row}{series}, beyond "
+            f"float32's range (±{FLOAT32_MAX:.3g}); rescale the column"
         )
 
 

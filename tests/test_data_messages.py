@@ -1,0 +1,165 @@
+"""Bad values the reliability review found slipping through or misreported: each ends in one line naming the file,
+the column, the row (and the series) and what was expected."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from project.data import WindowDataModule
+from project.errors import InputError
+
+ROWS = 30
+
+
+def stores(tmp_path: Path, change=None) -> str:
+    """Three stores (1, 2, 3) of 30 daily rows, written as a CSV after ``change(frame)``; its path."""
+    frames = []
+    for store in (1, 2, 3):
+        frames.append(
+            pd.DataFrame(
+                {
+                    "date": pd.date_range("2021-01-01", periods=ROWS, freq="D").strftime("%Y-%m-%d"),
+                    "store": store,
+                    "sales": np.arange(ROWS, dtype=np.float64) + 100 * store,
+                    "footfall": np.arange(ROWS, dtype=np.float64),
+                    "price": np.full(ROWS, 2.5),
+                    "region": {1: "north", 2: "south", 3: "north"}[store],
+                    "size": float(store),
+                }
+            )
+        )
+    frame = pd.concat(frames, ignore_index=True).astype({"region": object})
+    frame = change(frame) if change else frame
+    path = tmp_path / "stores.csv"
+    frame.to_csv(path, index=False)
+    return str(path)
+
+
+def one_series(tmp_path: Path, times: list[str]) -> str:
+    frame = pd.DataFrame({"time": times, "value": np.arange(len(times), dtype=np.float64)})
+    path = tmp_path / "series.csv"
+    frame.to_csv(path, index=False)
+    return str(path)
+
+
+def error_of(source: str, tmp_path: Path, **columns) -> str:
+    """The message with which reading ``source`` and setting up for fit fails."""
+    arguments = dict(context_length=4, horizon=2, calendar_features=False, cache_dir=str(tmp_path / "cache"))
+    with pytest.raises(InputError) as raised:
+        WindowDataModule(source=source, **{**arguments, **columns}).setup("fit")
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(source)
+    return message
+
+
+STORE_COLUMNS = dict(
+    time_column="date",
+    id_columns=["store"],
+    target_columns=["sales"],
+    past_covariates=["footfall"],
+    future_covariates=["price"],
+    static_covariates=["region", "size"],
+)
+
+
+def with_cell(row: int, column: str, value):
+    def change(frame: pd.DataFrame) -> pd.DataFrame:
+        frame = frame.copy()
+        frame.loc[row, column] = value
+        return frame
+
+    return change
+
+
+@pytest.mark.parametrize("column", ["sales", "footfall", "price", "size"])
+def test_a_value_beyond_float32_in_any_numeric_role_names_the_column_row_and_series(column, tmp_path):
+    # Row 65 is the sixth row of store 3. The static column holds it on every row of store 3: constant, it passed.
+    rows = range(2 * ROWS, 3 * ROWS) if column == "size" else [65]
+
+    def huge(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.assign(**{column: frame[column].where(~frame.index.isin(rows), 1e39)})
+
+    message = error_of(stores(tmp_path, huge), tmp_path, **STORE_COLUMNS)
+    first = rows[0]
+    assert f"column '{column}' has 1e+39 at row {first} in series 3, beyond float32's range" in message
+
+
+def test_a_value_just_past_the_largest_float32_is_refused_and_the_largest_itself_is_kept(tmp_path):
+    largest = float(np.finfo(np.float32).max)
+    arguments = dict(context_length=4, horizon=2, calendar_features=False, cache_dir=str(tmp_path / "cache"))
+    kept = WindowDataModule(source=stores(tmp_path, with_cell(4, "footfall", largest)), **STORE_COLUMNS, **arguments)
+    assert np.isfinite(kept.panel.values).all()
+    message = error_of(stores(tmp_path, with_cell(4, "footfall", 3.5e38)), tmp_path, **STORE_COLUMNS)
+    assert "column 'footfall' has 3.5e+38 at row 4 in series 1, beyond float32's range" in message
+
+
+@pytest.mark.parametrize("blank", [np.nan, "  "], ids=["empty cell", "spaces"])
+def test_a_missing_static_category_says_missing_and_names_the_series(blank, tmp_path):
+    message = error_of(stores(tmp_path, with_cell(70, "region", blank)), tmp_path, **STORE_COLUMNS)
+    assert "static covariate 'region' is missing at row 70 in series 3" in message
+    assert "changes from" not in message
+
+
+def test_a_static_category_missing_for_a_whole_series_says_missing(tmp_path):
+    def no_region_for_store_2(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.assign(region=frame["region"].where(frame["store"] != 2, np.nan))
+
+    message = error_of(stores(tmp_path, no_region_for_store_2), tmp_path, **STORE_COLUMNS)
+    assert f"static covariate 'region' is missing at row {ROWS} in series 2" in message
+
+
+def test_a_missing_static_number_says_missing_and_names_the_series(tmp_path):
+    message = error_of(stores(tmp_path, with_cell(41, "size", np.nan)), tmp_path, **STORE_COLUMNS)
+    assert "static covariate 'size' is missing or infinite at row 41 in series 2" in message
+
+
+def test_a_varying_static_number_prints_plain_numbers(tmp_path):
+    message = error_of(stores(tmp_path, with_cell(41, "size", 7.0)), tmp_path, **STORE_COLUMNS)
+    assert "static covariate 'size' must be constant within each series; it changes from 2.0 to 7.0 at row 41" in (
+        message
+    )
+
+
+def hours(first: int, count: int, offset: str = "") -> list[str]:
+    return [f"2020-01-01 {h:02d}:00{offset}" for h in range(first, first + count)]
+
+
+@pytest.mark.parametrize(
+    ("times", "row"),
+    [
+        (["2020-01-01 00:00+00:00", "2020-01-01 01:00+01:00", *hours(2, 20, "+00:00")], 1),
+        ([*hours(0, 12, "+00:00"), *hours(12, 10, "+01:00")], 12),
+        ([*hours(0, 7, "Z"), *hours(7, 15, "-05:00")], 7),
+        ([*hours(0, 9), *hours(9, 13, "+01:00")], 9),  # naive, then with an offset: pandas blanks those
+        ([*hours(0, 5, "+01:00"), *hours(5, 17)], 5),  # with an offset, then naive
+    ],
+    ids=["the brief's two rows", "a later change", "Z then -05:00", "naive then +01:00", "+01:00 then naive"],
+)
+def test_mixed_utc_offsets_name_the_first_row_whose_offset_differs(times, row, tmp_path):
+    message = error_of(one_series(tmp_path, times), tmp_path, time_column="time")
+    assert re.search(
+        rf"column 'time' mixes time-zone offsets \(row 0 is '{re.escape(times[0])}', row {row} is "
+        rf"'{re.escape(times[row])}'\); convert the timestamps to UTC or to one offset$",
+        message,
+    ), message
+
+
+def test_mixed_offsets_in_a_panel_count_rows_of_the_file(tmp_path):
+    def offsets_change_in_store_2(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.assign(date=frame["date"] + " 00:00" + np.where(frame.index >= ROWS + 3, "+01:00", "+00:00"))
+
+    message = error_of(stores(tmp_path, offsets_change_in_store_2), tmp_path, **STORE_COLUMNS)
+    expected = f"row 0 is '2021-01-01 00:00+00:00', row {ROWS + 3} is '2021-01-04 00:00+01:00'"
+    assert f"column 'date' mixes time-zone offsets ({expected})" in message
+
+
+@pytest.mark.parametrize(("bad", "shown"), [("yesterday", "'yesterday'"), ("", "nan")], ids=["a word", "an empty cell"])
+def test_an_unreadable_timestamp_among_offsets_is_named_as_such_not_as_an_offset_change(bad, shown, tmp_path):
+    times = hours(0, 20, "+01:00")
+    times[6] = bad
+    message = error_of(one_series(tmp_path, times), tmp_path, time_column="time")
+    assert message.endswith(f"column 'time' must hold timestamps; row 6 has {shown}")
