@@ -6,13 +6,21 @@ Optuna's TPE sampler proposes the options named in the search space (``configs/s
 stops trials whose validation loss falls behind (Optuna's Lightning callback, reading ``val/loss`` after every
 validation). The study lives in an RDB storage, a SQLite file by default, so several processes (or nodes, with a
 database server's URL) can work on one study at once, and a study that was stopped resumes: ``--trials`` is the
-number of finished trials the study should have, and trials of processes that died are retried. The best trial's
+number of finished trials the study should have, and trials of processes that died are retried. SIGTERM (or
+Ctrl+C) stops the study: its running trial is recorded as failed and the process exits with code 143 (130). Trial N
+draws its settings from ``(--seed, N)``, so workers sharing a study never repeat each other. The best trial's
 settings are printed and written as a complete config that ``fit --config`` accepts.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -21,10 +29,117 @@ from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
 
 SPACE_KINDS = ("float", "int", "choice")
+EXIT_SIGTERM = 143  # 128 + the signal's number, as for the CLI: what schedulers expect of a terminated job
+ERROR_ATTR = "error"  # the user attribute holding a refused trial's error line, for a summary in any later process
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class TrialFailed(RuntimeError):
     """A trial whose fit stopped with an error: Optuna records it as failed and the study goes on."""
+
+
+class Stopped(Exception):
+    """SIGTERM or Ctrl+C: Optuna records the running trial as failed and the study ends.
+
+    An Exception, not a KeyboardInterrupt: Lightning would turn a KeyboardInterrupt into ``SystemExit(1)``, which
+    reads like a refused trial, and Optuna records a trial as failed only for an Exception or a KeyboardInterrupt.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+class StopSignals:
+    """SIGTERM and SIGINT for the duration of a study. Inside ``optimize`` a signal is noted and the running trial
+    stops at its next training or validation step (a callback), so that no write to the study's storage or to a
+    checkpoint is cut in half; outside it, or at a second signal, it stops at once."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.trial: int | None = None  # the trial that a signal stopped
+        self._deferring = False
+
+    def handle(self, signum: int, frame) -> None:
+        # Lightning's own SIGTERM handler calls this one too during a fit: it stops the fit at a step as well.
+        first = self.signum is None
+        self.signum = signum
+        if not first or not self._deferring:
+            raise Stopped(signum)
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise Stopped(self.signum)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+            yield
+            return
+        previous = {signum: signal.signal(signum, self.handle) for signum in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+
+    def end_study(self, study, trial) -> None:
+        """An Optuna callback: a signal that came while a trial was being recorded ends the study there."""
+        if self.signum is not None:
+            study.stop()
+
+    def callback(self):
+        """A Lightning callback that stops the fit at the next step once a signal came."""
+        from lightning.pytorch.callbacks import Callback
+
+        signals = self
+
+        class StopAtNextStep(Callback):
+            # Ahead of Lightning's own check, which would end the fit through the CLI's SIGTERM message (advice
+            # to resume the trial's run with --ckpt_path, which is not how a study resumes).
+            def on_fit_start(self, trainer, pl_module) -> None:
+                signals.check()  # a signal that came while the trial was set up, before Lightning listened
+
+            def on_train_batch_end(self, *args) -> None:
+                signals.check()
+
+            def on_validation_batch_end(self, *args) -> None:
+                signals.check()
+
+        return StopAtNextStep()
+
+    def message(self, stopped: Stopped) -> str:
+        trial = f"; trial {self.trial} recorded as failed" if self.trial is not None else ""
+        return f"{stopped}{trial}; run the same command to resume the study"
+
+
+def trial_seeded_sampler(seed: int):
+    """Optuna's TPE sampler, its random streams reseeded before each trial from ``(seed, trial number)``.
+
+    A sampler seeded once draws the same sequence in every process: workers sharing a study, or a study resumed,
+    would try the settings of its first trials again. The storage numbers trials uniquely, so each trial draws
+    its own. TPESampler keeps two streams: ``_rng`` for its candidates and ``_random_sampler`` for the
+    ``n_startup_trials`` random trials; it has no public way to seed them (``reseed_rng`` draws from the OS).
+    """
+    import numpy as np
+    import optuna
+
+    class TrialSeededTPESampler(optuna.samplers.TPESampler):
+        def before_trial(self, study, trial) -> None:
+            candidates, startup = np.random.SeedSequence([seed % 2**32, trial.number]).generate_state(2)
+            self._rng.rng.seed(int(candidates))
+            self._random_sampler._rng.rng.seed(int(startup))
+            super().before_trial(study, trial)
+
+    return TrialSeededTPESampler(seed=seed)
 
 
 def load_space(path: Path) -> dict[str, dict]:
@@ -86,11 +201,13 @@ def command_line_overrides(arguments: list[str]) -> dict:
     return overrides
 
 
-def objective(trial, args: argparse.Namespace, extra: list[str], space: dict[str, dict]) -> float:
+def objective(trial, args: argparse.Namespace, extra: list[str], space: dict[str, dict], signals: StopSignals) -> float:
     from optuna_integration import PyTorchLightningPruningCallback
 
     from project.cli import cli_main
 
+    signals.trial = trial.number
+    signals.check()  # a signal that came while this trial was asked for
     settings = suggest(trial, space)
     arguments = ["fit"]
     for config in args.config:
@@ -105,9 +222,19 @@ def objective(trial, args: argparse.Namespace, extra: list[str], space: dict[str
     ]
     pruning = PyTorchLightningPruningCallback(trial, monitor="val/loss")
     try:
-        cli = cli_main(arguments, extra_callbacks=[pruning])
-    except SystemExit as stopped:  # the trial's settings were refused (its error line is printed): this trial fails
-        raise TrialFailed(f"trial {trial.number} stopped with exit code {stopped.code}") from None
+        cli = cli_main(arguments, extra_callbacks=[pruning, signals.callback()])
+    except SystemExit as stopped:
+        if stopped.code == EXIT_SIGTERM:  # Lightning saw the SIGTERM first, and the CLI printed its line
+            raise Stopped(signals.signum or signal.SIGTERM) from None
+        signals.check()  # a signal may have surfaced as a refusal (a parser catching the exception it raised)
+        # The trial's settings were refused; its error line is printed above, and the exception behind it (the
+        # exit's context) names it for the study's summary.
+        reason = _one_line(stopped.__context__) or f"it stopped with exit code {stopped.code}"
+        trial.set_user_attr(ERROR_ATTR, reason)
+        signals.trial = None  # recorded as failed for its settings, whatever comes next
+        raise TrialFailed(f"trial {trial.number} was refused: {reason}") from None
+    signals.check()
+    signals.trial = None  # a signal from here on stops the study, not this trial
     score = cli.trainer.checkpoint_callback.best_model_score if cli.trainer.checkpoint_callback else None
     if score is None:
         score = cli.trainer.callback_metrics.get("val/loss")
@@ -126,13 +253,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs"), help="where trials are logged")
     parser.add_argument("--output", type=Path, default=None, help="best config (default: <logs>/<study>-best.yaml)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
-    parser.add_argument("--seed", type=int, default=0, help="the TPE sampler's seed")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="the sampler's seed: trial N draws from (seed, N), in any process"
+    )
     args, extra = parser.parse_known_args(argv)  # anything else goes to every trial's fit
     with reported_in_one_line():
+        if args.trials < 1:
+            raise InputError(f"--trials must be at least 1; got {args.trials}")
         run(args, extra)
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> None:
+    """The study, under SIGTERM/SIGINT handlers: a signal ends it with its running trial recorded as failed, one
+    line on stderr and exit code 128 + the signal (143 for SIGTERM)."""
+    signals = StopSignals()
+    try:
+        with signals.installed(), _failed_trials_without_traceback():
+            _run(args, extra, signals)
+    except Stopped as stopped:
+        print(f"error: {signals.message(stopped)}", file=sys.stderr)
+        raise SystemExit(128 + stopped.signum) from None
+
+
+def _run(args: argparse.Namespace, extra: list[str], signals: StopSignals) -> None:
     import optuna
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
     from optuna.study import MaxTrialsCallback
@@ -140,11 +283,12 @@ def run(args: argparse.Namespace, extra: list[str]) -> None:
 
     space = load_space(args.search)
     overrides = command_line_overrides(extra)
+    url = args.storage or f"sqlite:///{args.logs / f'{args.study}.db'}"
     output = args.output or args.logs / f"{args.study}-best.yaml"
-    check_output(output, overwrite=args.overwrite)
+    check_output(output, inputs=[args.search, *args.config, _sqlite_file(url)], overwrite=args.overwrite)
     args.logs.mkdir(parents=True, exist_ok=True)
     storage = RDBStorage(
-        args.storage or f"sqlite:///{args.logs / f'{args.study}.db'}",
+        url,
         heartbeat_interval=60,  # a trial whose process died is marked failed after the grace period, and retried
         grace_period=180,
         heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1),
@@ -154,18 +298,23 @@ def run(args: argparse.Namespace, extra: list[str]) -> None:
         storage=storage,
         load_if_exists=True,
         direction="minimize",
-        sampler=optuna.samplers.TPESampler(seed=args.seed),
+        sampler=trial_seeded_sampler(args.seed),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=2),
     )
     finished = (TrialState.COMPLETE, TrialState.PRUNED)
     remaining = args.trials - len(study.get_trials(states=finished))
     if remaining > 0:
-        study.optimize(
-            lambda trial: objective(trial, args, extra, space),
-            n_trials=remaining,
-            callbacks=[MaxTrialsCallback(args.trials, states=finished)],
-            catch=(TrialFailed,),
-        )
+        with signals.deferred():
+            study.optimize(
+                lambda trial: objective(trial, args, extra, space, signals),
+                n_trials=remaining,
+                callbacks=[MaxTrialsCallback(args.trials, states=finished), signals.end_study],
+                catch=(TrialFailed,),
+            )
+        signals.check()
+    trials = study.get_trials(deepcopy=False)
+    if not any(trial.state == TrialState.COMPLETE for trial in trials):
+        raise InputError(_none_completed(args.study, trials))
     best = study.best_trial
     config = merged_config(args.config, {**overrides, **best.params})
     text = yaml.safe_dump(config, sort_keys=False)
@@ -174,6 +323,53 @@ def run(args: argparse.Namespace, extra: list[str]) -> None:
     write_atomically(output, lambda temporary: temporary.write_text(header + text))
     print(f"best trial {best.number}: val/loss {best.value:.6g}, {best.params}")
     print(f"Wrote {output}; train it with: python -m project.cli fit --config {output}")
+
+
+def _none_completed(study: str, trials: list) -> str:
+    from optuna.trial import TrialState
+
+    failed = [trial for trial in trials if trial.state == TrialState.FAIL]
+    if failed and len(failed) == len(trials):
+        summary = f"all {len(trials)} trials of study '{study}' failed"
+    else:
+        summary = f"none of the {len(trials)} trials of study '{study}' completed"
+    if failed:
+        first = min(failed, key=lambda trial: trial.number)
+        # No error attribute: the trial's process was stopped or died, or Optuna failed it.
+        reason = first.user_attrs.get(ERROR_ATTR, "no error recorded (its process was stopped)")
+        summary += f"; the first failure, trial {first.number}: {reason}"
+    return summary
+
+
+def _one_line(error: BaseException | None) -> str:
+    return " ".join(str(error).split()) if isinstance(error, Exception) else ""
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The database file of a SQLite storage URL, an input that no output may replace."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+@contextlib.contextmanager
+def _failed_trials_without_traceback() -> Iterator[None]:
+    """Optuna logs a failed trial with its traceback; a refused or stopped trial already has its one line."""
+
+    def without_traceback(record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], (TrialFailed, Stopped)):
+            record.exc_info = None
+        return True
+
+    logger = logging.getLogger("optuna.study._optimize")  # the module of Optuna's that logs failed trials
+    logger.addFilter(without_traceback)
+    try:
+        yield
+    finally:
+        logger.removeFilter(without_traceback)
 
 
 def _deep_update(target: dict, update: dict) -> None:

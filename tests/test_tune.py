@@ -1,11 +1,19 @@
 """Hyperparameter search (an optional tool: delete project/tune.py, configs/search.yaml and this file)."""
 
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
 import optuna
 import pytest
 import yaml
 
 from project import tune
-from tests.helpers import BASE, cli, config
+from tests.helpers import BASE, REPOSITORY, SMALL_MODEL, cli, config, last_line
 
 TINY_TRIALS = [
     "--model.nhead=2", "--model.num_decoder_layers=1", "--model.dim_feedforward=32",
@@ -13,6 +21,28 @@ TINY_TRIALS = [
     "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
     "--forecast_figures.every_n_epochs=0",
 ]  # fmt: skip
+REFUSED = "--model.training_mode=bogus"  # refused by the parser: a trial that draws its settings and stops at once
+FAIL, COMPLETE = optuna.trial.TrialState.FAIL, optuna.trial.TrialState.COMPLETE
+
+
+def float_space(tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text("model.learning_rate: {float: [0.0001, 0.01], log: true}\nmodel.dropout: {float: [0.0, 0.3]}\n")
+    return space
+
+
+def load(tmp_path, study="tiny"):
+    return optuna.load_study(study_name=study, storage=f"sqlite:///{tmp_path / 'logs' / f'{study}.db'}")
+
+
+def exit_code(*arguments):
+    with pytest.raises(SystemExit) as stopped:
+        tune.main([str(argument) for argument in arguments])
+    return stopped.value.code
+
+
+def sha256(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_a_study_completes_resumes_and_its_best_config_trains(tmp_path):
@@ -49,3 +79,112 @@ def test_a_search_space_entry_must_name_an_option_and_a_kind(tmp_path, capsys):
 def test_the_shipped_search_space_is_valid():
     assert set(tune.load_space(tune.Path(config("search.yaml")))) >= {"model.learning_rate", "model.d_model"}
     assert yaml.safe_load(open(config("search.yaml")))  # noqa: SIM115
+
+
+def test_sigterm_stops_the_study_with_exit_code_143_and_records_its_running_trial_as_failed(tmp_path):
+    logs, space = tmp_path / "logs", float_space(tmp_path)
+    arguments = ["--config", BASE, "--search", space, "--logs", logs, "--study", "tiny", "--trials", "3"]
+    endless = ["--trainer.max_epochs=1000", "--trainer.limit_train_batches=50", "--trainer.limit_val_batches=2"]
+    options = [*SMALL_MODEL, "--trainer.enable_progress_bar=false", "--forecast_figures.every_n_epochs=0", *endless]
+    environment = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(REPOSITORY)}
+    errors = tmp_path / "stderr.txt"  # a file, not a pipe that nobody reads while the trial starts and could fill
+    with errors.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "project.tune", *map(str, arguments), *options],
+            cwd=tmp_path, env=environment, stdout=subprocess.DEVNULL, stderr=stderr,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (logs / "tiny" / "trial_0").is_dir() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1)  # into the trial's training steps
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=120)
+    finally:
+        process.kill()
+    stderr = errors.read_text()
+    assert process.returncode == 143, stderr
+    assert last_line(stderr) == (
+        "error: stopped by SIGTERM; trial 0 recorded as failed; run the same command to resume the study"
+    )
+    assert "Traceback" not in stderr
+    assert [trial.state for trial in load(tmp_path).trials] == [FAIL]  # the study stopped, not went on
+
+
+def test_sigterm_between_trials_stops_the_study_before_its_next_trial_and_restores_the_handler(tmp_path, monkeypatch):
+    seeded = tune.trial_seeded_sampler
+
+    def sampler_terminated_at_trial_1(seed):
+        sampler = seeded(seed)
+        ask = sampler.before_trial
+
+        def before_trial(study, trial):
+            if trial.number == 1:  # while the study asks for its second trial
+                os.kill(os.getpid(), signal.SIGTERM)
+            ask(study, trial)
+
+        sampler.before_trial = before_trial
+        return sampler
+
+    monkeypatch.setattr(tune, "trial_seeded_sampler", sampler_terminated_at_trial_1)
+    handler = signal.getsignal(signal.SIGTERM)
+    logs = tmp_path / "logs"
+    arguments = ["--config", BASE, "--search", float_space(tmp_path), "--logs", logs, "--study", "tiny"]
+    assert exit_code(*arguments, "--trials", "3", REFUSED) == 143
+    assert [trial.state for trial in load(tmp_path).trials] == [FAIL, FAIL]
+    assert signal.getsignal(signal.SIGTERM) is handler
+
+
+def test_two_workers_on_one_study_never_repeat_parameters(tmp_path):
+    arguments = ["--config", BASE, "--search", float_space(tmp_path), "--logs", tmp_path / "logs", "--study", "tiny"]
+    for _ in range(2):  # two workers with the same seed, one after the other (each a refused-trials study: exit 2)
+        assert exit_code(*arguments, "--trials", "2", "--seed", "7", REFUSED) == 2
+    drawn = [tuple(sorted(trial.params.items())) for trial in load(tmp_path).trials]
+    assert len(drawn) == 4
+    assert len(set(drawn)) == 4
+
+
+def test_workers_asking_at_the_same_time_draw_different_parameters_past_the_random_startup_trials(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'shared.db'}"
+    workers = [
+        optuna.create_study(study_name="shared", storage=storage, load_if_exists=True, sampler=sampler)
+        for sampler in (tune.trial_seeded_sampler(0), tune.trial_seeded_sampler(0))
+    ]
+    drawn = []
+    for _ in range(8):  # TPE proper after its 10 random startup trials
+        asked = [(worker, worker.ask()) for worker in workers]
+        for worker, trial in asked:
+            drawn.append(trial.suggest_float("x", 0.0, 1.0))
+            worker.tell(trial, (drawn[-1] - 0.3) ** 2)
+    assert len(set(drawn)) == len(drawn) == 16
+
+
+def test_a_study_whose_every_trial_is_refused_ends_in_one_line_naming_the_first_trials_error(tmp_path, capsys):
+    arguments = ["--config", BASE, "--search", float_space(tmp_path), "--logs", tmp_path / "logs", "--study", "tiny"]
+    assert exit_code(*arguments, "--trials", "2", REFUSED) == 2
+    message = last_line(capsys.readouterr().err)
+    assert message.startswith("error: all 2 trials of study 'tiny' failed; the first failure, trial 0: ")
+    assert 'Parser key "model.training_mode": Expected a typing.Literal' in message
+    assert [trial.state for trial in load(tmp_path).trials] == [FAIL, FAIL]
+
+
+@pytest.mark.parametrize("output", ["search space", "database", "database of --storage", "config"])
+def test_an_output_that_is_an_input_is_refused_even_with_overwrite_and_stays_as_it_was(tmp_path, capsys, output):
+    space, base = float_space(tmp_path), tmp_path / "base.yaml"
+    shutil.copy(BASE, base)
+    database = tmp_path / ("elsewhere.db" if output == "database of --storage" else "logs/tiny.db")
+    database.parent.mkdir(exist_ok=True)
+    optuna.create_study(study_name="tiny", storage=f"sqlite:///{database}")
+    path = {"search space": space, "config": base}.get(output, database)
+    before = sha256(path)
+    arguments = ["--config", base, "--search", space, "--logs", tmp_path / "logs", "--study", "tiny"]
+    if output == "database of --storage":
+        arguments += ["--storage", f"sqlite:///{database}"]
+    assert exit_code(*arguments, "--output", path, "--overwrite") == 2
+    assert f"the output would replace the input {path}" in last_line(capsys.readouterr().err)
+    assert sha256(path) == before
+
+
+def test_trials_must_be_at_least_one(tmp_path, capsys):
+    assert exit_code("--config", BASE, "--logs", tmp_path, "--trials", "0") == 2
+    assert last_line(capsys.readouterr().err).endswith("error: --trials must be at least 1; got 0")
