@@ -27,11 +27,11 @@ import torch
 from matplotlib.figure import Figure
 from torch.utils.data import DataLoader
 
-from project.checkpoints import datamodule_from_checkpoint, read_checkpoint
+from project.checkpoints import datamodule_from_checkpoint, load_forecaster, read_checkpoint
 from project.data.datamodule import WindowDataModule
 from project.data.windows import PanelWindows
 from project.errors import InputError, reported_in_one_line
-from project.files import check_output, write_atomically
+from project.files import check_output_folder, write_atomically
 from project.training.metrics import central_interval, crps_from_samples
 from project.training.module import Forecaster
 
@@ -100,7 +100,7 @@ def backtest(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame]:
     datamodule = datamodule_from_checkpoint(checkpoint, args.ckpt_path, {"source": args.source} if args.source else {})
     datamodule.setup("test")
     step = args.step or datamodule.horizon
-    module = Forecaster.load_from_checkpoint(args.ckpt_path, map_location="cpu").eval()
+    module = load_forecaster(args.ckpt_path)
     metrics, forecasts = [], []
     for origin in range(args.origins):
         if not len(origin_windows(datamodule, origin, step)):
@@ -153,12 +153,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", type=Path, default=None, help="folder (default: <run>/backtest)")
     parser.add_argument("--overwrite", action="store_true", help="replace files already in --output")
     args = parser.parse_args(argv)
-    if args.origins < 1:
-        parser.error(f"--origins must be a positive integer; got {args.origins}")
     output = args.output or args.ckpt_path.parent.parent / "backtest"
     with reported_in_one_line():
-        for name in ("metrics.csv", "forecasts.csv", "backtest.png"):
-            check_output(output / name, [args.source], args.overwrite)
+        # Origins step forward from the test period's start, so that no forecast is scored on training rows.
+        counts = (("--origins", args.origins), ("--step", args.step), ("--refit-epochs", args.refit_epochs))
+        for option, value in counts:
+            if value is not None and value < 1:
+                raise InputError(f"{option} must be a positive integer; got {value}")
+        trained_on = read_checkpoint(args.ckpt_path).get("datamodule_hyper_parameters", {}).get("source")
+        inputs = [args.ckpt_path, args.source, trained_on]
+        check_output_folder(output, ("metrics.csv", "forecasts.csv", "backtest.png"), inputs, args.overwrite)
         metrics, forecasts = backtest(args)
     target = next(c for c in forecasts.columns if c.endswith("_actual")).removesuffix("_actual")
     write_atomically(output / "metrics.csv", lambda temporary: metrics.to_csv(temporary, index=False))

@@ -21,7 +21,6 @@ import csv
 import gc
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -325,8 +324,9 @@ def benchmark_panel(args: argparse.Namespace) -> str:
     import numpy as np
     import pandas as pd
 
-    folder = Path(tempfile.mkdtemp(prefix="panel-bench-"))
-    try:
+    # The Parquet file and its cache are as large as the panel: removed with the temporary folder.
+    with tempfile.TemporaryDirectory(prefix="panel-bench-") as temporary:
+        folder = Path(temporary)
         rows, series = args.panel_rows, args.panel_series
         rng = np.random.default_rng(0)
         lengths = rng.integers(int(0.5 * rows / series), int(1.5 * rows / series), series)
@@ -334,7 +334,7 @@ def benchmark_panel(args: argparse.Namespace) -> str:
         frame = pd.DataFrame(rng.standard_normal((int(lengths.sum()), 8)).astype(np.float32), columns=list("abcdefgh"))
         frame.insert(0, "series", np.repeat(np.arange(series), lengths))
         path = folder / "panel.parquet"
-        frame.to_parquet(path)
+        write_atomically(path, lambda temporary, table=frame: table.to_parquet(temporary))
         matrix_mb = frame[list("abcdefgh")].to_numpy().nbytes / 2**20
         del frame
         settings = dict(id_columns=["series"], target_columns=["a", "b"], past_covariates=["c", "d", "e"],
@@ -349,8 +349,6 @@ def benchmark_panel(args: argparse.Namespace) -> str:
             capture_output=True, text=True, check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"},
         )  # fmt: skip
         measured = dict(line.split("=", 1) for line in child.stdout.split() if "=" in line)
-    finally:  # the Parquet file and its cache are as large as the panel
-        shutil.rmtree(folder, ignore_errors=True)
     peak_mb = float(measured["peak_mb"])
     return (
         "\n".join(

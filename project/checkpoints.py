@@ -16,28 +16,61 @@ from project.training.module import Forecaster, check_finite_weights
 
 
 def read_checkpoint(path: str | Path) -> dict:
-    """The checkpoint at ``path``, checked to be a finite ``Forecaster`` checkpoint of this template."""
+    """The checkpoint at ``path``, checked to be a finite ``Forecaster`` checkpoint of this template whose weights
+    fit the settings it records. Unpickled with ``weights_only=True``: a file cannot run code by being read.
+
+    Every command and script opens checkpoints through this function or ``load_forecaster``.
+    """
+    checkpoint, _ = _checked(path)
+    return checkpoint
+
+
+def load_forecaster(path: str | Path) -> Forecaster:
+    """The ``Forecaster`` of the checkpoint at ``path`` (read by ``read_checkpoint``), on the CPU, in eval mode."""
+    _, module = _checked(path)
+    return module.eval()
+
+
+def _checked(path: str | Path) -> tuple[dict, Forecaster]:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: checkpoint not found")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # torch raises many types for a truncated or foreign file
+    except Exception as error:  # torch raises many types for a truncated, foreign or code-carrying file
         reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
         raise InputError(
             f"{path}: cannot read the checkpoint; is it truncated or not a checkpoint? ({reason})"
         ) from None
-    if not isinstance(checkpoint, dict) or not {"state_dict", "hyper_parameters"} <= checkpoint.keys():
+    if (
+        not isinstance(checkpoint, dict)
+        or not isinstance(checkpoint.get("state_dict"), dict)
+        or not isinstance(checkpoint.get("hyper_parameters"), dict)
+        or not checkpoint["hyper_parameters"]
+    ):
         raise InputError(
             f"{path}: not a checkpoint written by `python -m project.cli fit` (it has no state_dict and "
             "hyper_parameters)"
         )
-    known = set(inspect.signature(Forecaster.__init__).parameters)
-    unknown = sorted(set(checkpoint["hyper_parameters"]) - known - {"_instantiator", "_class_path"})
+    settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
+    unknown = sorted(set(settings) - set(inspect.signature(Forecaster.__init__).parameters))
     if unknown:
         raise InputError(f"{path}: written for another model; its settings {', '.join(unknown)} are not Forecaster's")
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
-    return checkpoint
+    try:
+        module = Forecaster(**settings)
+    except (InputError, TypeError, ValueError) as error:
+        raise InputError(f"{path}: its settings do not build a Forecaster ({str(error).splitlines()[0]})") from None
+    state = dict(checkpoint["state_dict"])
+    module.on_load_checkpoint({"state_dict": state})
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as error:
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        raise InputError(
+            f"{path}: its weights do not fit the settings it records ({' '.join(lines[1:3])[:200]})"
+        ) from None
+    return checkpoint, module
 
 
 def datamodule_from_checkpoint(checkpoint: dict, path: str | Path, overrides: dict | None = None) -> WindowDataModule:

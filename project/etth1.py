@@ -20,6 +20,8 @@ from pathlib import Path
 from torch.utils.data import DataLoader
 
 from project.data import WindowDataModule
+from project.errors import reported_in_one_line
+from project.files import check_output
 from project.results import (
     best_checkpoint,
     best_epoch,
@@ -137,32 +139,36 @@ def main(argv: list[str] | None = None) -> None:
     if not args.data.is_file():
         parser.error(f"{args.data}: ETTh1.csv not found; run python -m project.datasets etth1")
     output = args.output or Path(f"results/etth1_{args.experiment}.md")
-    if args.experiment == "regimes":
-        rows = measure_baselines(datamodule(args.data))
-        for regime in args.regimes:
-            settings = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
-            title = regime.replace("_", " ")
-            rows.append(train_and_test(regime, title, args.data, args.logs, settings + extra, args.trained))
-        rows += [_row(f"{name} (published)", mse, mae) for name, (mse, mae) in PUBLISHED.items()]
-        table = markdown(rows, hardware())
-    elif args.experiment == "probabilistic":
-        rows = measure_baselines(datamodule(args.data))
-        distribution = next((a.split("=", 1)[1] for a in extra if a.startswith("--model.distribution=")), "quantile")
-        given = {argument.split("=", 1)[0] for argument in extra}
-        settings = [] if "--model.distribution" in given else [f"--model.distribution={distribution}"]
-        title = f"free-running detach, {distribution.replace('_', '-')} distribution (this template)"
-        name = f"probabilistic_{distribution}"
-        settings = without_point_loss(settings + extra)
-        rows.append(train_and_test(name, title, args.data, args.logs, settings, args.trained))
-        table = markdown(rows, hardware(), ", probabilistic")
-    else:
-        rows = measure_baselines(datamodule(args.data, target_columns=["OT"], calendar_features=False), ", OT")
-        for title, (name, data) in COVARIATE_RUNS.items():
-            settings = [f"--data.{key}={value}".replace("'", "") for key, value in data.items()]
-            title = f"{title} (this template)"
-            rows.append(train_and_test(name, title, args.data, args.logs, settings + extra, args.trained))
-        table = markdown(rows, hardware(), ", target OT only")
-    write_table(output, table, args.overwrite)
+    with reported_in_one_line():
+        check_output(output, [args.data], args.overwrite)  # before hours of training, not after
+        if args.experiment == "regimes":
+            rows = measure_baselines(datamodule(args.data))
+            for regime in args.regimes:
+                settings = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
+                title = regime.replace("_", " ")
+                rows.append(train_and_test(regime, title, args.data, args.logs, settings + extra, args.trained))
+            rows += [_row(f"{name} (published)", mse, mae) for name, (mse, mae) in PUBLISHED.items()]
+            table = markdown(rows, hardware())
+        elif args.experiment == "probabilistic":
+            rows = measure_baselines(datamodule(args.data))
+            distribution = next(
+                (a.split("=", 1)[1] for a in extra if a.startswith("--model.distribution=")), "quantile"
+            )
+            given = {argument.split("=", 1)[0] for argument in extra}
+            settings = [] if "--model.distribution" in given else [f"--model.distribution={distribution}"]
+            title = f"free-running detach, {distribution.replace('_', '-')} distribution (this template)"
+            name = f"probabilistic_{distribution}"
+            settings = without_point_loss(settings + extra)
+            rows.append(train_and_test(name, title, args.data, args.logs, settings, args.trained))
+            table = markdown(rows, hardware(), ", probabilistic")
+        else:
+            rows = measure_baselines(datamodule(args.data, target_columns=["OT"], calendar_features=False), ", OT")
+            for title, (name, data) in COVARIATE_RUNS.items():
+                settings = [f"--data.{key}={value}".replace("'", "") for key, value in data.items()]
+                title = f"{title} (this template)"
+                rows.append(train_and_test(name, title, args.data, args.logs, settings + extra, args.trained))
+            table = markdown(rows, hardware(), ", target OT only")
+        write_table(output, table)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ explicit inputs and returns it updated, with the position as a tensor (the stati
 ``ForecastTransformer.new_static_cache``), so a driver loops over the forecast steps: ``project/serve.py`` does it
 with NumPy and onnxruntime alone. ``--benchmark`` times one batch through the driver against ``generate``.
 Written to ``--output`` (default: ``export/`` beside the checkpoint's run): ``encoder.onnx``/``decoder_step.onnx``
-(or ``.pt2``) and ``model.json``; an existing folder is replaced only with ``--overwrite``.
+(or ``.pt2``) and ``model.json``. The folder may exist: files of these names in it are replaced only with
+``--overwrite``, and nothing else in it is touched.
 """
 
 from __future__ import annotations
@@ -16,16 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shutil
 import time
 from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
-from project.checkpoints import read_checkpoint
-from project.errors import reported_in_one_line
-from project.files import check_output
+from project.checkpoints import load_forecaster, read_checkpoint
+from project.errors import InputError, reported_in_one_line
+from project.files import check_output_folder, write_atomically
 from project.model.cache import StaticKVCache, StaticLayerCache
 from project.model.transformer import Encoded, ForecastTransformer
 from project.training.module import Forecaster
@@ -87,8 +87,15 @@ def example_inputs(module: Forecaster, batch_size: int, horizon: int) -> dict[st
     return inputs
 
 
+FILES = {
+    "onnx": ("encoder.onnx", "decoder_step.onnx", "model.json"),
+    "torch_export": ("encoder.pt2", "decoder_step.pt2", "model.json"),
+}
+
+
 def export(checkpoint: Path, output: Path, export_format: str, batch_size: int, horizon: int) -> dict:
-    module = Forecaster.load_from_checkpoint(checkpoint, map_location="cpu").eval()
+    """Write the graphs and ``model.json`` into ``output``, each file whole or not at all."""
+    module = load_forecaster(checkpoint)
     if module.hparams.distribution != "none":
         print("The exported decoder feeds back the point forecast (mean, or median of quantiles): a point path.")
     model = module.model.float()
@@ -108,19 +115,19 @@ def export(checkpoint: Path, output: Path, export_format: str, batch_size: int, 
         if "future_covariates" in inputs:
             step.append(inputs["future_covariates"][:, module.hparams.context_length :])
             names.append("future_covariates")
-    output.mkdir(parents=True)
+    encoder_file, decoder_file, meta_file = FILES[export_format]
     if export_format == "onnx":
-        _onnx(
-            encoder,
-            tuple(inputs.values()),
-            output / "encoder.onnx",
-            list(inputs),
-            ["memory_keys", "memory_values", "static"],
+        encoder_outputs = ["memory_keys", "memory_values", "static"]
+        write_atomically(
+            output / encoder_file, lambda to: _onnx(encoder, tuple(inputs.values()), to, list(inputs), encoder_outputs)
         )
-        _onnx(decoder, tuple(step), output / "decoder_step.onnx", names, ["parameters", "new_keys", "new_values"])
+        decoder_outputs = ["parameters", "new_keys", "new_values"]
+        write_atomically(output / decoder_file, lambda to: _onnx(decoder, tuple(step), to, names, decoder_outputs))
     else:
-        torch.export.save(torch.export.export(encoder, tuple(inputs.values())), output / "encoder.pt2")
-        torch.export.save(torch.export.export(decoder, tuple(step)), output / "decoder_step.pt2")
+        encoder_program = torch.export.export(encoder, tuple(inputs.values()))
+        decoder_program = torch.export.export(decoder, tuple(step))
+        write_atomically(output / encoder_file, lambda to: torch.export.save(encoder_program, to))
+        write_atomically(output / decoder_file, lambda to: torch.export.save(decoder_program, to))
     distribution = model.distribution
     meta = {
         "format": export_format,
@@ -137,7 +144,7 @@ def export(checkpoint: Path, output: Path, export_format: str, batch_size: int, 
         "encoder_inputs": list(inputs),
         "checkpoint": str(checkpoint),
     }
-    (output / "model.json").write_text(json.dumps(meta, indent=2))
+    write_atomically(output / meta_file, lambda to: to.write_text(json.dumps(meta, indent=2)))
     return meta
 
 
@@ -171,7 +178,7 @@ def benchmark(checkpoint: Path, folder: Path, repeats: int = 5) -> str:
     from project.serve import ExportedForecaster
 
     meta = json.loads((folder / "model.json").read_text())
-    module = Forecaster.load_from_checkpoint(checkpoint, map_location="cpu").eval()
+    module = load_forecaster(checkpoint)
     inputs = example_inputs(module, meta["batch_size"], meta["horizon"])
     driver = ExportedForecaster(folder)
     numpy_inputs = {name: value.numpy() for name, value in inputs.items()}
@@ -203,18 +210,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--benchmark", action="store_true", help="time one batch through the driver and generate")
     args = parser.parse_args(argv)
     with reported_in_one_line():
-        checkpoint = read_checkpoint(args.checkpoint)
-        horizon = args.horizon or checkpoint["hyper_parameters"]["horizon"]
+        for name in ("batch_size", "horizon"):
+            value = getattr(args, name)
+            if value is not None and value < 1:
+                raise InputError(f"--{name.replace('_', '-')} must be a positive integer; got {value}")
+        settings = read_checkpoint(args.checkpoint)["hyper_parameters"]
+        horizon = args.horizon or settings["horizon"]
+        longest = settings.get("max_horizon") or 4 * settings["horizon"]
+        if horizon > longest:
+            raise InputError(
+                f"--horizon {horizon} exceeds {longest}, the longest forecast {args.checkpoint} is set up for "
+                "(its max_horizon); export a shorter horizon or train with a larger model.max_horizon"
+            )
         output = args.output or args.checkpoint.parent.parent / "export"
-        check_output(output, [args.checkpoint], args.overwrite)
-        # Written beside the output and renamed when complete: an interrupted export leaves no half folder.
-        staging = output.with_name(f".{output.name}.partial")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.parent.mkdir(parents=True, exist_ok=True)
-        meta = export(args.checkpoint, staging, args.export_format, args.batch_size, horizon)
-        if output.exists():
-            shutil.rmtree(output)
-        staging.rename(output)
+        check_output_folder(output, FILES[args.export_format], [args.checkpoint], args.overwrite)
+        meta = export(args.checkpoint, output, args.export_format, args.batch_size, horizon)
     print(f"Wrote {output}: {meta['format']} encoder and decoder step, batch {meta['batch_size']}, horizon {horizon}")
     if args.benchmark and args.export_format == "onnx":
         print(benchmark(args.checkpoint, output))

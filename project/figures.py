@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 from torch.utils.data import default_collate
 
+from project.domains import check_domains
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
 from project.training.metrics import central_interval
@@ -108,8 +109,7 @@ class ForecastFigures(L.Callback):
 
 
 def main(argv: list[str] | None = None) -> None:
-    from project.checkpoints import datamodule_from_checkpoint, read_checkpoint
-    from project.training.module import Forecaster
+    from project.checkpoints import datamodule_from_checkpoint, load_forecaster, read_checkpoint
 
     parser = argparse.ArgumentParser(
         prog="python -m project.figures", description="Plot test forecasts of a checkpoint."
@@ -121,12 +121,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     args = parser.parse_args(argv)
     with reported_in_one_line():
+        check_domains({"num_windows": args.windows}, prefix="forecast_figures.")  # one subplot row per window
         checkpoint = read_checkpoint(args.checkpoint)
         datamodule = datamodule_from_checkpoint(
             checkpoint, args.checkpoint, {"source": args.source} if args.source else {}
         )
         check_output(args.output, [datamodule.hparams.get("source"), args.checkpoint], args.overwrite)
-        model = Forecaster.load_from_checkpoint(args.checkpoint, map_location="cpu").eval()
+        model = load_forecaster(args.checkpoint)
         figure = forecast_figure(model, datamodule, "test", args.windows)
         write_atomically(args.output, lambda temporary: figure.savefig(temporary, dpi=110, format="png"))
     print(f"Wrote {args.output}")

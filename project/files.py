@@ -1,5 +1,11 @@
-"""Writing outputs without losing anything: an existing file survives unless the user asks for it to be replaced,
-an output never replaces an input, and a file appears whole or not at all."""
+"""Writing outputs without losing anything, for every command: an existing file survives unless the user asks for
+it to be replaced, an output never replaces an input of the run (not even with ``--overwrite``), a folder is never
+deleted, a destination that cannot be written is refused before the work starts, and a file appears whole or not
+at all.
+
+``check_output`` (one file) and ``check_output_folder`` (files in a folder) are called before the work;
+``write_atomically`` writes each file. ``tests/test_entry_points.py`` checks that no command writes otherwise.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +16,35 @@ from pathlib import Path
 
 from project.errors import InputError
 
+Inputs = Iterable[str | Path | None]
 
-def check_output(path: str | Path, inputs: Iterable[str | Path | None] = (), overwrite: bool = False) -> Path:
-    """``path`` as a Path, after refusing (one line) an output that is one of ``inputs`` or that already exists
-    and may not be replaced. An input is refused even with ``overwrite``: it is the user's data."""
+
+def check_output(path: str | Path, inputs: Inputs = (), overwrite: bool = False) -> Path:
+    """``path`` as a Path, after refusing (one line) an output that is one of ``inputs``, that is a folder, that
+    already exists and may not be replaced, or whose folder cannot be written. An input is refused even with
+    ``overwrite``: it is the user's data (or checkpoint, config, search space, study database)."""
     path = Path(path)
     for source in inputs:
         if source is not None and _same_file(path, Path(source)):
             raise InputError(f"{path}: the output would replace the input {source}; choose another output path")
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; expected the path of a file to write")
     if path.exists() and not overwrite:
         raise InputError(f"{path} already exists; choose another output path or pass --overwrite to replace it")
+    _check_writable(path.parent)
     return path
+
+
+def check_output_folder(folder: str | Path, names: Iterable[str], inputs: Inputs = (), overwrite: bool = False) -> Path:
+    """``folder`` as a Path, after checking each of the files ``names`` that will be written into it as
+    ``check_output`` does. The folder may exist and hold other files: they are left as they are."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{folder} is a file; expected a folder to write {', '.join(names)} into")
+    inputs = list(inputs)
+    for name in names:
+        check_output(folder / name, inputs, overwrite)
+    return folder
 
 
 def write_atomically(path: str | Path, write: Callable[[Path], None]) -> Path:
@@ -38,6 +62,22 @@ def write_atomically(path: str | Path, write: Callable[[Path], None]) -> Path:
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
+
+
+def _check_writable(folder: Path) -> None:
+    """Refuse a destination whose nearest existing folder is a file or cannot be written (it would be created
+    below it), so that a run fails before its work rather than after."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InputError(f"{folder}: {existing} is a file, not a folder; choose another output path")
+    try:  # a probe file rather than os.access, which answers yes to root and knows nothing of read-only mounts
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise InputError(f"{folder}: cannot write into {existing} ({reason}); choose another output path") from None
 
 
 def _umask() -> int:

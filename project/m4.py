@@ -19,7 +19,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from project.checkpoints import read_checkpoint
 from project.data import WindowDataModule
+from project.errors import reported_in_one_line
+from project.files import check_output
 from project.results import (
     best_checkpoint,
     best_epoch,
@@ -98,7 +101,7 @@ def train_and_score(regime: str, data: Path, windows: WindowDataModule, logs: Pa
 
 def score_checkpoint(checkpoint: Path, windows: WindowDataModule, seconds: float | None = None) -> dict:
     """sMAPE and MASE (and, with a distribution, CRPS, coverage and width) of a checkpoint on the test windows."""
-    settings = torch.load(checkpoint, map_location="cpu", weights_only=False)["hyper_parameters"]
+    settings = read_checkpoint(checkpoint)["hyper_parameters"]
     regime = regime_name(settings["training_mode"], settings["feedback"])
     forecasts = forecast_split(checkpoint, windows, "test")
     smape_, mase_ = scores(
@@ -151,14 +154,18 @@ def main(argv: list[str] | None = None) -> None:
     extra = without_point_loss(extra)
     if not args.data.is_file():
         parser.error(f"{args.data}: not found; run python -m project.datasets m4_hourly")
-    windows = datamodule(args.data)
-    rows = measure_baselines(windows)
-    if args.ckpt_path:  # timed by the events its run logged, from training to test
-        rows += [score_checkpoint(c, windows, run_seconds(c.parent.parent)) for c in args.ckpt_path]
-    else:
-        rows += [train_and_score(regime, args.data, windows, args.logs, extra) for regime in args.regimes]
-    rows += [_row(f"{name} (published)", *values) for name, values in PUBLISHED.items()]
-    write_table(args.output, markdown(rows, hardware()), args.overwrite)
+    with reported_in_one_line():
+        check_output(args.output, [args.data, *(args.ckpt_path or [])], args.overwrite)  # before training, not after
+        for checkpoint in args.ckpt_path or []:  # a bad checkpoint is refused before the data is read
+            read_checkpoint(checkpoint)
+        windows = datamodule(args.data)
+        rows = measure_baselines(windows)
+        if args.ckpt_path:  # timed by the events its run logged, from training to test
+            rows += [score_checkpoint(c, windows, run_seconds(c.parent.parent)) for c in args.ckpt_path]
+        else:
+            rows += [train_and_score(regime, args.data, windows, args.logs, extra) for regime in args.regimes]
+        rows += [_row(f"{name} (published)", *values) for name, values in PUBLISHED.items()]
+        write_table(args.output, markdown(rows, hardware()))
 
 
 if __name__ == "__main__":

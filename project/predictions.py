@@ -30,11 +30,13 @@ class ForecastWriter(BasePredictionWriter):
         super().__init__(write_interval="epoch")
         self.output, self.overwrite = output, overwrite
         self.written: Path | None = None
+        self.inputs: list[str | Path | None] = []  # the run's other inputs (config files), set by the CLI
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         # Checked before predicting, so that a refused output costs nothing.
         if stage == "predict" and trainer.is_global_zero:
-            check_output(self._path(trainer), [trainer.datamodule.hparams.get("source")], self.overwrite)
+            inputs = [trainer.datamodule.hparams.get("source"), trainer.ckpt_path, *self.inputs]
+            check_output(self._path(trainer), inputs, self.overwrite)
 
     def write_on_epoch_end(self, trainer: L.Trainer, pl_module, predictions, batch_indices) -> None:
         parts = {key: torch.cat([p[key] for p in predictions]).float().cpu() for key in predictions[0]}

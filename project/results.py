@@ -13,11 +13,11 @@ import torch
 import yaml
 from torch.utils.data import DataLoader
 
+from project.checkpoints import load_forecaster, read_checkpoint
 from project.data import WindowDataModule
-from project.files import check_output, write_atomically
+from project.files import write_atomically
 from project.runs import find_runs
 from project.training.metrics import central_interval, crps_from_samples
-from project.training.module import Forecaster
 
 BASE_CONFIG = Path("configs/base.yaml")
 
@@ -60,14 +60,14 @@ def best_checkpoint(run: Path) -> Path:
 
 
 def best_epoch(checkpoint: Path) -> int:
-    return int(torch.load(checkpoint, map_location="cpu", weights_only=False)["epoch"]) + 1
+    return int(read_checkpoint(checkpoint)["epoch"]) + 1
 
 
 def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 256) -> dict[str, torch.Tensor]:
     """The checkpoint's forecasts of every window of ``split``: ``point``, ``target`` and ``context`` in original
     units (windows, …) and ``series`` (windows,); for a model with a distribution also, per value and on scaled
     values, ``crps``, ``covered`` (inside the central 80% interval) and ``width`` (of that interval)."""
-    model = Forecaster.load_from_checkpoint(checkpoint, map_location="cpu").eval()
+    model = load_forecaster(checkpoint)
     parts: dict[str, list] = {}
     with torch.no_grad():
         for batch in DataLoader(datamodule.split(split), batch_size=batch_size):
@@ -114,7 +114,7 @@ def markdown_table(caption: str, header: list[str], rows: list[list[str]]) -> st
     return "\n".join(lines) + "\n"
 
 
-def write_table(path: Path, table: str, overwrite: bool) -> None:
-    check_output(path, overwrite=overwrite)
+def write_table(path: Path, table: str) -> None:
+    """Write the table (its path checked with ``check_output`` before the runs began) and print it."""
     write_atomically(path, lambda temporary: temporary.write_text(table))
     print(table)

@@ -59,12 +59,16 @@ def test_torch_export_forecasts_what_generate_forecasts(checkpoint, tmp_path):
     assert np.abs(forecast - expected).max() <= 1e-4 * np.abs(expected).max()
 
 
-def test_an_existing_export_folder_is_kept_without_overwrite(checkpoint, tmp_path, capsys):
+def test_an_export_into_an_existing_folder_keeps_its_other_files_and_an_earlier_export(checkpoint, tmp_path, capsys):
     folder = tmp_path / "export"
     folder.mkdir()
     (folder / "mine.txt").write_text("keep me")
-    with pytest.raises(SystemExit) as stopped:
-        export.main([str(checkpoint), "--output", str(folder)])
+    export.main([str(checkpoint), "--format", "torch_export", "--output", str(folder)])
+    assert sorted(p.name for p in folder.iterdir()) == ["decoder_step.pt2", "encoder.pt2", "mine.txt", "model.json"]
+    earlier = (folder / "model.json").read_bytes()
+    with pytest.raises(SystemExit) as stopped:  # the files of an earlier export are replaced only with --overwrite
+        export.main([str(checkpoint), "--format", "torch_export", "--output", str(folder), "--horizon", "7"])
     assert stopped.value.code == 2
     assert "already exists" in capsys.readouterr().err
+    assert (folder / "model.json").read_bytes() == earlier
     assert (folder / "mine.txt").read_text() == "keep me"

@@ -1,0 +1,91 @@
+"""Every command writes through the one output guard and opens checkpoints through the one checked reader.
+
+Read from the source, so that a new command (a module with a ``main``) is held to the same rules on the day it is
+added: a file is written only inside a function handed to ``files.write_atomically`` (checked beforehand with
+``files.check_output`` or ``check_output_folder``), nothing is deleted, and no module but ``project.checkpoints``
+unpickles anything.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "project"
+WRITES = {"write_text", "write_bytes", "to_csv", "to_parquet", "savefig", "save", "dump", "writerows", "touch"}
+DELETES = {"rmtree", "unlink", "rmdir", "os.remove", "os.rename", "os.replace", "shutil.move"}
+LOADS = {"load", "load_from_checkpoint", "loads"}
+GUARDS = {"check_output", "check_output_folder"}
+
+
+def modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py")
+
+
+def entry_points() -> list[Path]:
+    return [path for path in modules() if "__main__" in path.read_text()]
+
+
+def calls(tree: ast.AST) -> list[ast.Call]:
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+
+
+def called_name(call: ast.Call) -> str:
+    function = call.func
+    return function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", "")
+
+
+def dotted(node: ast.AST) -> str:
+    return f"{dotted(node.value)}.{node.attr}" if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
+
+def writers(tree: ast.Module) -> set[ast.AST]:
+    """The lambdas and functions handed to ``write_atomically``, and the module's functions they call."""
+    functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    found: set[ast.AST] = set()
+    for call in calls(tree):
+        if called_name(call) == "write_atomically" and len(call.args) > 1:
+            writer = call.args[1]
+            found.add(functions.get(getattr(writer, "id", None), writer))
+    pending = list(found)
+    while pending:
+        for call in calls(pending.pop()):
+            callee = functions.get(called_name(call))
+            if callee is not None and callee not in found:
+                found.add(callee)
+                pending.append(callee)
+    return found
+
+
+def inside(node: ast.AST, scopes: set[ast.AST]) -> bool:
+    return any(node in set(ast.walk(scope)) for scope in scopes)
+
+
+def test_the_entry_points_are_found():
+    names = {path.stem for path in entry_points()}
+    assert {"cli", "figures", "export", "backtest", "tune", "bench", "m4", "etth1", "datasets"} <= names
+
+
+@pytest.mark.parametrize("path", entry_points(), ids=lambda p: p.stem)
+def test_an_entry_point_writes_only_through_the_output_guard_and_deletes_nothing(path):
+    tree = ast.parse(path.read_text())
+    allowed = writers(tree)
+    for call in calls(tree):
+        name, target = called_name(call), dotted(call.func)
+        where = f"{path.name}:{call.lineno} {target}"
+        if name in WRITES or (name == "open" and any(isinstance(a, ast.Constant) and "w" in str(a.value)
+                                                      for a in call.args[1:])):  # fmt: skip
+            assert inside(call, allowed), f"{where} writes outside files.write_atomically"
+        assert not {name, target} & DELETES, f"{where} deletes or renames"
+    if allowed:
+        assert {called_name(call) for call in calls(tree)} & GUARDS, f"{path.name} writes without check_output"
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_checkpoint_reader_unpickles(path):
+    if path.name == "checkpoints.py":
+        return
+    for call in calls(ast.parse(path.read_text())):
+        target = dotted(call.func)
+        unpickles = target in ("torch.load", "pickle.load", "pickle.loads") or target.endswith("load_from_checkpoint")
+        assert not unpickles, f"{path.name}:{call.lineno} {target}: open checkpoints with project.checkpoints"
