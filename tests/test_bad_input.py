@@ -104,22 +104,25 @@ CASES = {  # name → (arguments given the test folder and a trained checkpoint,
         lambda t, c: data(t, None, "--data.train_fraction=0.8", "--data.val_fraction=0.2", "--data.test_fraction=0.2"),
         r"must be at most 1; got 0.8 \+ 0.2 \+ 0.2 = 1.2",
     ),
-    "zero fraction": (lambda t, c: data(t, None, "--data.test_fraction=0.0"), r"test_fraction must be in \(0, 1\]"),
+    "zero fraction": (
+        lambda t, c: data(t, None, "--data.test_fraction=0.0"),
+        r"data.test_fraction must be a number in \(0, 1\]",
+    ),
     "two split methods": (
         lambda t, c: data(t, None, "--data.val_size=10", "--data.test_size=10", "--data.test_fraction=0.2"),
         r"split by one of fractions .*; got fractions and sizes",
     ),
     "zero context": (
         lambda t, c: data(t, None, "--data.context_length=0"),
-        r"context_length must be a positive integer",
+        r"data.context_length must be a positive integer",
     ),
     "negative horizon": (
         lambda t, c: data(t, None, "--data.horizon=-2"),
-        r"horizon must be a positive integer; got -2",
+        r"data.horizon must be a positive integer; got -2",
     ),
     "zero stride": (
         lambda t, c: data(t, None, "--data.stride=0"),
-        r"^error: stride must be a positive integer; got 0$",
+        r"^error: data.stride must be a positive integer; got 0$",
     ),
     "date split without time column": (
         lambda t, c: [

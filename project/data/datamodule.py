@@ -24,6 +24,7 @@ from project.data.scaling import Scaler, Scaling
 from project.data.synthetic import synthetic_panel, synthetic_series
 from project.data.table import check_file, read_table
 from project.data.windows import ForecastOrigins, PanelWindows, split_windows
+from project.domains import check_domains
 from project.errors import InputError
 
 Split = Literal["train", "val", "test"]
@@ -117,13 +118,7 @@ class WindowDataModule(L.LightningDataModule):
         self.save_hyperparameters(ignore=["source"])
         # A path is saved so that `predict --ckpt_path` alone finds the data it was trained on; a DataFrame is not.
         self.hparams["source"] = None if source is None or isinstance(source, pd.DataFrame) else str(source)
-        for name in ("context_length", "horizon", "stride", "eval_stride", "batch_size", "synthetic_rows"):
-            _check_positive(name, locals()[name])
-        for name in ("predict_horizon", "val_size", "test_size"):
-            if locals()[name] is not None:
-                _check_positive(name, locals()[name])
-        if num_workers < 0:
-            raise InputError(f"num_workers must be >= 0; got {num_workers}")
+        check_domains({name: value for name, value in self.hparams.items() if name != "source"}, prefix="data.")
         if target_columns is not None and not target_columns:
             raise InputError("target_columns must name at least one column, or be left out to use every numeric one")
         self.context_length, self.horizon = context_length, horizon
@@ -321,10 +316,6 @@ class WindowDataModule(L.LightningDataModule):
             described = f"val_size={val_size}, test_size={test_size}"
         else:
             shares = [DEFAULT_FRACTIONS[i] if f is None else f for i, f in enumerate(fractions)]
-            names = ("train_fraction", "val_fraction", "test_fraction")
-            for name, share in zip(names, shares):
-                if not 0 < share <= 1:
-                    raise InputError(f"{name} must be in (0, 1]; got {share}")
             if sum(shares) > 1 + 1e-9:
                 raise InputError(
                     "train_fraction + val_fraction + test_fraction must be at most 1; got "
@@ -421,8 +412,3 @@ class WindowDataModule(L.LightningDataModule):
             persistent_workers=self.num_workers > 0,
             generator=torch.Generator(),
         )
-
-
-def _check_positive(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise InputError(f"{name} must be a positive integer; got {value}")

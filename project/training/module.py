@@ -16,6 +16,7 @@ from torch import Tensor
 from torchmetrics import CatMetric, MeanAbsoluteError, MeanMetric, MeanSquaredError, MetricCollection
 from torchmetrics.regression import SymmetricMeanAbsolutePercentageError
 
+from project.domains import check_domains
 from project.errors import InputError, TrainingDiverged
 from project.model.distributions import DistributionName, PointLoss, make_distribution
 from project.model.transformer import ForecastTransformer
@@ -169,6 +170,7 @@ class Forecaster(L.LightningModule):
         settings = {**self.hparams, "max_horizon": max_horizon or 4 * horizon}
         settings["quantile_levels"] = quantile_levels or [0.1, 0.5, 0.9]
         settings["prediction_quantiles"] = prediction_quantiles or [0.1, 0.5, 0.9]
+        check_domains(settings, prefix="model.")
         check_settings(settings, self._defaults())
         self.max_horizon = settings["max_horizon"]
         self.prediction_quantiles = settings["prediction_quantiles"]

@@ -128,15 +128,6 @@ RULES: tuple[Rule, ...] = (
             None,
         ),
     ),
-    Rule(
-        "num_samples >= 2 and prediction_quantiles in (0, 1)",
-        lambda s, d: (
-            None
-            if s["num_samples"] >= 2 and all(0 < q < 1 for q in s["prediction_quantiles"])
-            else f"num_samples must be >= 2 and prediction_quantiles in (0, 1); got num_samples={s['num_samples']}, "
-            f"prediction_quantiles={list(s['prediction_quantiles'])}"
-        ),
-    ),
 )
 
 

@@ -1,0 +1,92 @@
+"""Every numeric option of ``fit --help`` has a domain, and a value outside it ends in one line and exit code 2."""
+
+import math
+import re
+
+import pytest
+
+from project.domains import DOMAINS, check_domains
+from project.errors import InputError
+from tests.helpers import BASE, cli, last_line
+
+NOT_NUMBERS = {"trainer.max_time": "a duration (text, timedelta or a dict of units), not a number"}
+CANDIDATES = {"int": [-5, 0, 51, 2**40], "float": [-5.0, 1.5, math.nan], "list": [[1.5]]}
+
+
+def numeric_options(help_text: str) -> dict[str, str]:
+    """``--name`` → its type, for the options of ``help_text`` whose type holds an int or a float."""
+    options, name, text = {}, None, []
+    for line in [*help_text.splitlines(), "  --end"]:
+        start = re.match(r"^  --([\w.]+)", line)
+        if start or not line.strip():
+            kind = re.search(r"\(type: (.+?)(?:, default: [^)]*)?\)$", " ".join(text))
+            numbers = re.sub(r"dict\[str, int\]", "", kind.group(1)) if kind else ""
+            if name and re.search(r"\b(int|float)\b", numbers):
+                options[name] = numbers
+            name, text = (start.group(1) if start else None), []
+        elif name:
+            text.append(line.strip())
+    return options
+
+
+@pytest.fixture(scope="module")
+def help_options(tmp_path_factory) -> dict[str, str]:
+    import contextlib
+    import io
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli("fit", "--help") == 0
+    return numeric_options(printed.getvalue())
+
+
+def outside(name: str, kind: str):
+    """A value of the option's type that its domain refuses."""
+    family = "list" if "list[" in kind else ("float" if "float" in kind else "int")
+    domain = DOMAINS[name]
+    return next(value for value in CANDIDATES[family] if not domain.holds(value))
+
+
+def test_the_walk_finds_the_numeric_options(help_options):
+    assert {"model.d_model", "model.dropout", "data.batch_size", "trainer.accumulate_grad_batches"} <= set(help_options)
+    assert len(help_options) >= 50
+
+
+def test_every_numeric_option_has_a_domain(help_options):
+    missing = sorted(set(help_options) - set(DOMAINS) - set(NOT_NUMBERS))
+    assert not missing, f"declare their domains in project/domains.py: {missing}"
+
+
+@pytest.mark.slow  # a LightningCLI parse per option: about 40 s on two cores
+def test_a_value_outside_its_domain_ends_in_one_line_and_exit_code_2(help_options, capsys):
+    refused = {}
+    for name, kind in help_options.items():
+        if name in NOT_NUMBERS:
+            continue
+        value = outside(name, kind)
+        spelled = ".nan" if isinstance(value, float) and math.isnan(value) else value
+        code = cli("fit", "--config", BASE, "--trainer.max_steps=1", f"--{name}={spelled}")
+        error = capsys.readouterr().err
+        refused[name] = (code, "Traceback" not in error, last_line(error).startswith(f"error: {name} must be"))
+    wrong = {name: result for name, result in refused.items() if result != (2, True, True)}
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("trainer.devices", "0"), ("trainer.devices", "[]"), ("model.dropout", 1.0), ("model.learning_rate", -1e-3)],
+)
+def test_edges_of_the_domains(name, value):
+    section, option = name.split(".")
+    with pytest.raises(InputError, match=rf"^{re.escape(name)} must be"):
+        check_domains({option: value}, prefix=f"{section}.")
+
+
+def test_an_accelerator_this_machine_lacks_is_refused_in_one_line(capsys):
+    pytest.importorskip("torch").cuda.is_available() and pytest.skip("this machine has a GPU")
+    assert cli("fit", "--config", BASE, "--trainer.accelerator=gpu") == 2
+    assert (
+        last_line(capsys.readouterr().err) == "error: trainer.accelerator=gpu: this machine has none; use cpu or auto"
+    )
+    assert cli("fit", "--config", BASE, "--trainer.accelerator=abacus") == 2
+    assert "trainer.accelerator must be auto, gpu or one of" in last_line(capsys.readouterr().err)
