@@ -19,6 +19,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project.checkpoints import find_last_checkpoint, read_checkpoint
 from project.data import WindowDataModule
+from project.domains import DOMAINS, check_accelerator, check_domains
 from project.errors import InputError, reported_in_one_line
 from project.figures import ForecastFigures
 from project.predictions import ForecastWriter
@@ -30,6 +31,12 @@ LINKED_FROM_DATA = ("n_features", "n_past_covariates", "n_future_covariates", "s
 LINKED_SETTINGS = ("context_length", "horizon", "predict_horizon")
 # Settings a checkpoint may be used with at other values: they choose what is forecast, not what was learned.
 FREE_AFTER_TRAINING = ("predict_horizon", "max_horizon", "num_samples", "prediction_quantiles")
+# Data settings that change the network's shape or what its inputs mean: given explicitly, they must equal the
+# checkpoint's (the others, such as the file, the splits or the batch size, may change after training).
+SHAPING_DATA_SETTINGS = (
+    "target_columns", "past_covariates", "future_covariates", "static_covariates", "calendar_features", "scaling",
+    "context_length", "horizon",
+)  # fmt: skip
 EXIT_SIGTERM = 143  # 143 = 128 + SIGTERM, what schedulers expect of a terminated job
 
 
@@ -93,11 +100,13 @@ class ForecastCLI(LightningCLI):
             return
         config = self.config[subcommand]
         self.explicit = explicit_settings(sys.argv[1:] if args is None else args, config)
+        self.checkpoint: dict | None = None
+        check_options(config)
         self._name_the_run(config)
         if config.get("ckpt_path") == "last" and subcommand == "fit":
             self._resume_last_run(config)
         if config.get("ckpt_path"):
-            checkpoint = read_checkpoint(config.ckpt_path)
+            checkpoint = self.checkpoint = read_checkpoint(config.ckpt_path)
             check_checkpoint_matches(config.ckpt_path, checkpoint, self.explicit)
             for name, value in checkpoint.get("datamodule_hyper_parameters", {}).items():
                 if name in config.data and name not in self.explicit.get("data", {}):
@@ -117,13 +126,58 @@ class ForecastCLI(LightningCLI):
         """The Trainer with the default callbacks, less those whose Trainer feature the user turned off."""
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         callbacks = [self._get(self.config_init, key) for key in self._parser(self.subcommand).callback_keys]
-        if trainer_config.get("enable_checkpointing") is False:
-            callbacks = [c for c in callbacks if not isinstance(c, ForecastCheckpoint)]
         if trainer_config.get("logger") in (False, None):
             callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
+            # Without a logger there is no run folder: checkpoints would land in the working directory, and
+            # pile up there run after run. They are written only where the user names a folder.
+            explicit = self.explicit
+            named_folder = explicit.get("checkpoint", {}).get("dirpath")
+            if explicit.get("trainer", {}).get("enable_checkpointing") and not named_folder:
+                raise InputError(
+                    "trainer.enable_checkpointing=true with trainer.logger=false needs a folder for the checkpoints: "
+                    "set --checkpoint.dirpath"
+                )
+            if not named_folder:
+                trainer_config["enable_checkpointing"] = False
+        if trainer_config.get("enable_checkpointing") is False:
+            callbacks = [c for c in callbacks if not isinstance(c, ForecastCheckpoint)]
         return self._instantiate_trainer(trainer_config, [*callbacks, RandomState(), *self.extra_callbacks])
 
+    def before_validate(self) -> None:
+        self._check_data_fits_checkpoint()
+
+    def before_test(self) -> None:
+        self._check_data_fits_checkpoint()
+
+    def before_predict(self) -> None:
+        self._check_data_fits_checkpoint()
+        for callback in self.trainer.callbacks:
+            if isinstance(callback, ForecastWriter):  # the run's inputs are never replaced by its output
+                callback.inputs = [self.config.predict.get("ckpt_path"), *self._config_files()]
+
+    def _check_data_fits_checkpoint(self) -> None:
+        """The sizes the data gives the network (targets, covariates, static categories) must be the checkpoint's,
+        or its weights cannot be loaded: refused in one line naming them, before any data is read."""
+        if self.checkpoint is None:
+            return
+        trained = self.checkpoint["hyper_parameters"]
+        differing = [
+            f"{name}={self.model.hparams[name]!r} (checkpoint: {trained[name]!r})"
+            for name in LINKED_FROM_DATA
+            if name in trained and self.model.hparams[name] != trained[name]
+        ]
+        if differing:
+            source = self.config[self.subcommand].data.get("source") or "the embedded data"
+            raise InputError(
+                f"{source} does not fit {self.config[self.subcommand].ckpt_path}: its columns give the network "
+                f"{', '.join(differing)}; use data with the checkpoint's targets, covariates and static categories"
+            )
+
+    def _config_files(self) -> list[str]:
+        return [str(path) for path in self.config[self.subcommand].get("config") or [] if path]
+
     def before_fit(self) -> None:
+        self._check_data_fits_checkpoint()
         logger = self.trainer.logger
         version = self.explicit.get("trainer", {}).get("logger", {})
         version = version.get("init_args", {}).get("version") if isinstance(version, dict) else None
@@ -192,6 +246,8 @@ def explicit_settings(args: list[str], config) -> dict:
     nested dict with the parsed values (``{"model": {"d_model": 128}, …}``)."""
     keys: set[str] = set()
     for position, token in enumerate(args):
+        if token == "-c" or token.startswith("-c="):  # jsonargparse's short form of --config
+            token = "--config" + token[2:]
         if not token.startswith("--"):
             continue
         key, _, value = token[2:].partition("=")
@@ -223,6 +279,14 @@ def _dotted_keys(tree: dict, prefix: str = "") -> set[str]:
     return keys
 
 
+def check_options(config) -> None:
+    """Every numeric option inside its domain (``project.domains``) and an accelerator this machine has, checked
+    before anything is built."""
+    flat = dict(config.items())
+    check_domains({name: flat[name] for name in DOMAINS if name in flat})
+    check_accelerator(config.trainer.get("accelerator"))
+
+
 def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -> None:
     """Fail with one line when the user asks, on purpose, for a model or data shape other than the checkpoint's.
 
@@ -236,10 +300,15 @@ def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -
         for name, value in explicit.get("model", {}).items()
         if name in trained and name not in FREE_AFTER_TRAINING and value != trained[name]
     ]
+    trained_data = {**checkpoint.get("datamodule_hyper_parameters", {})}
+    state = checkpoint.get(WindowDataModule.__qualname__, {})
+    if "scaler" in state:  # what the scaling was, also when the config left it to its default
+        trained_data["scaling"] = state["scaler"]["mode"]
+    trained_data.update({name: trained[name] for name in ("context_length", "horizon") if name in trained})
     mismatches += [
-        f"data.{name}={explicit['data'][name]!r} (checkpoint: {trained[name]!r})"
-        for name in ("context_length", "horizon")
-        if name in explicit.get("data", {}) and name in trained and explicit["data"][name] != trained[name]
+        f"data.{name}={value!r} (checkpoint: {trained_data[name]!r})"
+        for name, value in explicit.get("data", {}).items()
+        if name in SHAPING_DATA_SETTINGS and name in trained_data and value != trained_data[name]
     ]
     if mismatches:
         raise InputError(f"{ckpt_path} was trained with other settings than the config: {', '.join(mismatches)}")
@@ -257,11 +326,10 @@ def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None)
                 save_config_callback=RunConfig,
                 save_config_kwargs={"overwrite": True},  # before_fit refuses an existing run folder itself
             )
-    except SIGTERMException:
-        print(
-            "error: stopped by SIGTERM; last.ckpt holds the current step; continue with --ckpt_path last",
-            file=sys.stderr,
-        )
+    except SIGTERMException as stopped:
+        saved = getattr(stopped, "latest_checkpoint", None)  # noted by ForecastCheckpoint when it saved the state
+        resume = f"; {saved} holds the current step; continue with --ckpt_path last" if saved else ""
+        print(f"error: stopped by SIGTERM{resume or '; no checkpoint holds the current step'}", file=sys.stderr)
         raise SystemExit(EXIT_SIGTERM) from None
 
 

@@ -128,13 +128,23 @@ def test_sigterm_stops_fit_with_last_ckpt_at_the_current_step_and_a_non_zero_exi
     arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=6)]
     result = run_cli("fit", "--config", "configs/base.yaml", *arguments, *terminate)
     assert result.returncode == 143
-    assert last_line(result.stderr) == (
-        "error: stopped by SIGTERM; last.ckpt holds the current step; continue with --ckpt_path last"
-    )
     run = only_run(tmp_path)
+    assert last_line(result.stderr) == (
+        f"error: stopped by SIGTERM; {run / 'checkpoints' / 'last.ckpt'} holds the current step; continue with "
+        "--ckpt_path last"
+    )
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 3
     assert_ok(run_cli("fit", "--config", "configs/base.yaml", *arguments, "--ckpt_path=last"))
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 6
+
+
+def test_sigterm_with_checkpointing_off_says_that_no_checkpoint_holds_the_step(tmp_path):
+    terminate = ["--trainer.callbacks+=tests.test_training.Terminate", "--trainer.callbacks.step=2"]
+    arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=4), "--trainer.enable_checkpointing=false"]
+    result = run_cli("fit", "--config", "configs/base.yaml", *arguments, *terminate)
+    assert result.returncode == 143
+    assert last_line(result.stderr) == "error: stopped by SIGTERM; no checkpoint holds the current step"
+    assert not list(tmp_path.rglob("*.ckpt"))
 
 
 def test_training_with_the_logger_turned_off_runs_without_monitors_figures_or_files(tmp_path):

@@ -35,6 +35,8 @@ class ForecastCheckpoint(ModelCheckpoint):
         super().on_exception(trainer, pl_module, exception)
         if isinstance(exception, SIGTERMException):
             self._save_latest(trainer)
+            if self.save_last and self.last_model_path:  # for the one-line message that says where to resume
+                exception.latest_checkpoint = self.last_model_path
 
     def _save_last_checkpoint(self, trainer: L.Trainer, monitor_candidates: dict) -> None:
         super()._save_last_checkpoint(trainer, monitor_candidates)
