@@ -10,7 +10,10 @@ TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 CONFIG ?= configs/base.yaml
 
-.PHONY: train test lint format clean
+# The tests that compare float32 results across process layouts and batch shapes, run again at fixed thread counts.
+THREAD_TESTS ?= tests/test_ddp.py tests/test_regimes.py tests/test_backtest.py
+
+.PHONY: train test test-threads lint format clean
 
 $(BIN)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 is required, found " + sys.version.split()[0]'
@@ -26,6 +29,10 @@ train: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest
+
+test-threads: $(BIN)/.installed
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q $(THREAD_TESTS)
+	OMP_NUM_THREADS=2 $(BIN)/python -m pytest -q $(THREAD_TESTS)
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -79,6 +79,27 @@ def only_run(log_dir: Path, name: str = "synthetic_series") -> Path:
     return version
 
 
+FLOAT32_EPSILON = float(np.finfo(np.float32).eps)
+# Roundings a float32 result may differ by when the same sums run in another order: other process layouts, thread
+# counts or batch compositions. Generous for the few-hundred-term sums of these tests, and still 10,000 times
+# tighter than any error a test is there to catch.
+FLOAT32_ROUNDINGS = 64
+
+
+def float32_tolerance(scale: float) -> float:
+    """The absolute tolerance for float32 results of size ``scale`` computed in another order."""
+    return FLOAT32_ROUNDINGS * FLOAT32_EPSILON * abs(float(scale))
+
+
+def assert_close_in_float32(actual, expected, scale: float | None = None) -> None:
+    """``actual`` equals ``expected`` up to float32 rounding at the values' scale (the largest magnitude of
+    ``expected`` unless given): an absolute tolerance, so that a value near zero beside large ones is not held to
+    a relative precision that float32 sums in another order cannot give."""
+    expected = np.asarray(expected, dtype=np.float64)
+    scale = float(np.abs(expected).max()) if scale is None else scale
+    np.testing.assert_allclose(np.asarray(actual, dtype=np.float64), expected, rtol=0, atol=float32_tolerance(scale))
+
+
 TINY = dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32)
 
 

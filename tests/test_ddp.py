@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from project.runs import read_scalars
-from tests.helpers import SMALL_MODEL, only_run, quick_fit_arguments, run_cli
+from tests.helpers import SMALL_MODEL, assert_close_in_float32, only_run, quick_fit_arguments, run_cli
 
 DDP = ["--trainer.strategy=ddp", "--trainer.accelerator=cpu", "--trainer.devices=2"]
 
@@ -28,10 +28,14 @@ def test_two_processes_score_and_predict_exactly_what_one_process_does(tmp_path)
         output = tmp_path / f"{name}.csv"
         ok(run_cli("predict", *arguments, "--data.predict_windows=test", f"--predictions.output={output}"))
     for metric in ("val/mse", "val/mae", "val/loss", "val/mse_repeat_last"):
-        assert scores["ddp"][metric].iloc[-1] == pytest.approx(scores["single"][metric].iloc[-1], rel=1e-6), metric
+        assert_close_in_float32(scores["ddp"][metric].iloc[-1], scores["single"][metric].iloc[-1])
     ddp, single = pd.read_csv(tmp_path / "ddp.csv"), pd.read_csv(tmp_path / "single.csv")
     assert ddp["window"].nunique() == single["window"].nunique() == len(single) // 12  # every window once
-    pd.testing.assert_frame_equal(ddp, single, rtol=1e-5)
+    assert list(ddp.columns) == list(single.columns)
+    numbers = single.select_dtypes("number").columns
+    pd.testing.assert_frame_equal(ddp.drop(columns=numbers), single.drop(columns=numbers))
+    for column in numbers:  # each forecast to float32 rounding at its column's scale
+        assert_close_in_float32(ddp[column], single[column])
     assert not list(tmp_path.glob("ddp-rank*.csv"))  # one file, not one per process
 
 
