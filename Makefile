@@ -11,9 +11,9 @@ TORCH_INDEX ?=
 CONFIG ?= configs/base.yaml
 
 # The tests that compare float32 results across process layouts and batch shapes, run again at fixed thread counts.
-THREAD_TESTS ?= tests/test_ddp.py tests/test_regimes.py tests/test_backtest.py
+THREAD_TESTS ?= tests/test_ddp.py tests/test_regimes.py $(wildcard tests/tools/test_backtest.py)
 
-.PHONY: train test test-threads lint format clean
+.PHONY: train test test-threads test-without-tools lint format clean
 
 $(BIN)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 is required, found " + sys.version.split()[0]'
@@ -33,6 +33,14 @@ test: $(BIN)/.installed
 test-threads: $(BIN)/.installed
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q $(THREAD_TESTS)
 	OMP_NUM_THREADS=2 $(BIN)/python -m pytest -q $(THREAD_TESTS)
+
+# The core alone: the tracked tree without project/tools and tests/tools, copied aside (nothing here is deleted).
+test-without-tools: $(BIN)/.installed
+	@core=$$(mktemp -d) && \
+	git ls-files --cached --others --exclude-standard | grep -v -e '^project/tools/' -e '^tests/tools/' | \
+		tar -cf - -T - | tar -xf - -C $$core && \
+	echo "The suite without project/tools and tests/tools, in $$core" && \
+	cd $$core && $(abspath $(BIN))/python -m pytest -q; status=$$?; rm -rf $$core; exit $$status
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -39,14 +39,6 @@ def read_scalars(run: str | Path) -> dict[str, pd.Series]:
     return curves
 
 
-def run_seconds(run: str | Path) -> float:
-    """Wall-clock seconds between the first and the last scalar the run logged (training to test)."""
-    accumulator = EventAccumulator(str(run), size_guidance={SCALARS: 0})
-    accumulator.Reload()
-    times = [event.wall_time for tag in accumulator.Tags()["scalars"] for event in accumulator.Scalars(tag)]
-    return max(times) - min(times) if times else 0.0
-
-
 def read_hyperparameters(run: str | Path) -> dict:
     """The run's ``hparams.yaml`` as written by Lightning's TensorBoardLogger (empty when there is none)."""
     path = Path(run) / "hparams.yaml"

@@ -5,6 +5,8 @@ import pytest
 import torch
 
 from project.model.transformer import ForecastTransformer
+from tests.helpers import BASE, SMALL_MODEL, cli, only_run, quick_fit_arguments
+from tests.test_data import frame_of_row_numbers
 
 
 def pytest_addoption(parser):
@@ -54,3 +56,36 @@ def small_model(dtype: torch.dtype = torch.float64, **overrides) -> ForecastTran
 
 def relative_difference(actual: torch.Tensor, expected: torch.Tensor) -> float:
     return ((actual - expected).abs().max() / expected.abs().max()).item()
+
+
+@pytest.fixture(scope="session")
+def user_run(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """A short fit on a user's CSV named ``forecasts.csv`` (a name backtest writes), logged beside it: the folder,
+    the CSV and the run's checkpoint. Shared by the guard tests of the CLI and the tools; leave the folder as found."""
+    folder = tmp_path_factory.mktemp("user")
+    source = folder / "forecasts.csv"
+    frame_of_row_numbers(400).to_csv(source, index=False)
+    arguments = [f"--data.source={source}", "--data.time_column=time", *SMALL_MODEL, *quick_fit_arguments(folder)]
+    assert cli("fit", "--config", BASE, *arguments, "--test_after_fit=false") == 0
+    return folder, source, only_run(folder, "forecasts") / "checkpoints" / "last.ckpt"
+
+
+class CreatesAFileWhenUnpickled:
+    """What a hostile checkpoint carries: unpickling it would call ``open(path, "w")``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (str(self.path), "w"))
+
+
+@pytest.fixture
+def hostile_checkpoint(user_run, tmp_path) -> tuple[Path, Path]:
+    """A copy of the user's checkpoint that would create ``marker`` when unpickled: the file and the marker."""
+    marker = tmp_path / "marker"
+    checkpoint = torch.load(user_run[2], weights_only=False)
+    checkpoint["callbacks"] = CreatesAFileWhenUnpickled(marker)
+    path = tmp_path / "hostile.ckpt"
+    torch.save(checkpoint, path)
+    return path, marker

@@ -3,6 +3,7 @@ speed), and the small models and data the tests share."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import pandas as pd
+import pytest
 
 from project.cli import cli_main
 from project.training.module import Forecaster
@@ -119,3 +121,26 @@ def quiet_trainer(**overrides) -> L.Trainer:
     arguments = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
     arguments.update(overrides)
     return L.Trainer(**arguments)
+
+
+def digests(*paths: Path) -> dict[Path, str]:
+    """The SHA-256 of every file at or under ``paths``: compared before and after a command to prove it left them
+    byte-identical."""
+    files = [f for p in paths for f in ([p] if p.is_file() else sorted(p.rglob("*"))) if f.is_file()]
+    return {f: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+
+
+def one_line_error(capsys) -> str:
+    """The captured error of a command, checked to end in one ``error: …`` line without a traceback."""
+    error = capsys.readouterr().err
+    assert "Traceback" not in error
+    line = last_line(error)
+    assert line.startswith("error: ")
+    return line
+
+
+def exit_code(main, arguments: list[str]) -> int:
+    """The exit code with which a tool's ``main(arguments)`` stops."""
+    with pytest.raises(SystemExit) as stopped:
+        main(arguments)
+    return stopped.value.code

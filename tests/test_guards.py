@@ -1,134 +1,27 @@
-"""The guards every command is behind: no output replaces an input, no checkpoint runs code, no folder is deleted,
-and a tool's bad option ends in one line as the CLI's do."""
+"""The guards the CLI and the figures command are behind: no output replaces an input, no checkpoint runs code, and
+every refusal is one line (the tools' own: tests/tools/test_tool_guards.py)."""
 
-import hashlib
 import os
-import re
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
-from project import backtest, export, figures, m4
-from project.errors import InputError
-from tests.helpers import BASE, SMALL_MODEL, cli, last_line, only_run, quick_fit_arguments
+from project import figures
+from tests.helpers import BASE, SMALL_MODEL, cli, digests, exit_code, one_line_error, quick_fit_arguments
 from tests.test_data import frame_of_row_numbers
 
 
-class CreatesAFileWhenUnpickled:
-    """What a hostile checkpoint carries: unpickling it would call ``open(path, "w")``."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __reduce__(self):
-        return (open, (str(self.path), "w"))
-
-
-def digests(*paths: Path) -> dict[Path, str]:
-    """The SHA-256 of every file at or under ``paths``."""
-    files = [f for p in paths for f in ([p] if p.is_file() else sorted(p.rglob("*"))) if f.is_file()]
-    return {f: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
-
-
-def one_line_error(capsys) -> str:
-    error = capsys.readouterr().err
-    assert "Traceback" not in error
-    line = last_line(error)
-    assert line.startswith("error: ")
-    return line
-
-
-def exit_code(main, arguments: list[str]) -> int:
-    with pytest.raises(SystemExit) as stopped:
-        main(arguments)
-    return stopped.value.code
-
-
-@pytest.fixture(scope="module")
-def user_run(tmp_path_factory):
-    """A short fit on a user's CSV named ``forecasts.csv`` (a name backtest writes), logged beside it; the folder,
-    the CSV and the run's checkpoint."""
-    folder = tmp_path_factory.mktemp("user")
-    source = folder / "forecasts.csv"
-    frame_of_row_numbers(400).to_csv(source, index=False)
-    arguments = [f"--data.source={source}", "--data.time_column=time", *SMALL_MODEL, *quick_fit_arguments(folder)]
-    assert cli("fit", "--config", BASE, *arguments, "--test_after_fit=false") == 0
-    return folder, source, only_run(folder, "forecasts") / "checkpoints" / "last.ckpt"
-
-
-@pytest.fixture
-def hostile_checkpoint(user_run, tmp_path) -> tuple[Path, Path]:
-    """A copy of the user's checkpoint that would create ``marker`` when unpickled; the file and the marker."""
-    marker = tmp_path / "marker"
-    checkpoint = torch.load(user_run[2], weights_only=False)
-    checkpoint["callbacks"] = CreatesAFileWhenUnpickled(marker)
-    path = tmp_path / "hostile.ckpt"
-    torch.save(checkpoint, path)
-    return path, marker
-
-
-def test_a_checkpoint_that_would_run_code_is_refused_by_every_entry_point(hostile_checkpoint, user_run, capsys):
+def test_a_checkpoint_that_would_run_code_is_refused_by_the_cli_and_figures(hostile_checkpoint, capsys):
     path, marker = hostile_checkpoint
-    source = user_run[1]
-    output = path.parent / "out"
     for subcommand in ("fit", "validate", "test", "predict"):
         assert cli(subcommand, f"--ckpt_path={path}", "--trainer.logger=false") == 2, subcommand
         assert "cannot read the checkpoint" in one_line_error(capsys)
-    tools = {
-        "figures": (figures.main, [str(path), "--output", f"{output}.png"]),
-        "export": (export.main, [str(path), "--output", str(output)]),
-        "backtest": (backtest.main, ["--ckpt_path", str(path), "--output", str(output)]),
-        "m4": (m4.main, ["--data", str(source), "--ckpt_path", str(path), "--output", f"{output}.md"]),
-    }
-    for name, (main, arguments) in tools.items():
-        assert exit_code(main, arguments) == 2, name
-        assert "cannot read the checkpoint" in one_line_error(capsys), name
-    from project.results import best_epoch, forecast_split
-
-    for read in (best_epoch, lambda p: forecast_split(p, None, "test")):
-        with pytest.raises(InputError, match="cannot read the checkpoint"):
-            read(path)
+    assert exit_code(figures.main, [str(path), "--output", str(path.parent / "out.png")]) == 2
+    assert "cannot read the checkpoint" in one_line_error(capsys)
     assert not marker.exists()
-    assert not output.exists()
-
-
-def test_an_export_into_a_folder_of_the_users_files_replaces_none_of_them(user_run, capsys):
-    folder, _, checkpoint = user_run
-    before = digests(folder)
-    code = export.main([str(checkpoint), "--format", "torch_export", "--output", str(folder), "--overwrite"])
-    assert code is None
-    assert all(digests(*before)[path] == digest for path, digest in before.items())  # every input byte-identical
-    assert {"encoder.pt2", "decoder_step.pt2", "model.json"} <= {p.name for p in folder.iterdir()}
-    for name in ("encoder.pt2", "decoder_step.pt2", "model.json"):
-        (folder / name).unlink()
-
-
-def test_an_export_aimed_at_an_existing_file_is_refused_and_leaves_no_partial_folder(user_run, tmp_path, capsys):
-    target = tmp_path / "notes.txt"
-    target.write_text("mine\n")
-    assert exit_code(export.main, [str(user_run[2]), "--output", str(target), "--overwrite"]) == 2
-    assert one_line_error(capsys) == f"error: {target} is a file; expected a folder to write encoder.onnx, " + (
-        "decoder_step.onnx, model.json into"
-    )
-    assert target.read_text() == "mine\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
-
-
-@pytest.mark.parametrize(
-    ("option", "message"),
-    [
-        (["--horizon", "1000"], r"--horizon 1000 exceeds 48, the longest forecast .* is set up for"),
-        (["--horizon", "-5"], r"--horizon must be a positive integer; got -5"),
-        (["--batch-size", "0"], r"--batch-size must be a positive integer; got 0"),
-    ],
-)
-def test_export_refuses_a_shape_the_model_cannot_serve(user_run, tmp_path, capsys, option, message):
-    assert exit_code(export.main, [str(user_run[2]), "--output", str(tmp_path / "export"), *option]) == 2
-    assert re.search(message, one_line_error(capsys))
-    assert not (tmp_path / "export").exists()
+    assert not (path.parent / "out.png").exists()
 
 
 def test_predict_never_replaces_its_checkpoint_or_its_config_even_with_overwrite(user_run, tmp_path, capsys):
@@ -163,33 +56,6 @@ def test_a_read_only_output_folder_is_refused_before_predicting(user_run, tmp_pa
                "--trainer.logger=false")  # fmt: skip
     assert code == 2
     assert "cannot write into" in one_line_error(capsys)
-
-
-def test_a_backtest_never_replaces_the_training_data_in_its_output_folder(user_run, capsys):
-    folder, source, checkpoint = user_run
-    before = digests(source)
-    arguments = ["--ckpt_path", str(checkpoint), "--output", str(folder), "--overwrite"]
-    assert exit_code(backtest.main, arguments) == 2
-    assert one_line_error(capsys) == (
-        f"error: {source}: the output would replace the input {source}; choose another output path"
-    )
-    assert digests(source) == before
-
-
-@pytest.mark.parametrize(
-    ("option", "message"),
-    [
-        (["--step", "-28"], "--step must be a positive integer; got -28"),
-        (["--step", "0"], "--step must be a positive integer; got 0"),
-        (["--refit", "--refit-epochs", "0"], "--refit-epochs must be a positive integer; got 0"),
-        (["--origins", "0"], "--origins must be a positive integer; got 0"),
-    ],
-)
-def test_backtest_origins_stay_in_the_test_period(user_run, tmp_path, capsys, option, message):
-    arguments = ["--ckpt_path", str(user_run[2]), "--output", str(tmp_path / "b"), *option]
-    assert exit_code(backtest.main, arguments) == 2
-    assert one_line_error(capsys) == f"error: {message}"
-    assert not (tmp_path / "b").exists()
 
 
 @pytest.mark.parametrize("windows", [0, 100_000])

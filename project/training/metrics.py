@@ -1,4 +1,4 @@
-"""Scores of probabilistic forecasts and the M4 competition's point scores, written once with their formulas.
+"""Scores of probabilistic forecasts, written once with their formulas.
 
 torchmetrics has no CRPS for sample paths, so it is here; ``tests/test_metrics.py`` checks it against the
 reference package ``properscoring``.
@@ -6,7 +6,6 @@ reference package ``properscoring``.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -33,14 +32,3 @@ def central_interval(samples: Tensor, coverage: float = 0.8) -> tuple[Tensor, Te
     levels = samples.new_tensor([tail, 1 - tail])
     lower, upper = torch.quantile(samples, levels, dim=1)
     return lower, upper
-
-
-def smape(forecast: np.ndarray, actual: np.ndarray) -> float:
-    """Symmetric MAPE in percent as the M4 competition defines it: 200 · mean |y − ŷ| / (|y| + |ŷ|)."""
-    return float(np.mean(200 * np.abs(actual - forecast) / (np.abs(actual) + np.abs(forecast))))
-
-
-def mase(forecast: np.ndarray, actual: np.ndarray, insample: np.ndarray, seasonality: int) -> float:
-    """Mean absolute scaled error (M4): the forecast's MAE over the in-sample MAE of the seasonal naive forecast."""
-    scale = np.mean(np.abs(insample[seasonality:] - insample[:-seasonality]))
-    return float(np.mean(np.abs(actual - forecast)) / scale)

@@ -1,10 +1,10 @@
-"""The M4 Hourly table (an optional tool: delete project/m4.py with this file)."""
+"""The M4 Hourly table (an optional tool: it goes with project/tools)."""
 
 import numpy as np
 import pytest
 
-from project import datasets, m4
-from project.training.metrics import mase, smape
+from project.tools import datasets, m4
+from project.tools.m4 import mase, smape
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def test_seasonal_naive_reproduces_the_published_m4_scores_on_the_same_windows(m
 
 
 def test_a_distribution_asked_of_the_scripts_clears_the_presets_point_loss():
-    from project.results import without_point_loss
+    from project.tools.results import without_point_loss
 
     assert without_point_loss(["--model.distribution=quantile"]) == [
         "--model.distribution=quantile",

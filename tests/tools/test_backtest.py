@@ -1,12 +1,12 @@
-"""Rolling-origin evaluation (an optional tool: delete project/backtest.py and this file)."""
+"""Rolling-origin evaluation (an optional tool: it goes with project/tools)."""
 
 import itertools
 
 import pandas as pd
 import pytest
 
-from project import backtest
 from project.runs import read_scalars
+from project.tools import backtest
 from tests.helpers import BASE, SMALL_MODEL, assert_close_in_float32, cli, config, only_run, quick_fit_arguments
 
 

@@ -1,9 +1,9 @@
-"""The benchmark command (an optional tool: delete project/bench.py with this file)."""
+"""The benchmark command (an optional tool: it goes with project/tools)."""
 
 import pandas as pd
 import pytest
 
-from project import bench
+from project.tools import bench
 
 
 def test_the_benchmark_writes_its_tables(tmp_path, capsys):

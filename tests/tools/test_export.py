@@ -1,4 +1,4 @@
-"""Export for serving (an optional tool: delete project/export.py, project/serve.py and this file)."""
+"""Export for serving (an optional tool: it goes with project/tools)."""
 
 import subprocess
 import sys
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from project import export
+from project.tools import export
 from project.training.module import Forecaster
 from tests.helpers import BASE, REPOSITORY, SMALL_MODEL, cli, config, only_run, quick_fit_arguments
 
@@ -36,7 +36,7 @@ def test_the_onnx_driver_forecasts_what_generate_forecasts_without_importing_tor
     np.savez(tmp_path / "inputs.npz", **{name: value.numpy() for name, value in inputs.items()})
     driver = (
         "import sys, numpy as np\n"
-        "from project.serve import ExportedForecaster\n"
+        "from project.tools.serve import ExportedForecaster\n"
         f"inputs = dict(np.load({str(tmp_path / 'inputs.npz')!r}))\n"
         f"forecast = ExportedForecaster({str(folder)!r}).forecast(**inputs)\n"
         f"np.save({str(tmp_path / 'forecast.npy')!r}, forecast)\n"

@@ -1,4 +1,4 @@
-"""Hyperparameter search (an optional tool: delete project/tune.py, configs/search.yaml and this file)."""
+"""Hyperparameter search (an optional tool: it goes with project/tools)."""
 
 import hashlib
 import os
@@ -12,7 +12,7 @@ import optuna
 import pytest
 import yaml
 
-from project import tune
+from project.tools import tune
 from tests.helpers import BASE, REPOSITORY, SMALL_MODEL, cli, config, last_line
 
 TINY_TRIALS = [
@@ -90,7 +90,7 @@ def test_sigterm_stops_the_study_with_exit_code_143_and_records_its_running_tria
     errors = tmp_path / "stderr.txt"  # a file, not a pipe that nobody reads while the trial starts and could fill
     with errors.open("w") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "project.tune", *map(str, arguments), *options],
+            [sys.executable, "-m", "project.tools.tune", *map(str, arguments), *options],
             cwd=tmp_path, env=environment, stdout=subprocess.DEVNULL, stderr=stderr,
         )  # fmt: skip
     try:

@@ -1,6 +1,6 @@
 """Hyperparameter search with Optuna: each trial an ordinary ``fit`` with its own log folder.
 
-    python -m project.tune --config configs/base.yaml --search configs/search.yaml --trials 20
+    python -m project.tools.tune --config configs/base.yaml --search configs/search.yaml --trials 20
 
 Optuna's TPE sampler proposes the options named in the search space (``configs/search.yaml``); a median pruner
 stops trials whose validation loss falls behind (Optuna's Lightning callback, reading ``val/loss`` after every
@@ -244,7 +244,7 @@ def objective(trial, args: argparse.Namespace, extra: list[str], space: dict[str
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m project.tune", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m project.tools.tune", description=__doc__.split("\n")[0])
     parser.add_argument("--config", type=Path, action="append", required=True, help="configs to stack, as fit")
     parser.add_argument("--search", type=Path, default=Path("configs/search.yaml"), help="the search space")
     parser.add_argument("--trials", type=int, default=20, help="finished trials the study should have")

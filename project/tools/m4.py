@@ -1,7 +1,7 @@
 """Reproduce the README's M4 Hourly table: the free-running model and seasonal naive on the same 414 windows.
 
-    python -m project.datasets m4_hourly      # data/m4_hourly.csv
-    python -m project.m4                      # trains, forecasts the 48 test hours of every series, scores them
+    python -m project.tools.datasets m4_hourly      # data/m4_hourly.csv
+    python -m project.tools.m4                      # trains, forecasts the 48 test hours of every series, scores them
 
 One model for all 414 series (``configs/m4_hourly.yaml``), trained by ``python -m project.cli fit``; its best
 checkpoint (by validation loss on the 48 hours before the test hours) forecasts each series' test hours from the
@@ -23,7 +23,7 @@ from project.checkpoints import read_checkpoint
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.files import check_output
-from project.results import (
+from project.tools.results import (
     best_checkpoint,
     best_epoch,
     clock,
@@ -32,12 +32,11 @@ from project.results import (
     hardware,
     markdown_table,
     preset_datamodule,
+    run_seconds,
     without_point_loss,
     write_table,
 )
-from project.runs import run_seconds
 from project.training.baselines import repeat_last, seasonal_naive
-from project.training.metrics import mase, smape
 from project.training.regimes import REGIMES, regime_name, regime_settings
 
 CONFIG = Path("configs/m4_hourly.yaml")
@@ -48,6 +47,17 @@ PUBLISHED = {  # the M4 competition's hourly results (sMAPE, MASE)
     "seasonal naive (sNaive)": (13.912, 1.193),
     "Naive2": (18.383, 2.395),
 }
+
+
+def smape(forecast: np.ndarray, actual: np.ndarray) -> float:
+    """Symmetric MAPE in percent as the M4 competition defines it: 200 · mean |y − ŷ| / (|y| + |ŷ|)."""
+    return float(np.mean(200 * np.abs(actual - forecast) / (np.abs(actual) + np.abs(forecast))))
+
+
+def mase(forecast: np.ndarray, actual: np.ndarray, insample: np.ndarray, seasonality: int) -> float:
+    """Mean absolute scaled error (M4): the forecast's MAE over the in-sample MAE of the seasonal naive forecast."""
+    scale = np.mean(np.abs(insample[seasonality:] - insample[:-seasonality]))
+    return float(np.mean(np.abs(actual - forecast)) / scale)
 
 
 def datamodule(data: Path, **overrides) -> WindowDataModule:
@@ -141,8 +151,8 @@ def _row(name: str, smape_: float, mase_: float, seconds: float | None = None, e
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m project.m4", description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=Path("data/m4_hourly.csv"), help="from project.datasets")
+    parser = argparse.ArgumentParser(prog="python -m project.tools.m4", description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=Path("data/m4_hourly.csv"), help="from project.tools.datasets")
     parser.add_argument("--regimes", nargs="*", default=["free_running_detach"], choices=list(REGIMES))
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs"), help="where the runs are logged")
     parser.add_argument("--output", type=Path, default=Path("results/m4_hourly.md"), help="Markdown table to write")
@@ -153,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     extra = without_point_loss(extra)
     if not args.data.is_file():
-        parser.error(f"{args.data}: not found; run python -m project.datasets m4_hourly")
+        parser.error(f"{args.data}: not found; run python -m project.tools.datasets m4_hourly")
     with reported_in_one_line():
         check_output(args.output, [args.data, *(args.ckpt_path or [])], args.overwrite)  # before training, not after
         for checkpoint in args.ckpt_path or []:  # a bad checkpoint is refused before the data is read

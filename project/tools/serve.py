@@ -1,11 +1,11 @@
-"""Forecast with an exported model (``python -m project.export``), with NumPy and onnxruntime only.
+"""Forecast with an exported model (``python -m project.tools.export``), with NumPy and onnxruntime only.
 
 No torch and no Lightning: what a serving process needs is this file, ``numpy``, ``onnxruntime`` and the export
 folder (``encoder.onnx``, ``decoder_step.onnx``, ``model.json``). The encoder runs once; the one-step decoder
 then runs once per forecast token with the key/value cache as explicit inputs and outputs, each step's point
 forecast fed back as the next input, as ``ForecastTransformer.generate`` does.
 
-    from project.serve import ExportedForecaster
+    from project.tools.serve import ExportedForecaster
     forecaster = ExportedForecaster("export/")
     forecast = forecaster.forecast(context)            # (N, horizon, F), in the units of ``context``
 
@@ -29,7 +29,7 @@ class ExportedForecaster:
     """The exported encoder and decoder step of one checkpoint, for one batch size and horizon.
 
     ``encoder``/``decoder`` run the two graphs; by default onnxruntime sessions of ``encoder.onnx`` and
-    ``decoder_step.onnx`` (``project.export`` passes the ``torch.export`` programs instead).
+    ``decoder_step.onnx`` (``project.tools.export`` passes the ``torch.export`` programs instead).
     """
 
     def __init__(self, folder: str | Path, encoder: Graph | None = None, decoder: Graph | None = None) -> None:

@@ -1,12 +1,12 @@
-"""Downloading and converting the public datasets (an optional tool: delete project/datasets.py with this file)."""
+"""Downloading and converting the public datasets (an optional tool: it goes with project/tools)."""
 
 import hashlib
 
 import pandas as pd
 import pytest
 
-from project import datasets
 from project.errors import InputError
+from project.tools import datasets
 
 
 def test_a_download_is_verified_before_it_is_written(tmp_path):

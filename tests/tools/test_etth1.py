@@ -1,8 +1,8 @@
-"""The ETTh1 tables (an optional tool: delete project/etth1.py with this file)."""
+"""The ETTh1 tables (an optional tool: it goes with project/tools)."""
 
 import pytest
 
-from project import etth1 as script
+from project.tools import etth1 as script
 from tests.helpers import REPOSITORY
 
 

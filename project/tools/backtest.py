@@ -1,7 +1,7 @@
 """Rolling-origin evaluation: forecast from several origins in the test period, as forecasters evaluate.
 
-    python -m project.backtest --ckpt_path <checkpoint> --origins 6
-    python -m project.backtest --ckpt_path <checkpoint> --origins 6 --step 24 --refit --refit-epochs 2
+    python -m project.tools.backtest --ckpt_path <checkpoint> --origins 6
+    python -m project.tools.backtest --ckpt_path <checkpoint> --origins 6 --step 24 --refit --refit-epochs 2
 
 Origin k of a series is the k-th forecast start in its test period: ``test start + k · step`` (``--step``, the
 horizon by default), each forecast taking its context from the rows before its origin and covering ``horizon``
@@ -141,7 +141,7 @@ def figure(metrics: pd.DataFrame, forecasts: pd.DataFrame, target: str) -> Figur
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m project.backtest", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m project.tools.backtest", description=__doc__.split("\n")[0])
     parser.add_argument("--ckpt_path", type=Path, required=True, help="a checkpoint written by fit")
     parser.add_argument("--origins", type=int, default=4, help="forecast origins K in the test period")
     parser.add_argument("--step", type=int, default=None, help="rows between origins (default: the horizon)")

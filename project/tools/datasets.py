@@ -1,7 +1,7 @@
 """Download the public datasets the README's results use, verify them, and write them where the configs look.
 
-    python -m project.datasets etth1        # data/ETTh1.csv (ETT-small, Zhou et al. 2021, CC BY-ND 4.0)
-    python -m project.datasets m4_hourly    # data/m4_hourly.csv (M4 competition, hourly: 414 series, long format)
+    python -m project.tools.datasets etth1        # data/ETTh1.csv (ETT-small, Zhou et al. 2021, CC BY-ND 4.0)
+    python -m project.tools.datasets m4_hourly    # data/m4_hourly.csv (M4 competition, hourly: 414 series, long format)
 
 Each file is checked against its SHA-256 before anything is written; ``--from`` takes a local copy (a file or a
 folder) instead of downloading. Nothing existing is replaced without ``--overwrite``.
@@ -109,7 +109,7 @@ def prepare(dataset: str, folder: Path, source: Path | None, overwrite: bool) ->
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m project.datasets", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m project.tools.datasets", description=__doc__.split("\n")[0])
     parser.add_argument("dataset", choices=["etth1", "m4_hourly"])
     parser.add_argument("--dir", type=Path, default=Path("data"), help="where to write the data (default: data/)")
     parser.add_argument("--from", dest="source", type=Path, default=None, help="a local copy: file or folder")

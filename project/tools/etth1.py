@@ -1,9 +1,9 @@
 """Reproduce the README's ETTh1 tables end to end: baselines, then every training regime; or OT with covariates.
 
-    python -m project.datasets etth1                 # data/ETTh1.csv
-    python -m project.etth1                          # the multivariate table: every regime against the baselines
-    python -m project.etth1 --experiment covariates  # OT alone against OT with the six loads and the calendar
-    python -m project.etth1 --experiment probabilistic --model.distribution=quantile   # intervals: CRPS, coverage
+    python -m project.tools.datasets etth1                 # data/ETTh1.csv
+    python -m project.tools.etth1                          # the multivariate table: every regime against the baselines
+    python -m project.tools.etth1 --experiment covariates  # OT alone against OT with the six loads and the calendar
+    python -m project.tools.etth1 --experiment probabilistic --model.distribution=quantile   # intervals: CRPS, coverage
 
 ETTh1 (Zhou et al. 2021, CC BY-ND 4.0) is not part of this repository. The protocol is the long-horizon
 benchmarks' (configs/etth1.yaml): look-back 336, horizon 96, 12/4/4-month split, scaling fitted on the training
@@ -22,7 +22,9 @@ from torch.utils.data import DataLoader
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.files import check_output
-from project.results import (
+from project.runs import find_runs, read_scalars
+from project.tools.linear_baseline import LinearBaseline
+from project.tools.results import (
     best_checkpoint,
     best_epoch,
     clock,
@@ -30,11 +32,11 @@ from project.results import (
     hardware,
     markdown_table,
     preset_datamodule,
+    run_seconds,
     without_point_loss,
     write_table,
 )
-from project.runs import find_runs, read_scalars, run_seconds
-from project.training.baselines import LinearBaseline, repeat_last
+from project.training.baselines import repeat_last
 from project.training.regimes import REGIMES, regime_settings
 
 CONFIG = Path("configs/etth1.yaml")  # a preset on configs/base.yaml
@@ -127,7 +129,7 @@ def markdown(rows: list[dict], hardware_name: str, what: str = "") -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m project.etth1", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m project.tools.etth1", description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=Path("data/ETTh1.csv"), help="path to ETTh1.csv")
     parser.add_argument("--experiment", choices=["regimes", "covariates", "probabilistic"], default="regimes")
     parser.add_argument("--regimes", nargs="*", default=list(REGIMES), choices=list(REGIMES), metavar="REGIME")
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trained", action="store_true", help="tabulate the runs already in --logs, do not train")
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     if not args.data.is_file():
-        parser.error(f"{args.data}: ETTh1.csv not found; run python -m project.datasets etth1")
+        parser.error(f"{args.data}: ETTh1.csv not found; run python -m project.tools.datasets etth1")
     output = args.output or Path(f"results/etth1_{args.experiment}.md")
     with reported_in_one_line():
         check_output(output, [args.data], args.overwrite)  # before hours of training, not after

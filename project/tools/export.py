@@ -1,11 +1,11 @@
 """Export a checkpoint for serving without the training stack: the encoder and the one-step decoder.
 
-    python -m project.export lightning_logs/…/checkpoints/best-….ckpt --format onnx --batch-size 32 --horizon 96
-    python -m project.export <checkpoint> --format torch_export
+    python -m project.tools.export lightning_logs/…/checkpoints/best-….ckpt --format onnx --batch-size 32 --horizon 96
+    python -m project.tools.export <checkpoint> --format torch_export
 
 Both graphs have static shapes for the given batch size and horizon. The decoder step takes the key/value cache as
 explicit inputs and returns it updated, with the position as a tensor (the static-shape decoding of
-``ForecastTransformer.new_static_cache``), so a driver loops over the forecast steps: ``project/serve.py`` does it
+``ForecastTransformer.new_static_cache``), so a driver loops over the forecast steps: ``project/tools/serve.py`` does it
 with NumPy and onnxruntime alone. ``--benchmark`` times one batch through the driver against ``generate``.
 Written to ``--output`` (default: ``export/`` beside the checkpoint's run): ``encoder.onnx``/``decoder_step.onnx``
 (or ``.pt2``) and ``model.json``. The folder may exist: files of these names in it are replaced only with
@@ -155,8 +155,8 @@ def _onnx(module: nn.Module, inputs: tuple, path: Path, input_names: list[str], 
 
 
 def forecast_with_torch_export(folder: Path, inputs: dict[str, Tensor]) -> Tensor:
-    """``project.serve``'s driver over the ``torch.export`` programs (this one needs torch)."""
-    from project.serve import ExportedForecaster
+    """``project.tools.serve``'s driver over the ``torch.export`` programs (this one needs torch)."""
+    from project.tools.serve import ExportedForecaster
 
     encoder, decoder = (torch.export.load(folder / name).module() for name in ("encoder.pt2", "decoder_step.pt2"))
     driver = ExportedForecaster(folder, _numpy_graph(encoder), _numpy_graph(decoder))
@@ -164,7 +164,7 @@ def forecast_with_torch_export(folder: Path, inputs: dict[str, Tensor]) -> Tenso
 
 
 def _numpy_graph(program: nn.Module):
-    """A ``torch.export`` program as ``project.serve`` runs graphs: named NumPy inputs in order → NumPy outputs."""
+    """A ``torch.export`` program as ``project.tools.serve`` runs graphs: named NumPy inputs → NumPy outputs."""
 
     def run(feeds: dict) -> list:
         with torch.no_grad():
@@ -175,7 +175,7 @@ def _numpy_graph(program: nn.Module):
 
 def benchmark(checkpoint: Path, folder: Path, repeats: int = 5) -> str:
     """Latency of one batch: ``generate`` (eager PyTorch, cached) against the exported driver."""
-    from project.serve import ExportedForecaster
+    from project.tools.serve import ExportedForecaster
 
     meta = json.loads((folder / "model.json").read_text())
     module = load_forecaster(checkpoint)
@@ -200,7 +200,7 @@ def benchmark(checkpoint: Path, folder: Path, repeats: int = 5) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m project.export", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m project.tools.export", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint", type=Path, help="a .ckpt written by `python -m project.cli fit`")
     parser.add_argument("--format", dest="export_format", choices=["onnx", "torch_export"], default="onnx")
     parser.add_argument("--batch-size", type=int, default=1, help="rows per forecast call (static shape)")

@@ -1,9 +1,9 @@
 """Benchmark: what the key/value cache and the training regimes cost in time and memory.
 
-    python -m project.bench                                   # CPU: training, inference and sampling tables
-    python -m project.bench --device cuda --precision 16-mixed   # on a GPU, with torch.cuda.max_memory_allocated
-    python -m project.bench --suite panel                     # a 10-million-row panel: memory and first batch
-    python -m project.bench --suite profile                   # where a 96-step rollout and BPTT spend their time
+    python -m project.tools.bench                                   # CPU: training, inference and sampling tables
+    python -m project.tools.bench --device cuda --precision 16-mixed   # on a GPU, with torch.cuda.max_memory_allocated
+    python -m project.tools.bench --suite panel                     # a 10-million-row panel: memory and first batch
+    python -m project.tools.bench --suite profile                   # where a 96-step rollout and BPTT spend their time
 
 Training: one optimizer step per regime (forward, loss, backward, AdamW), median over ``--repeats`` steps after a
 warm-up, timed round-robin over the regimes, and the bytes autograd saves for backward (each storage once,
@@ -343,7 +343,7 @@ def benchmark_panel(args: argparse.Namespace) -> str:
         started = time.perf_counter()
         _panel_child(path, settings, build_only=True)
         build_seconds = time.perf_counter() - started
-        measure = f"from project.bench import _panel_child; _panel_child({str(path)!r}, {settings!r})"
+        measure = f"from project.tools.bench import _panel_child; _panel_child({str(path)!r}, {settings!r})"
         child = subprocess.run(
             [sys.executable, "-c", measure],
             capture_output=True, text=True, check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"},
@@ -353,8 +353,8 @@ def benchmark_panel(args: argparse.Namespace) -> str:
     return (
         "\n".join(
             [
-                f"`python -m project.bench --suite panel`: {int(lengths.sum()):,} rows × 8 columns, {series:,} series, "
-                f"float32 matrix {matrix_mb:,.0f} MB; {platform.machine()} CPU",
+                f"`python -m project.tools.bench --suite panel`: {int(lengths.sum()):,} rows × 8 columns, "
+                f"{series:,} series, float32 matrix {matrix_mb:,.0f} MB; {platform.machine()} CPU",
                 "",
                 "| step | result |",
                 "|---|---:|",
@@ -466,7 +466,7 @@ def profile_rollouts(args: argparse.Namespace, device: torch.device) -> str:
 
 
 def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m project.bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m project.tools.bench", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--suite", nargs="+", default=["training", "inference", "sampling"],
         choices=["training", "inference", "sampling", "panel", "profile"], help="what to measure",
@@ -534,7 +534,7 @@ def run(args: argparse.Namespace) -> None:
     inference = benchmark_inference(args, device, None) if "inference" in args.suite else []
     sampling = benchmark_inference(args, device, args.samples) if "sampling" in args.suite else []
     if training or inference or sampling:
-        outputs["bench.md"] = markdown(training, inference, sampling, f"`python -m project.bench` — {header}")
+        outputs["bench.md"] = markdown(training, inference, sampling, f"`python -m project.tools.bench` — {header}")
         print("\n" + outputs["bench.md"])
     tables = {"training.csv": training, "inference.csv": inference, "sampling.csv": sampling}
     for name, text in outputs.items():

@@ -1,5 +1,5 @@
-"""What the results scripts (``project.etth1``, ``project.m4``) share: training through the CLI exactly as a user
-would, finding a run's best checkpoint, evaluating it on a split, and writing a Markdown table."""
+"""What the results scripts (``project.tools.etth1``, ``project.tools.m4``) share: training through the CLI exactly as
+a user would, finding a run's best checkpoint, timing it, evaluating it on a split, and writing a Markdown table."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 import yaml
+from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 from torch.utils.data import DataLoader
 
 from project.checkpoints import load_forecaster, read_checkpoint
@@ -33,6 +34,14 @@ def fit(configs: list[Path], arguments: list[str], logs: Path, name: str) -> tup
     print("$ python -m project.cli", " ".join(command), flush=True)
     subprocess.run([sys.executable, "-m", "project.cli", *command], check=True)
     return find_runs(logs / name)[-1], time.perf_counter() - started
+
+
+def run_seconds(run: str | Path) -> float:
+    """Wall-clock seconds between the first and the last scalar the run logged (training to test)."""
+    accumulator = EventAccumulator(str(run), size_guidance={SCALARS: 0})
+    accumulator.Reload()
+    times = [event.wall_time for tag in accumulator.Tags()["scalars"] for event in accumulator.Scalars(tag)]
+    return max(times) - min(times) if times else 0.0
 
 
 def preset_datamodule(preset: Path, data: Path, **overrides) -> WindowDataModule:

@@ -1,0 +1,45 @@
+"""The optional tools come off in one step: nothing outside ``project/tools`` and ``tests/tools`` imports them, and
+the suite is collected without those two folders (CI's second job runs it so)."""
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+
+from tests.helpers import REPOSITORY
+
+TOOLS = ("project/tools", "tests/tools")
+
+
+def imported_modules(path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+    return names
+
+
+def test_nothing_outside_the_tools_imports_them():
+    for path in [*REPOSITORY.glob("project/**/*.py"), *REPOSITORY.glob("tests/**/*.py")]:
+        relative = str(path.relative_to(REPOSITORY))
+        if relative.startswith(TOOLS):
+            continue
+        used = {name for name in imported_modules(path) if name.startswith("project.tools")}
+        assert not used, f"{relative} imports {used}: deleting project/tools would break it"
+
+
+def test_the_suite_is_collected_without_the_tools(tmp_path):
+    copy = tmp_path / "clone"
+    ignored = shutil.ignore_patterns(".venv", ".git", "lightning_logs", ".cache", "data", "*.egg-info", "tools")
+    shutil.copytree(REPOSITORY, copy, ignore=ignored)
+    assert not (copy / "project" / "tools").exists()
+    assert not (copy / "tests" / "tools").exists()
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=copy, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert re.match(r"\d+ tests collected in", result.stdout.strip().splitlines()[-1]), result.stdout[-3000:]

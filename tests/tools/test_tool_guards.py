@@ -1,0 +1,92 @@
+"""The tools behind the same guards as the CLI: no output replaces an input, no checkpoint runs code, no folder is
+deleted, and a bad option ends in one line (an optional tool's test: delete it with project/tools)."""
+
+import re
+
+import pytest
+
+from project.errors import InputError
+from project.tools import backtest, export, m4
+from project.tools.results import best_epoch, forecast_split
+from tests.helpers import digests, exit_code, one_line_error
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_by_every_tool(hostile_checkpoint, user_run, capsys):
+    path, marker = hostile_checkpoint
+    output = path.parent / "out"
+    tools = {
+        "export": (export.main, [str(path), "--output", str(output)]),
+        "backtest": (backtest.main, ["--ckpt_path", str(path), "--output", str(output)]),
+        "m4": (m4.main, ["--data", str(user_run[1]), "--ckpt_path", str(path), "--output", f"{output}.md"]),
+    }
+    for name, (main, arguments) in tools.items():
+        assert exit_code(main, arguments) == 2, name
+        assert "cannot read the checkpoint" in one_line_error(capsys), name
+    for read in (best_epoch, lambda p: forecast_split(p, None, "test")):
+        with pytest.raises(InputError, match="cannot read the checkpoint"):
+            read(path)
+    assert not marker.exists()
+    assert not output.exists()
+
+
+def test_an_export_into_a_folder_of_the_users_files_replaces_none_of_them(user_run, capsys):
+    folder, _, checkpoint = user_run
+    before = digests(folder)
+    code = export.main([str(checkpoint), "--format", "torch_export", "--output", str(folder), "--overwrite"])
+    assert code is None
+    assert all(digests(*before)[path] == digest for path, digest in before.items())  # every input byte-identical
+    assert {"encoder.pt2", "decoder_step.pt2", "model.json"} <= {p.name for p in folder.iterdir()}
+    for name in ("encoder.pt2", "decoder_step.pt2", "model.json"):
+        (folder / name).unlink()
+
+
+def test_an_export_aimed_at_an_existing_file_is_refused_and_leaves_no_partial_folder(user_run, tmp_path, capsys):
+    target = tmp_path / "notes.txt"
+    target.write_text("mine\n")
+    assert exit_code(export.main, [str(user_run[2]), "--output", str(target), "--overwrite"]) == 2
+    assert one_line_error(capsys) == f"error: {target} is a file; expected a folder to write encoder.onnx, " + (
+        "decoder_step.onnx, model.json into"
+    )
+    assert target.read_text() == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--horizon", "1000"], r"--horizon 1000 exceeds 48, the longest forecast .* is set up for"),
+        (["--horizon", "-5"], r"--horizon must be a positive integer; got -5"),
+        (["--batch-size", "0"], r"--batch-size must be a positive integer; got 0"),
+    ],
+)
+def test_export_refuses_a_shape_the_model_cannot_serve(user_run, tmp_path, capsys, option, message):
+    assert exit_code(export.main, [str(user_run[2]), "--output", str(tmp_path / "export"), *option]) == 2
+    assert re.search(message, one_line_error(capsys))
+    assert not (tmp_path / "export").exists()
+
+
+def test_a_backtest_never_replaces_the_training_data_in_its_output_folder(user_run, capsys):
+    folder, source, checkpoint = user_run
+    before = digests(source)
+    arguments = ["--ckpt_path", str(checkpoint), "--output", str(folder), "--overwrite"]
+    assert exit_code(backtest.main, arguments) == 2
+    assert one_line_error(capsys) == (
+        f"error: {source}: the output would replace the input {source}; choose another output path"
+    )
+    assert digests(source) == before
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--step", "-28"], "--step must be a positive integer; got -28"),
+        (["--step", "0"], "--step must be a positive integer; got 0"),
+        (["--refit", "--refit-epochs", "0"], "--refit-epochs must be a positive integer; got 0"),
+        (["--origins", "0"], "--origins must be a positive integer; got 0"),
+    ],
+)
+def test_backtest_origins_stay_in_the_test_period(user_run, tmp_path, capsys, option, message):
+    arguments = ["--ckpt_path", str(user_run[2]), "--output", str(tmp_path / "b"), *option]
+    assert exit_code(backtest.main, arguments) == 2
+    assert one_line_error(capsys) == f"error: {message}"
+    assert not (tmp_path / "b").exists()
