@@ -84,12 +84,13 @@ def test_sigterm_saves_last_ckpt_at_the_current_step_and_resuming_reaches_the_un
 
 def test_last_ckpt_holds_the_final_step_even_when_the_metric_did_not_improve(tmp_path):
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
-    # A learning rate of zero: the validation loss never improves after the first validation.
+    # A learning rate too small to move a float32 weight: the validation loss never improves after the first
+    # validation (zero itself is outside the option's domain).
     checkpoint = ForecastCheckpoint(dirpath=tmp_path, monitor="val/loss", save_last=True)
     trainer = quiet_trainer(
         max_steps=10, val_check_interval=5, limit_val_batches=2, enable_checkpointing=True, callbacks=[checkpoint]
     )
-    trainer.fit(tiny_module(learning_rate=0.0), datamodule)
+    trainer.fit(tiny_module(learning_rate=1e-30), datamodule)
     assert torch.load(tmp_path / "last.ckpt", weights_only=False)["global_step"] == 10
 
 
