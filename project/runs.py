@@ -48,13 +48,9 @@ def read_hyperparameters(run: str | Path) -> dict:
 
 
 def smooth(values: np.ndarray | pd.Series, weight: float = 0.9) -> np.ndarray:
-    """TensorBoard's smoothing: an exponential moving average, debiased so the start is not pulled to zero."""
-    values = np.asarray(values, dtype=np.float64)
-    smoothed, average = np.empty_like(values), 0.0
-    for i, value in enumerate(values):
-        average = weight * average + (1 - weight) * value
-        smoothed[i] = average / (1 - weight ** (i + 1))
-    return smoothed
+    """TensorBoard's smoothing: an exponential moving average, debiased so the start is not pulled to zero (pandas'
+    ``ewm(adjust=True)`` divides by the weights' sum, which is exactly that debiasing)."""
+    return pd.Series(np.asarray(values, dtype=np.float64)).ewm(alpha=1 - weight, adjust=True).mean().to_numpy()
 
 
 def step_to_step_std(values: np.ndarray | pd.Series) -> float:

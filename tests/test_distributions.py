@@ -81,6 +81,16 @@ def test_crps_from_samples_equals_the_reference_package():
     np.testing.assert_allclose(ours.numpy(), expected, rtol=1e-10, atol=1e-12)
 
 
+def test_crps_from_samples_averages_to_torchmetrics_crps():
+    from torchmetrics.functional.regression import continuous_ranked_probability_score
+
+    generator = torch.Generator().manual_seed(0)
+    samples = torch.randn(40, 30, dtype=torch.float64, generator=generator)  # 40 values, 30 draws each
+    target = torch.randn(40, dtype=torch.float64, generator=generator)
+    expected = continuous_ranked_probability_score(samples, target)
+    torch.testing.assert_close(crps_from_samples(samples, target).mean(), expected, rtol=1e-12, atol=1e-14)
+
+
 def test_crps_of_identical_draws_is_the_absolute_error():
     samples = torch.full((3, 10, 2), 1.5, dtype=torch.float64)
     target = torch.tensor([[1.0, 2.0], [0.0, 1.5], [3.0, -1.0]], dtype=torch.float64)

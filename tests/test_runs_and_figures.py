@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from project import runs
@@ -39,3 +40,12 @@ def test_figures_draws_a_checkpoints_forecasts_with_a_band_on_its_own_data_and_k
     assert refused.stderr.strip().splitlines()[-1].endswith("already exists; choose another output path or pass "
                                                             "--overwrite to replace it")  # fmt: skip
     assert output.read_bytes() == before
+
+
+def test_smoothing_is_tensorboards_debiased_moving_average():
+    values = np.random.default_rng(0).normal(size=50)
+    expected, average = [], 0.0
+    for step, value in enumerate(values):  # TensorBoard's formula, written out
+        average = 0.9 * average + 0.1 * value
+        expected.append(average / (1 - 0.9 ** (step + 1)))
+    np.testing.assert_allclose(runs.smooth(values, weight=0.9), expected, rtol=1e-12, atol=1e-14)

@@ -11,7 +11,6 @@ exactly the same paths.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -65,12 +64,13 @@ class Normal:
 
     def loss(self, parameters: Tensor, target: Tensor) -> Tensor:
         loc, scale = parameters.unbind(-1)
-        return (0.5 * ((target - loc) / scale) ** 2 + scale.log() + 0.5 * math.log(2 * math.pi)).mean()
+        return -torch.distributions.Normal(loc, scale, validate_args=False).log_prob(target).mean()
 
     def point(self, parameters: Tensor) -> Tensor:
         return parameters[..., 0]
 
     def sample(self, parameters: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        # Not torch.distributions.Normal.rsample: it takes no generator, and paths must be reproducible.
         loc, scale = parameters.unbind(-1)
         noise = torch.randn(loc.shape, generator=generator, dtype=loc.dtype, device=loc.device)
         return loc + scale * noise
@@ -90,15 +90,7 @@ class StudentT:
 
     def loss(self, parameters: Tensor, target: Tensor) -> Tensor:
         loc, scale, df = parameters.unbind(-1)
-        z = (target - loc) / scale
-        log_density = (
-            torch.lgamma((df + 1) / 2)
-            - torch.lgamma(df / 2)
-            - 0.5 * torch.log(df * math.pi)
-            - scale.log()
-            - (df + 1) / 2 * torch.log1p(z**2 / df)
-        )
-        return -log_density.mean()
+        return -torch.distributions.StudentT(df, loc, scale, validate_args=False).log_prob(target).mean()
 
     def point(self, parameters: Tensor) -> Tensor:
         return parameters[..., 0]

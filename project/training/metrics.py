@@ -1,7 +1,8 @@
 """Scores of probabilistic forecasts, written once with their formulas.
 
-torchmetrics has no CRPS for sample paths, so it is here; ``tests/test_metrics.py`` checks it against the
-reference package ``properscoring``.
+Not torchmetrics' ``ContinuousRankedProbabilityScore``: it forms all K² pairwise differences of the draws (1.7 GB
+for one batch of 64 × 96 × 7 values with 100 paths) and returns only their mean; the sorted form below is
+O(K log K) and per value. ``tests/test_distributions.py`` checks it against ``properscoring`` and torchmetrics.
 """
 
 from __future__ import annotations
