@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -11,49 +13,53 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 class ForecastCheckpoint(ModelCheckpoint):
     """``ModelCheckpoint`` whose ``last.ckpt`` is the latest state, not the latest *best* one.
 
-    Lightning writes ``last.ckpt`` only when the monitored metric improves, so resuming from it could silently
-    repeat work. Here it is also written after every validation, at the end of ``fit`` and when the run is
-    stopped by SIGTERM (a scheduler's pre-emption), at the step where the run stands. The arguments are
+    Lightning writes ``last.ckpt`` only at a step where it also saved a top-k checkpoint, so resuming from it could
+    silently repeat work. Here ``save_last`` writes it after every validation, at the end of every training epoch
+    and of ``fit``, and when the run is stopped by SIGTERM (a scheduler's pre-emption), at the step where the run
+    stands. It is written with the Trainer's public ``save_checkpoint``, so nothing here depends on
+    ``ModelCheckpoint``'s private members; the top-k checkpoints are ``ModelCheckpoint``'s own. The arguments are
     ``ModelCheckpoint``'s.
     """
 
-    _latest_written_step: int | None = None
+    keep_latest: bool | None = None  # save_last as given; Lightning's own last-checkpoint logic is switched off
+    _latest_step: int | None = None
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        super().setup(trainer, pl_module, stage)
+        if self.keep_latest is None:  # setup runs again for the test after fit: take save_last once
+            self.keep_latest, self.save_last = bool(self.save_last), False
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        super().on_validation_end(trainer, pl_module)
-        if not self._should_save_on_train_epoch_end(trainer):  # otherwise the best is chosen at the epoch's end
-            self._save_latest(trainer)
+        super().on_validation_end(trainer, pl_module)  # a best checkpoint first, then the latest state
+        self._save_latest(trainer)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_train_epoch_end(trainer, pl_module)
         self._save_latest(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_end(trainer, pl_module)
         self._save_latest(trainer)
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         super().on_exception(trainer, pl_module, exception)
         if isinstance(exception, SIGTERMException):
             self._save_latest(trainer)
-            if self.save_last and self.last_model_path:  # for the one-line message that says where to resume
+            if self.keep_latest and self.last_model_path:  # for the one-line message that says where to resume
                 exception.latest_checkpoint = self.last_model_path
-
-    def _save_last_checkpoint(self, trainer: L.Trainer, monitor_candidates: dict) -> None:
-        super()._save_last_checkpoint(trainer, monitor_candidates)
-        self._latest_written_step = trainer.global_step
 
     def _save_latest(self, trainer: L.Trainer) -> None:
         if (
-            not self.save_last
+            not self.keep_latest
             or trainer.fast_dev_run
             or trainer.sanity_checking
             or trainer.state.fn != "fit"
-            or self._latest_written_step == trainer.global_step
+            or self._latest_step == trainer.global_step
         ):
             return
-        saved_at = self._last_global_step_saved
-        self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
-        self._last_global_step_saved = saved_at  # the latest state is not a best one: a best may follow at this step
+        path = Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}"
+        trainer.save_checkpoint(path)
+        self.last_model_path, self._latest_step = str(path), trainer.global_step
 
 
 class RandomState(L.Callback):
