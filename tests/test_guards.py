@@ -84,7 +84,7 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
     code = cli("predict", f"--ckpt_path={user_run[2]}", f"--data.source={other}", "--trainer.logger=false",
                f"--predictions.output={tmp_path / 'p.csv'}")  # fmt: skip
     assert code == 2
-    assert "its columns give the network n_features=3 (checkpoint: 2)" in one_line_error(capsys)
+    assert "its columns give the network n_targets=3 (checkpoint: 2)" in one_line_error(capsys)
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ import torch
 from matplotlib.figure import Figure
 from torch.utils.data import DataLoader
 
-from project.checkpoints import datamodule_from_checkpoint, load_forecaster, read_checkpoint
+from project.checkpoints import datamodule_from_checkpoint, load_forecaster, network_from_spec, read_checkpoint
 from project.data.datamodule import WindowDataModule
 from project.data.windows import PanelWindows
 from project.errors import InputError, reported_in_one_line
@@ -86,7 +86,8 @@ def refit(checkpoint: dict, datamodule: WindowDataModule, origin: int, step: int
     refitted.scaler, refitted._datasets = None, {}
     refitted.setup("fit")
     L.seed_everything(0)
-    module = Forecaster(**{k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")})
+    settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
+    module = Forecaster(**{**settings, "network": network_from_spec(settings["network"], "the checkpoint")})
     trainer = L.Trainer(
         max_epochs=epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False,

@@ -16,7 +16,8 @@ from project.tools import tune
 from tests.helpers import BASE, REPOSITORY, SMALL_MODEL, cli, config, last_line
 
 TINY_TRIALS = [
-    "--model.nhead=2", "--model.num_decoder_layers=1", "--model.dim_feedforward=32",
+    "--model.network.init_args.nhead=2", "--model.network.init_args.num_decoder_layers=1",
+    "--model.network.init_args.dim_feedforward=32",
     "--trainer.max_epochs=2", "--trainer.limit_train_batches=3", "--trainer.limit_val_batches=2",
     "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
     "--forecast_figures.every_n_epochs=0",
