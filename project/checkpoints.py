@@ -5,15 +5,14 @@ Every problem is one line: a missing, truncated or foreign file, a diverged run'
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from pathlib import Path
 
 import torch
-from torch import nn
 
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
+from project.model.network import build_network
 from project.training.module import Forecaster, check_finite_weights
 
 
@@ -60,7 +59,7 @@ def _checked(path: str | Path) -> tuple[dict, Forecaster]:
         raise InputError(f"{path}: written for another model; its settings {', '.join(unknown)} are not Forecaster's")
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
     try:
-        module = Forecaster(**{**settings, "network": network_from_spec(settings.get("network"), path)})
+        module = Forecaster(**{**settings, "network": build_network(settings.get("network"), f"{path}: ")})
     except (InputError, TypeError, ValueError) as error:
         raise InputError(f"{path}: its settings do not build a Forecaster ({str(error).splitlines()[0]})") from None
     state = dict(checkpoint["state_dict"])
@@ -73,25 +72,6 @@ def _checked(path: str | Path) -> tuple[dict, Forecaster]:
             f"{path}: its weights do not fit the settings it records ({' '.join(lines[1:3])[:200]})"
         ) from None
     return checkpoint, module
-
-
-def network_from_spec(spec: object, path: str | Path) -> nn.Module:
-    """The network a checkpoint records as ``{"class_path": ..., "init_args": {...}}``, built untrained: its class
-    imported by name (an ``nn.Module`` subclass, nothing else) and called with the recorded arguments."""
-    if not (isinstance(spec, dict) and isinstance(spec.get("class_path"), str) and "." in spec["class_path"]):
-        raise InputError(
-            f"{path}: it records no network (a class_path and init_args); was it written by this template?"
-        )
-    module_name, _, class_name = spec["class_path"].rpartition(".")
-    try:
-        network_class = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError):
-        raise InputError(
-            f"{path}: its network {spec['class_path']} cannot be imported; put its module on PYTHONPATH"
-        ) from None
-    if not (isinstance(network_class, type) and issubclass(network_class, nn.Module)):
-        raise InputError(f"{path}: its network {spec['class_path']} is not an nn.Module subclass")
-    return network_class(**(spec.get("init_args") or {}))
 
 
 def datamodule_from_checkpoint(checkpoint: dict, path: str | Path, overrides: dict | None = None) -> WindowDataModule:

@@ -8,6 +8,7 @@ user set, the run is named after its data, and every problem ends in one line an
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -325,7 +326,7 @@ def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -
         if name in trained_model
         and name not in FREE_AFTER_TRAINING
         and name.removeprefix("network.init_args.") not in LINKED_INTO_NETWORK
-        and value != trained_model[name]
+        and not _same(name, value, trained_model[name])
     ]
     trained_data = {**checkpoint.get("datamodule_hyper_parameters", {})}
     state = checkpoint.get(WindowDataModule.__qualname__, {})
@@ -339,6 +340,22 @@ def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -
     ]
     if mismatches:
         raise InputError(f"{ckpt_path} was trained with other settings than the config: {', '.join(mismatches)}")
+
+
+def _same(name: str, given: object, trained: object) -> bool:
+    """Equal settings; a network's class_path by the class it names (``project.model.ForecastTransformer`` is
+    ``project.model.transformer.ForecastTransformer``)."""
+    if name == "network.class_path" and isinstance(given, str) and isinstance(trained, str):
+        return _imported(given) is not None and _imported(given) is _imported(trained)
+    return given == trained
+
+
+def _imported(class_path: str) -> object:
+    module, _, name = class_path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):
+        return None
 
 
 def _flattened(tree: dict, prefix: str = "") -> dict:

@@ -79,7 +79,7 @@ def test_a_checkpoint_written_before_interval_calibration_loads_uncalibrated(tmp
     checkpoint = torch.load(path, weights_only=False)
     del checkpoint["state_dict"]["interval_scale"]
     torch.save(checkpoint, path)
-    assert Forecaster.load_from_checkpoint(path).interval_scale.item() == 1.0
+    assert Forecaster.load_from_checkpoint(path).interval_scale.item() == 1.0  # Lightning's own loader too
 
 
 def test_validation_logs_crps_coverage_and_width_beside_the_point_metrics(tmp_path):

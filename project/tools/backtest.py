@@ -27,11 +27,12 @@ import torch
 from matplotlib.figure import Figure
 from torch.utils.data import DataLoader
 
-from project.checkpoints import datamodule_from_checkpoint, load_forecaster, network_from_spec, read_checkpoint
+from project.checkpoints import datamodule_from_checkpoint, load_forecaster, read_checkpoint
 from project.data.datamodule import WindowDataModule
 from project.data.windows import PanelWindows
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output_folder, write_atomically
+from project.model.network import build_network
 from project.training.metrics import central_interval, crps_from_samples
 from project.training.module import Forecaster
 
@@ -87,7 +88,7 @@ def refit(checkpoint: dict, datamodule: WindowDataModule, origin: int, step: int
     refitted.setup("fit")
     L.seed_everything(0)
     settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
-    module = Forecaster(**{**settings, "network": network_from_spec(settings["network"], "the checkpoint")})
+    module = Forecaster(**{**settings, "network": build_network(settings["network"])})
     trainer = L.Trainer(
         max_epochs=epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False,

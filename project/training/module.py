@@ -20,7 +20,7 @@ from project.domains import check_domains
 from project.errors import InputError, TrainingDiverged
 from project.model.decoding import generate
 from project.model.distributions import DistributionName, PointLoss, make_distribution
-from project.model.network import ForecastNetwork, network_spec
+from project.model.network import ForecastNetwork, build_network, network_spec
 from project.training import regimes
 from project.training.metrics import central_interval, crps_from_samples
 from project.training.settings import check_settings
@@ -144,6 +144,10 @@ class Forecaster(L.LightningModule):
         lr_schedule: Literal["cosine", "constant"] = "cosine",
     ) -> None:
         super().__init__()
+        if isinstance(
+            network, dict
+        ):  # the recorded class_path/init_args, as Lightning's load_from_checkpoint passes it
+            network = build_network(network)
         check_network(network)
         # The network is recorded as the class and arguments that rebuild it, never as an object.
         self.save_hyperparameters(ignore=["network"])

@@ -78,7 +78,10 @@ def test_a_search_space_entry_must_name_an_option_and_a_kind(tmp_path, capsys):
 
 
 def test_the_shipped_search_space_is_valid():
-    assert set(tune.load_space(tune.Path(config("search.yaml")))) >= {"model.learning_rate", "model.d_model"}
+    assert set(tune.load_space(tune.Path(config("search.yaml")))) >= {
+        "model.learning_rate",
+        "model.network.init_args.d_model",
+    }
     assert yaml.safe_load(open(config("search.yaml")))  # noqa: SIM115
 
 
