@@ -28,7 +28,10 @@ FAIL, COMPLETE = optuna.trial.TrialState.FAIL, optuna.trial.TrialState.COMPLETE
 
 def float_space(tmp_path):
     space = tmp_path / "space.yaml"
-    space.write_text("model.learning_rate: {float: [0.0001, 0.01], log: true}\nmodel.dropout: {float: [0.0, 0.3]}\n")
+    space.write_text(
+        "model.learning_rate: {float: [0.0001, 0.01], log: true}\n"
+        "model.network.init_args.dropout: {float: [0.0, 0.3]}\n"
+    )
     return space
 
 
@@ -48,7 +51,9 @@ def sha256(path):
 
 def test_a_study_completes_resumes_and_its_best_config_trains(tmp_path):
     space = tmp_path / "space.yaml"
-    space.write_text("model.learning_rate: {float: [0.0001, 0.01], log: true}\nmodel.d_model: {choice: [8, 16]}\n")
+    space.write_text(
+        "model.learning_rate: {float: [0.0001, 0.01], log: true}\nmodel.network.init_args.d_model: {choice: [8, 16]}\n"
+    )
     arguments = ["--config", BASE, "--search", str(space), "--logs", str(tmp_path / "logs"), "--study", "tiny"]
     tune.main([*arguments, "--trials", "2", *TINY_TRIALS])  # stopped after two trials…
     output = tmp_path / "logs" / "tiny-best.yaml"
