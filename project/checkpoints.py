@@ -12,6 +12,7 @@ import torch
 
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
+from project.model.network import build_network
 from project.training.module import Forecaster, check_finite_weights
 
 
@@ -58,7 +59,7 @@ def _checked(path: str | Path) -> tuple[dict, Forecaster]:
         raise InputError(f"{path}: written for another model; its settings {', '.join(unknown)} are not Forecaster's")
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
     try:
-        module = Forecaster(**settings)
+        module = Forecaster(**{**settings, "network": build_network(settings.get("network"), f"{path}: ")})
     except (InputError, TypeError, ValueError) as error:
         raise InputError(f"{path}: its settings do not build a Forecaster ({str(error).splitlines()[0]})") from None
     state = dict(checkpoint["state_dict"])

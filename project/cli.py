@@ -8,6 +8,7 @@ user set, the run is named after its data, and every problem ends in one line an
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -26,11 +27,15 @@ from project.predictions import ForecastWriter
 from project.training.callbacks import ForecastCheckpoint, RandomState
 from project.training.module import Forecaster
 
-# Decided by the data and linked into the model, so a user sets them once (or never) under `data:`.
-LINKED_FROM_DATA = ("n_features", "n_past_covariates", "n_future_covariates", "static_cardinalities", "n_static_reals")
+# Decided by the data and linked into the network, so a user sets them once (or never) under `data:`. A network
+# class receives those of its __init__ arguments that have these names (jsonargparse skips the others).
+LINKED_FROM_DATA = ("n_targets", "n_past_covariates", "n_future_covariates", "static_cardinalities", "n_static_reals")
 LINKED_SETTINGS = ("context_length", "horizon", "predict_horizon")
+NETWORK = "model.network.init_args"
 # Settings a checkpoint may be used with at other values: they choose what is forecast, not what was learned.
 FREE_AFTER_TRAINING = ("predict_horizon", "max_horizon", "num_samples", "prediction_quantiles")
+# The network's arguments that are linked (from the data or the model's own options), never set by the user.
+LINKED_INTO_NETWORK = (*LINKED_FROM_DATA, "distribution", "quantile_levels", "max_length")
 # Data settings that change the network's shape or what its inputs mean: given explicitly, they must equal the
 # checkpoint's (the others, such as the file, the splits or the batch size, may change after training).
 SHAPING_DATA_SETTINGS = (
@@ -59,10 +64,23 @@ class ForecastCLI(LightningCLI):
         super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        # The transformer unless a config names another network: `predict --ckpt_path X` alone parses, and then
+        # LightningCLI replaces the network with the checkpoint's class and arguments.
+        parser.set_defaults({"model.network": {"class_path": "project.model.ForecastTransformer"}})
         for name in LINKED_FROM_DATA:
-            parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
+            parser.link_arguments(f"data.{name}", f"{NETWORK}.{name}", apply_on="instantiate")
         for name in LINKED_SETTINGS:
             parser.link_arguments(f"data.{name}", f"model.{name}")
+        # The head predicts what the model trains; the positional encoding covers the longest sequence asked of it.
+        parser.link_arguments("model.distribution", f"{NETWORK}.distribution")
+        parser.link_arguments(
+            "model.quantile_levels", f"{NETWORK}.quantile_levels", compute_fn=lambda levels: levels or [0.1, 0.5, 0.9]
+        )
+        parser.link_arguments(
+            ("data.context_length", "data.horizon", "model.max_horizon"),
+            f"{NETWORK}.max_length",
+            compute_fn=lambda context, horizon, longest: max(context, longest or 4 * horizon),
+        )
         parser.add_lightning_class_args(ForecastCheckpoint, "checkpoint")
         parser.set_defaults(
             {
@@ -118,9 +136,14 @@ class ForecastCLI(LightningCLI):
         # forecasting (not learning) stands.
         subcommand = self.config.get("subcommand")
         if subcommand and self.config[subcommand].get("ckpt_path"):
+            config = self.config[subcommand]
             for name in FREE_AFTER_TRAINING:
                 if name in self.explicit.get("model", {}):
-                    self.config[subcommand].model[name] = self.explicit["model"][name]
+                    config.model[name] = self.explicit["model"][name]
+            if "max_horizon" in self.explicit.get("model", {}) and "max_length" in config.model.network.init_args:
+                # The positional table is not a weight: it is sized again for the longer forecasts asked for.
+                longest = config.model.max_horizon or 4 * config.data.horizon
+                config.model.network.init_args.max_length = max(config.data.context_length, longest)
 
     def instantiate_trainer(self, **kwargs):
         """The Trainer with the default callbacks, less those whose Trainer feature the user turned off."""
@@ -160,11 +183,12 @@ class ForecastCLI(LightningCLI):
         or its weights cannot be loaded: refused in one line naming them, before any data is read."""
         if self.checkpoint is None:
             return
-        trained = self.checkpoint["hyper_parameters"]
+        trained = self.checkpoint["hyper_parameters"].get("network", {}).get("init_args", {})
+        given = self.model.hparams["network"]["init_args"]
         differing = [
-            f"{name}={self.model.hparams[name]!r} (checkpoint: {trained[name]!r})"
+            f"{name}={given[name]!r} (checkpoint: {trained[name]!r})"
             for name in LINKED_FROM_DATA
-            if name in trained and self.model.hparams[name] != trained[name]
+            if name in trained and name in given and given[name] != trained[name]
         ]
         if differing:
             source = self.config[self.subcommand].data.get("source") or "the embedded data"
@@ -295,10 +319,14 @@ def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -
     are the data's context and horizon. Settings that only choose what to forecast may differ.
     """
     trained = checkpoint.get("hyper_parameters", {})
+    trained_model, given_model = _flattened(trained), _flattened(explicit.get("model", {}))
     mismatches = [
-        f"model.{name}={value!r} (checkpoint: {trained[name]!r})"
-        for name, value in explicit.get("model", {}).items()
-        if name in trained and name not in FREE_AFTER_TRAINING and value != trained[name]
+        f"model.{name}={value!r} (checkpoint: {trained_model[name]!r})"
+        for name, value in given_model.items()
+        if name in trained_model
+        and name not in FREE_AFTER_TRAINING
+        and name.removeprefix("network.init_args.") not in LINKED_INTO_NETWORK
+        and not _same(name, value, trained_model[name])
     ]
     trained_data = {**checkpoint.get("datamodule_hyper_parameters", {})}
     state = checkpoint.get(WindowDataModule.__qualname__, {})
@@ -312,6 +340,33 @@ def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -
     ]
     if mismatches:
         raise InputError(f"{ckpt_path} was trained with other settings than the config: {', '.join(mismatches)}")
+
+
+def _same(name: str, given: object, trained: object) -> bool:
+    """Equal settings; a network's class_path by the class it names (``project.model.ForecastTransformer`` is
+    ``project.model.transformer.ForecastTransformer``)."""
+    if name == "network.class_path" and isinstance(given, str) and isinstance(trained, str):
+        return _imported(given) is not None and _imported(given) is _imported(trained)
+    return given == trained
+
+
+def _imported(class_path: str) -> object:
+    module, _, name = class_path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):
+        return None
+
+
+def _flattened(tree: dict, prefix: str = "") -> dict:
+    """A nested settings dict as dotted keys (``network.init_args.d_model``); lists stay values."""
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flattened(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None) -> ForecastCLI | None:

@@ -48,7 +48,7 @@ def _cache_in_tmp(tmp_path, monkeypatch):
 
 def small_model(dtype: torch.dtype = torch.float64, **overrides) -> ForecastTransformer:
     """A small model in eval mode: dropout off, so cached and parallel decoding compute the same function."""
-    arguments = dict(n_features=5, d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=2)
+    arguments = dict(n_targets=5, d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=2)
     arguments.update(dropout=0.0, dim_feedforward=64)
     arguments.update(overrides)
     return ForecastTransformer(**arguments).to(dtype).eval()

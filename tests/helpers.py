@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from project.cli import cli_main
+from project.model.transformer import ForecastTransformer
 from project.training.module import Forecaster
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -22,11 +23,11 @@ BASE = str(REPOSITORY / "configs" / "base.yaml")
 
 # A model small enough that a CLI run takes seconds on two CPU cores.
 SMALL_MODEL = [
-    "--model.d_model=16",
-    "--model.nhead=2",
-    "--model.num_encoder_layers=1",
-    "--model.num_decoder_layers=1",
-    "--model.dim_feedforward=32",
+    "--model.network.init_args.d_model=16",
+    "--model.network.init_args.nhead=2",
+    "--model.network.init_args.num_encoder_layers=1",
+    "--model.network.init_args.num_decoder_layers=1",
+    "--model.network.init_args.dim_feedforward=32",
 ]
 
 
@@ -35,9 +36,12 @@ def config(name: str) -> str:
     return str(REPOSITORY / "configs" / name)
 
 
-def run_cli(*arguments: str, timeout: int = 600, cwd: Path = REPOSITORY) -> subprocess.CompletedProcess:
-    """``python -m project.cli …`` in a fresh process."""
-    environment = {**os.environ, "PYTHONWARNINGS": "ignore", "COLUMNS": "200", "PYTHONPATH": str(REPOSITORY)}
+def run_cli(
+    *arguments: str, timeout: int = 600, cwd: Path = REPOSITORY, python_path: tuple[Path, ...] = ()
+) -> subprocess.CompletedProcess:
+    """``python -m project.cli …`` in a fresh process; ``python_path``: folders of the user's own modules."""
+    path = os.pathsep.join(str(folder) for folder in (REPOSITORY, *python_path))
+    environment = {**os.environ, "PYTHONWARNINGS": "ignore", "COLUMNS": "200", "PYTHONPATH": path}
     return subprocess.run(
         [sys.executable, "-m", "project.cli", *arguments],
         cwd=cwd,
@@ -102,13 +106,32 @@ def assert_close_in_float32(actual, expected, scale: float | None = None) -> Non
     np.testing.assert_allclose(np.asarray(actual, dtype=np.float64), expected, rtol=0, atol=float32_tolerance(scale))
 
 
-TINY = dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32)
+TINY = dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32, dropout=0.0)
+NETWORK_ARGUMENTS = (
+    "n_targets", "n_past_covariates", "n_future_covariates", "static_cardinalities", "n_static_reals", "d_model",
+    "nhead", "num_encoder_layers", "num_decoder_layers", "dim_feedforward", "dropout", "patch_length",
+    "channel_independent", "checkpoint_layers",
+)  # fmt: skip
+
+
+def forecaster(network_class=ForecastTransformer, **arguments) -> Forecaster:
+    """A ``Forecaster`` around ``network_class``, the arguments split between the two as the CLI splits them: the
+    network gets its own, and the model's distribution and a positional table for its context and horizons."""
+    network_arguments = {name: arguments.pop(name) for name in NETWORK_ARGUMENTS if name in arguments}
+    network_arguments["distribution"] = arguments.get("distribution", "none")
+    if arguments.get("quantile_levels"):
+        network_arguments["quantile_levels"] = arguments["quantile_levels"]
+    if network_class is ForecastTransformer:
+        horizon = arguments.get("horizon", 12)
+        longest = arguments.get("max_horizon") or 4 * horizon
+        network_arguments["max_length"] = max(arguments.get("context_length", 12), longest)
+    return Forecaster(network_class(**network_arguments), **arguments)
 
 
 def tiny_module(**overrides) -> Forecaster:
-    arguments = dict(TINY, n_features=2, context_length=8, horizon=4, dropout=0.0)
+    arguments = dict(TINY, n_targets=2, context_length=8, horizon=4)
     arguments.update(overrides)
-    return Forecaster(**arguments)
+    return forecaster(**arguments)
 
 
 def learnable_series(rows: int = 1200) -> pd.DataFrame:

@@ -152,11 +152,11 @@ CASES = {  # name → (arguments given the test folder and a trained checkpoint,
         r"column 'c1' is listed as target_columns and as past_covariates; give each column one role",
     ),
     "d_model not divisible by nhead": (
-        lambda t, c: ["--model.d_model=30", "--model.nhead=4"],
+        lambda t, c: ["--model.network.init_args.d_model=30", "--model.network.init_args.nhead=4"],
         r"d_model must be divisible by nhead; got d_model=30, nhead=4",
     ),
     "patch not dividing the horizon": (
-        lambda t, c: ["--model.patch_length=5"],
+        lambda t, c: ["--model.network.init_args.patch_length=5"],
         r"context_length=12 must be a multiple of patch_length=5",
     ),
     "bptt with scheduled sampling": (

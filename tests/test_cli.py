@@ -68,21 +68,25 @@ def test_test_from_a_checkpoint_restores_the_model_and_data_settings(trained_run
 def test_a_checkpoint_used_with_an_incompatible_config_fails_with_one_line(trained_run, tmp_path, capsys):
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
     code = cli(
-        "test", "--config", BASE, f"--ckpt_path={checkpoint}", "--model.d_model=64", "--data.horizon=24",
+        "test", "--config", BASE, f"--ckpt_path={checkpoint}", "--model.network.init_args.d_model=64",
+        "--data.horizon=24",
         *quick_fit_arguments(tmp_path),
     )  # fmt: skip
     assert code == 2
     line = last_line(capsys.readouterr().err)
     assert line.startswith(f"error: {checkpoint} was trained with other settings than the config:")
-    assert "model.d_model=64 (checkpoint: 16)" in line
+    assert "model.network.init_args.d_model=64 (checkpoint: 16)" in line
     assert "data.horizon=24 (checkpoint: 12)" in line
 
 
 def test_a_setting_given_explicitly_at_its_default_value_is_compared_too(trained_run, tmp_path, capsys):
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
     # 128 is the default d_model; the checkpoint has 16. Set on purpose, it is a mismatch all the same.
-    assert cli("predict", f"--ckpt_path={checkpoint}", "--model.d_model=128", "--trainer.logger=false") == 2
-    assert "model.d_model=128 (checkpoint: 16)" in last_line(capsys.readouterr().err)
+    assert (
+        cli("predict", f"--ckpt_path={checkpoint}", "--model.network.init_args.d_model=128", "--trainer.logger=false")
+        == 2
+    )
+    assert "model.network.init_args.d_model=128 (checkpoint: 16)" in last_line(capsys.readouterr().err)
 
 
 def test_predict_with_only_a_checkpoint_forecasts_the_data_it_was_trained_on_in_original_units(trained_run, tmp_path):

@@ -5,10 +5,13 @@ import re
 
 import pytest
 
+from project.cli import LINKED_INTO_NETWORK
 from project.domains import DOMAINS, check_domains
 from project.errors import InputError
 from tests.helpers import BASE, cli, last_line
 
+NETWORKS = ("project.model.ForecastTransformer", "project.model.GRUForecaster")
+NETWORK_OF: dict[str, str] = {}  # a network's option → the first network that has it
 NOT_NUMBERS = {"trainer.max_time": "a duration (text, timedelta or a dict of units), not a number"}
 CANDIDATES = {"int": [-5, 0, 51, 2**40], "float": [-5.0, 1.5, math.nan], "list": [[1.5]]}
 
@@ -31,13 +34,24 @@ def numeric_options(help_text: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def help_options(tmp_path_factory) -> dict[str, str]:
+    """The numeric options of ``fit --help`` and of each network's ``--model.network.help``, by the dotted names a
+    config gives them (``model.network.init_args.d_model``); the network's linked arguments are not options."""
     import contextlib
     import io
 
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert cli("fit", "--help") == 0
-    return numeric_options(printed.getvalue())
+    options = {}
+    for network in (None, *NETWORKS):
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert cli("fit", *(["--model.network.help", network] if network else ["--help"])) == 0
+        for name, kind in numeric_options(printed.getvalue()).items():
+            option = name.removeprefix("model.network.").removeprefix("init_args.")
+            if not name.startswith("model.network."):
+                options[name] = kind
+            elif option not in LINKED_INTO_NETWORK:
+                options[f"model.network.init_args.{option}"] = kind
+                NETWORK_OF.setdefault(f"model.network.init_args.{option}", network)
+    return options
 
 
 def outside(name: str, kind: str):
@@ -48,7 +62,8 @@ def outside(name: str, kind: str):
 
 
 def test_the_walk_finds_the_numeric_options(help_options):
-    assert {"model.d_model", "model.dropout", "data.batch_size", "trainer.accumulate_grad_batches"} <= set(help_options)
+    expected = {"model.network.init_args.d_model", "model.network.init_args.hidden_size", "data.batch_size"}
+    assert expected | {"model.network.init_args.dropout", "trainer.accumulate_grad_batches"} <= set(help_options)
     assert len(help_options) >= 50
 
 
@@ -65,7 +80,8 @@ def test_a_value_outside_its_domain_ends_in_one_line_and_exit_code_2(help_option
             continue
         value = outside(name, kind)
         spelled = ".nan" if isinstance(value, float) and math.isnan(value) else value
-        code = cli("fit", "--config", BASE, "--trainer.max_steps=1", f"--{name}={spelled}")
+        network = [f"--model.network.class_path={NETWORK_OF[name]}"] if name in NETWORK_OF else []
+        code = cli("fit", "--config", BASE, *network, "--trainer.max_steps=1", f"--{name}={spelled}")
         error = capsys.readouterr().err
         refused[name] = (code, "Traceback" not in error, last_line(error).startswith(f"error: {name} must be"))
     wrong = {name: result for name, result in refused.items() if result != (2, True, True)}
@@ -74,10 +90,15 @@ def test_a_value_outside_its_domain_ends_in_one_line_and_exit_code_2(help_option
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("trainer.devices", "0"), ("trainer.devices", "[]"), ("model.dropout", 1.0), ("model.learning_rate", -1e-3)],
+    [
+        ("trainer.devices", "0"),
+        ("trainer.devices", "[]"),
+        ("model.network.init_args.dropout", 1.0),
+        ("model.learning_rate", -1e-3),
+    ],
 )
 def test_edges_of_the_domains(name, value):
-    section, option = name.split(".")
+    section, _, option = name.rpartition(".")
     with pytest.raises(InputError, match=rf"^{re.escape(name)} must be"):
         check_domains({option: value}, prefix=f"{section}.")
 

@@ -14,6 +14,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from project.model.cache import SECOND_DERIVATIVE_REFUSED, LayerCache
+from project.model.decoding import generate, rollout
 from project.training.naive import naive_free_running
 from project.training.regimes import REGIMES, RegimeOptions
 from tests.conftest import small_model
@@ -74,7 +75,7 @@ def test_a_rollout_with_gradients_keeps_its_first_derivative_and_refuses_a_secon
     src = torch.randn(3, 12, 5, dtype=torch.float64, requires_grad=True)
     target = torch.randn(3, 4, 5, dtype=torch.float64)
     inputs = [*model.parameters(), src]
-    cached = model.rollout(model.encode(src), model.start_of(src), 4)[1]
+    cached = rollout(model, model.encode(src), model.start_of(src), 4)[1]
     full = unroll_by_full_redecoding(model, src, 4)
     torch.testing.assert_close(cached, full, rtol=1e-12, atol=1e-14)
     cached_gradients = first_derivative((cached - target).pow(2).mean(), inputs)
@@ -138,9 +139,9 @@ def test_a_first_derivative_with_create_graph_alone_is_not_refused():
     model = one_plus_one_layer_model()
     src = torch.randn(2, 12, 5, dtype=torch.float64)
     parameters = list(model.parameters())
-    loss = model.generate(src, 3).pow(2).mean()
+    loss = generate(model, src, 3).pow(2).mean()
     with_graph = first_derivative(loss, parameters)
-    without_graph = torch.autograd.grad(model.generate(src, 3).pow(2).mean(), parameters)
+    without_graph = torch.autograd.grad(generate(model, src, 3).pow(2).mean(), parameters)
     assert_same([g.detach() for g in with_graph], without_graph)
 
 

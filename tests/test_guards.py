@@ -67,10 +67,10 @@ def test_figures_draw_a_bounded_number_of_windows(user_run, tmp_path, capsys, wi
 
 def test_the_short_config_flag_is_compared_with_the_checkpoint_like_the_long_one(user_run, tmp_path, capsys):
     config = tmp_path / "wider.yaml"
-    config.write_text("model:\n  d_model: 32\n")
+    config.write_text("model:\n  network:\n    init_args:\n      d_model: 32\n")
     for flag in ("-c", "--config"):
         assert cli("predict", flag, str(config), f"--ckpt_path={user_run[2]}", "--trainer.logger=false") == 2
-        assert "model.d_model=32 (checkpoint: 16)" in one_line_error(capsys)
+        assert "model.network.init_args.d_model=32 (checkpoint: 16)" in one_line_error(capsys)
 
 
 def test_an_explicit_scaling_other_than_the_checkpoints_is_refused(user_run, capsys):
@@ -84,7 +84,7 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
     code = cli("predict", f"--ckpt_path={user_run[2]}", f"--data.source={other}", "--trainer.logger=false",
                f"--predictions.output={tmp_path / 'p.csv'}")  # fmt: skip
     assert code == 2
-    assert "its columns give the network n_features=3 (checkpoint: 2)" in one_line_error(capsys)
+    assert "its columns give the network n_targets=3 (checkpoint: 2)" in one_line_error(capsys)
 
 
 @pytest.mark.parametrize(
@@ -92,7 +92,14 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
     [
         (lambda c: c.update(hyper_parameters={}), "not a checkpoint written by `python -m project.cli fit`"),
         (lambda c: c["state_dict"].update(stranger=torch.ones(3)), "its weights do not fit the settings it records"),
-        (lambda c: c["hyper_parameters"].update(d_model=64), "its weights do not fit the settings it records"),
+        (
+            lambda c: c["hyper_parameters"]["network"]["init_args"].update(d_model=64),
+            "its weights do not fit the settings it records",
+        ),
+        (
+            lambda c: c["hyper_parameters"]["network"].update(class_path="subprocess.Popen"),
+            "its network subprocess.Popen is not an nn.Module subclass",
+        ),
     ],
 )
 def test_a_foreign_checkpoint_is_refused_in_one_line(user_run, tmp_path, capsys, change, message):

@@ -52,7 +52,7 @@ def test_huber_loss_uses_its_delta():
 def test_each_training_mode_runs_its_regime(overrides, regime):
     module = tiny_module(**overrides).double()
     batch = random_batch()
-    model = module.model
+    model = module.network
     encoded, start = model.encode(batch["context"]), model.start_of(batch["context"])
     expected = REGIMES[regime].forecast(model, encoded, start, batch["target"], RegimeOptions())
     torch.testing.assert_close(module.training_forecast(batch), expected, rtol=0, atol=0)

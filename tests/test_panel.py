@@ -93,7 +93,7 @@ def test_a_model_learns_a_target_it_can_only_know_from_an_aligned_future_covaria
         context_length=8, horizon=4, batch_size=32, scaling="none",
     )  # fmt: skip
     module = tiny_module(
-        n_features=1, n_future_covariates=1, learning_rate=1e-2, warmup_steps=5, training_mode="teacher_forcing"
+        n_targets=1, n_future_covariates=1, learning_rate=1e-2, warmup_steps=5, training_mode="teacher_forcing"
     )
     quiet_trainer(max_steps=150, limit_val_batches=0).fit(module, datamodule)
     validated = quiet_trainer().validate(module, datamodule, verbose=False)[0]

@@ -41,7 +41,7 @@ def test_on_a_gaussian_ar1_the_80_percent_interval_covers_80_percent_and_crps_is
         gaussian_ar1(), context_length=8, horizon=4, batch_size=64, scaling="none", eval_stride=2,
     )  # fmt: skip
     module = tiny_module(
-        n_features=1, distribution="normal", training_mode="teacher_forcing", learning_rate=3e-3, warmup_steps=20,
+        n_targets=1, distribution="normal", training_mode="teacher_forcing", learning_rate=3e-3, warmup_steps=20,
         num_samples=200,
     )  # fmt: skip
     quiet_trainer(max_steps=400, limit_val_batches=0).fit(module, datamodule)
@@ -79,7 +79,7 @@ def test_a_checkpoint_written_before_interval_calibration_loads_uncalibrated(tmp
     checkpoint = torch.load(path, weights_only=False)
     del checkpoint["state_dict"]["interval_scale"]
     torch.save(checkpoint, path)
-    assert Forecaster.load_from_checkpoint(path).interval_scale.item() == 1.0
+    assert Forecaster.load_from_checkpoint(path).interval_scale.item() == 1.0  # Lightning's own loader too
 
 
 def test_validation_logs_crps_coverage_and_width_beside_the_point_metrics(tmp_path):
@@ -102,12 +102,12 @@ def test_validation_calibrates_the_interval_to_hold_80_percent_of_its_targets():
     """Split conformal: the scale one validation finds makes the same forecasts cover 80% of its targets."""
     L.seed_everything(0)
     datamodule = WindowDataModule(gaussian_ar1(3000), context_length=8, horizon=4, batch_size=64, scaling="none")
-    module = tiny_module(n_features=1, distribution="normal", num_samples=50)  # untrained: badly calibrated
+    module = tiny_module(n_targets=1, distribution="normal", num_samples=50)  # untrained: badly calibrated
     before = quiet_trainer().validate(module, datamodule, verbose=False)[0]["val/coverage_80"]
     assert abs(before - 0.8) > 0.05
     assert module.interval_scale.item() != 1.0
     after = quiet_trainer().validate(module, datamodule, verbose=False)[0]["val/coverage_80"]
     assert after == pytest.approx(0.8, abs=0.005)
-    uncalibrated = tiny_module(n_features=1, distribution="normal", num_samples=50, interval_calibration="none")
+    uncalibrated = tiny_module(n_targets=1, distribution="normal", num_samples=50, interval_calibration="none")
     quiet_trainer().validate(uncalibrated, datamodule, verbose=False)
     assert uncalibrated.interval_scale.item() == 1.0

@@ -3,16 +3,16 @@ import itertools
 import pytest
 import torch
 
-from project.model.distributions import Normal, Quantiles, StudentT
+from project.model.decoding import rollout
 from project.training import regimes
 from project.training.memory import SavedTensorsMeter
-from project.training.module import Forecaster
 from project.training.naive import naive_free_running
 from project.training.regimes import REGIMES, RegimeOptions
 from tests.conftest import relative_difference, small_model
+from tests.helpers import forecaster
 from tests.test_model import COVARIATES, covariates_for
 
-DISTRIBUTIONS = {"normal": Normal, "student_t": StudentT, "quantile": Quantiles}
+DISTRIBUTIONS = ("normal", "student_t", "quantile")
 
 
 def loss_and_gradients(model, forecast_fn, target):
@@ -75,7 +75,7 @@ def test_free_running_bptt_has_the_loss_and_gradients_of_the_undetached_naive_lo
 
 @pytest.mark.parametrize("distribution", DISTRIBUTIONS)
 def test_detach_with_sampled_feedback_equals_the_naive_loop_given_the_same_draws(distribution):
-    model = small_model(**COVARIATES, distribution=DISTRIBUTIONS[distribution]()).train()
+    model = small_model(**COVARIATES, distribution=distribution).train()
     src, target = batch()
     covariates = covariates_for(4, 12, 6)
     assert_same_loss_and_gradients(
@@ -93,7 +93,7 @@ def test_detach_with_sampled_feedback_equals_the_naive_loop_given_the_same_draws
 
 @pytest.mark.parametrize("distribution", ["normal", "student_t"])
 def test_bptt_through_sampled_feedback_differentiates_the_draws(distribution):
-    model = small_model(distribution=DISTRIBUTIONS[distribution]()).train()
+    model = small_model(distribution=distribution).train()
     src, target = batch()
 
     def forecast(name):
@@ -185,7 +185,7 @@ def test_the_no_grad_rollout_keeps_or_drops_dropout_as_configured(rollout_dropou
     assert model.training  # the mode is restored
     with torch.no_grad():
         model.eval()
-        deterministic = model.rollout(encoded, start, 5)[1]  # the values fed back at positions 1..5
+        deterministic = rollout(model, encoded, start, 5)[1]  # the values fed back at positions 1..5
         model.train()
     if rollout_dropout:  # what the naive training loop feeds back: a fresh dropout mask at every call
         assert not torch.allclose(fed_back[0], fed_back[1])
@@ -226,7 +226,7 @@ def test_bptt_memory_grows_linearly_with_the_horizon():
     model = small_model(torch.float32).train()
     src = torch.randn(8, 12, 5)
     per_step = [
-        saved_bytes(model, lambda h=h: model.rollout(model.encode(src), src[:, -1:], h)[0]) for h in (8, 16, 32)
+        saved_bytes(model, lambda h=h: rollout(model, model.encode(src), src[:, -1:], h)[0]) for h in (8, 16, 32)
     ]
     encoder_and_first = per_step[0] - (per_step[1] - per_step[0])
     growth = [(b - encoder_and_first) / h for b, h in zip(per_step, (8, 16, 32))]
@@ -247,10 +247,12 @@ def test_activation_checkpointing_saves_less_and_keeps_the_gradient():
     gradients, memory = [], []
     for checkpoint_layers in (False, True):
         torch.manual_seed(0)
-        module = Forecaster(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, checkpoint_layers=checkpoint_layers)
+        module = forecaster(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, checkpoint_layers=checkpoint_layers)
         module = module.double().train()
         memory.append(saved_bytes(module, lambda m=module: m.training_forecast(batch_dict)))
-        gradients.append(loss_and_gradients(module.model, lambda m=module: m.training_forecast(batch_dict), target)[1])
+        gradients.append(
+            loss_and_gradients(module.network, lambda m=module: m.training_forecast(batch_dict), target)[1]
+        )
     assert memory[1] < 0.5 * memory[0]
     for plain, checkpointed in zip(*gradients):
         assert relative_difference(checkpointed, plain) <= 1e-10

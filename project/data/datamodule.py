@@ -158,7 +158,7 @@ class WindowDataModule(L.LightningDataModule):
         return self.panel.roles.targets
 
     @property
-    def n_features(self) -> int:
+    def n_targets(self) -> int:
         """Target channels F."""
         return len(self.panel.roles.targets)
 

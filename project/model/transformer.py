@@ -29,8 +29,11 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
+from project.domains import check_domains
+from project.errors import InputError
 from project.model.cache import KVCache, LayerCache, StaticKVCache, StaticLayerCache
-from project.model.distributions import OutputDistribution, PointForecast, feedback
+from project.model.distributions import DistributionName, make_distribution
+from project.model.network import init_args
 
 
 @dataclass
@@ -199,7 +202,8 @@ class DecoderLayer(nn.Module):
 
 
 class ForecastTransformer(nn.Module):
-    """Encoder–decoder transformer forecaster with covariates and an incremental (cached) decoder.
+    """Encoder–decoder transformer forecaster with covariates and an incremental (cached) decoder: a
+    ``ForecastNetwork`` (``project.model.network``) with its optional ``share_encoded`` and ``new_static_cache``.
 
     ``decode(tgt, encoded)[:, t]`` holds the parameters of the forecast of the target P steps after ``tgt[:, t]``
     (the next value for the default P = 1), and depends only on ``encoded`` and the patches of ``tgt`` up to and
@@ -207,7 +211,7 @@ class ForecastTransformer(nn.Module):
     exactly the same function as decoding the whole sequence at once.
 
     Args:
-        n_features: Number of target channels F: forecast, and fed back as decoder inputs.
+        n_targets: Number of target channels F: forecast, and fed back as decoder inputs.
         n_past_covariates: Covariates observed only over the context window (encoder input).
         n_future_covariates: Covariates known over the context and the forecast steps (both streams).
         static_cardinalities: Number of categories of each categorical static covariate.
@@ -218,7 +222,8 @@ class ForecastTransformer(nn.Module):
         num_decoder_layers: Number of causal decoder layers.
         dim_feedforward: Hidden width of each feed-forward block.
         dropout: Dropout on embeddings and residual branches (off in ``eval()``).
-        max_length: Longest encoder or decoder sequence, in tokens, the positional encoding supports.
+        max_length: Longest encoder or decoder sequence, in time steps, the positional encoding supports (linked
+            from the data's context length and the model's ``max_horizon``).
         patch_length: Time steps per token P, in the encoder and the decoder: each decoder step then forecasts
             P steps at once, so a horizon H needs H / P sequential steps instead of H. Context and decoder
             lengths must be multiples of P.
@@ -227,13 +232,14 @@ class ForecastTransformer(nn.Module):
         checkpoint_layers: Recompute each layer's activations in backward instead of storing them (activation
             checkpointing): less memory for more compute. Applies to whole-sequence passes in training; cached
             decoding is never checkpointed because it appends to the cache.
-        distribution: What the head predicts per target value (``project.model.distributions``); a point
-            forecast by default.
+        distribution: What the head predicts per target value (linked from the ``Forecaster``'s
+            ``distribution``): ``none`` (a point), ``normal``, ``student_t`` or ``quantile``.
+        quantile_levels: Levels of the ``quantile`` head (linked from the ``Forecaster``).
     """
 
     def __init__(
         self,
-        n_features: int = 5,
+        n_targets: int = 5,
         n_past_covariates: int = 0,
         n_future_covariates: int = 0,
         static_cardinalities: Sequence[int] = (),
@@ -248,29 +254,26 @@ class ForecastTransformer(nn.Module):
         patch_length: int = 1,
         channel_independent: bool = False,
         checkpoint_layers: bool = False,
-        distribution: OutputDistribution | None = None,
+        distribution: DistributionName = "none",
+        quantile_levels: Sequence[float] = (0.1, 0.5, 0.9),
     ) -> None:
         super().__init__()
-        if nhead < 1 or d_model % nhead:
-            raise ValueError(f"d_model must be divisible by nhead; got d_model={d_model}, nhead={nhead}")
-        if num_encoder_layers < 1 or num_decoder_layers < 1:
-            raise ValueError(
-                "num_encoder_layers and num_decoder_layers must be >= 1; "
-                f"got {num_encoder_layers} and {num_decoder_layers}"
-            )
-        if patch_length < 1:
-            raise ValueError(f"patch_length must be >= 1; got {patch_length}")
-        self.n_features = n_features
+        self.init_args = init_args(locals())
+        check_domains(self.init_args, prefix="model.network.init_args.")
+        if d_model % nhead:
+            raise InputError(f"d_model must be divisible by nhead; got d_model={d_model}, nhead={nhead}")
+        self.n_targets = n_targets
         self.n_past_covariates, self.n_future_covariates = n_past_covariates, n_future_covariates
         self.d_model = d_model
         self.patch_length = patch_length
         self.channel_independent = channel_independent
         self.checkpoint_layers = checkpoint_layers
-        self.distribution = distribution or PointForecast()
-        channels_per_token = 1 if channel_independent else n_features
+        self.distribution = make_distribution(distribution, quantile_levels=list(quantile_levels))
+        channels_per_token = 1 if channel_independent else n_targets
         encoder_width = patch_length * (channels_per_token + n_past_covariates + n_future_covariates)
         decoder_width = patch_length * (channels_per_token + n_future_covariates)
-        self.positions = SinusoidalPositions(d_model, max_length)
+        self.max_length = max_length
+        self.positions = SinusoidalPositions(d_model, math.ceil(max_length / patch_length))
         self.encoder_embedding = nn.Linear(encoder_width, d_model)
         self.decoder_embedding = nn.Linear(decoder_width, d_model)
         has_static = bool(static_cardinalities) or n_static_reals > 0
@@ -362,103 +365,9 @@ class ForecastTransformer(nn.Module):
         """The first decoder input (N, P, F): the last observed patch of the context's targets."""
         return context[:, -self.patch_length :]
 
-    def rollout(
-        self,
-        encoded: Encoded,
-        start: Tensor,
-        horizon: int,
-        feedback_value: str = "mean",
-        generator: torch.Generator | None = None,
-        static: bool = False,
-    ) -> tuple[Tensor, Tensor]:
-        """Free-running forecast: feed each step's point forecast (or a draw) back as the next input, decoding with
-        a cache. Returns the parameters (N, horizon, F, n_parameters) and the fed-back values (N, horizon, F).
-
-        ``start`` (N, P, F) is the first decoder input, usually ``start_of(context)``. Differentiable when
-        gradients are enabled (back-propagation through the fed-back values; draws are reparameterised).
-        ``static`` decodes with static shapes (``new_static_cache``) and, on a GPU, captures the step once as a
-        CUDA graph and replays it: the same values, without a kernel launch per operation. Without gradients only.
-        """
-        if horizon <= 0:
-            raise ValueError(f"horizon must be a positive integer; got {horizon}")
-        if static and torch.is_grad_enabled():
-            raise ValueError("static decoding records no gradients; use it under torch.no_grad()")
-        tokens = math.ceil(horizon / self.patch_length)
-        cache = self.new_static_cache(encoded, horizon) if static else self.new_cache(horizon)
-        step_input = start.clone() if static else start
-        decode_step = self._captured_step(step_input, encoded, cache) if static else None
-        parameters, values = [], []
-        for token in range(tokens):
-            if static:
-                cache.position.fill_(token)
-                step_parameters = decode_step().clone()  # the step's output buffer is reused by the next step
-            else:
-                step_parameters = self.decode(step_input, encoded, cache)
-            fed_back = feedback(self.distribution, step_parameters, feedback_value, generator)
-            if static:
-                step_input.copy_(fed_back)
-            else:
-                step_input = fed_back
-            parameters.append(step_parameters)
-            values.append(fed_back)
-        return torch.cat(parameters, dim=1)[:, :horizon], torch.cat(values, dim=1)[:, :horizon]
-
-    def _captured_step(self, step_input: Tensor, encoded: Encoded, cache: StaticKVCache):
-        """One decode step reading ``step_input`` and the cache's position: a replayed CUDA graph on a GPU."""
-
-        def step() -> Tensor:
-            return self.decode(step_input, encoded, cache)
-
-        if step_input.device.type != "cuda":
-            return step
-        # Autocast's cache of cast weights is freed when its context ends, under a graph that still reads it:
-        # capture with the cache off (the casts become part of the graph).
-        autocast = torch.autocast(
-            "cuda",
-            dtype=torch.get_autocast_dtype("cuda"),
-            enabled=torch.is_autocast_enabled("cuda"),
-            cache_enabled=False,
-        )
-        # Warm up on a side stream before capture, as CUDA graphs require; the warm-up writes the first step's
-        # keys and values, which the first replay writes again.
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side), autocast:
-            step()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph), autocast:
-            output = step()
-
-        def replay() -> Tensor:
-            graph.replay()
-            return output
-
-        return replay
-
-    def generate(
-        self,
-        context: Tensor,
-        horizon: int,
-        num_samples: int | None = None,
-        generator: torch.Generator | None = None,
-        static: bool = False,
-        **covariates: Tensor,
-    ) -> Tensor:
-        """Autoregressive forecast from ``context`` (N, S, F) and its covariates (as ``encode`` takes them).
-
-        Without ``num_samples``: the point path (N, horizon, F), each step's point forecast fed back. With K
-        samples: K sample paths per series (N, K, horizon, F), each step drawn given the path's earlier draws;
-        one cached rollout over N·K rows, the encoder run once per series. ``static``: see ``rollout``.
-        """
-        encoded = self.encode(context, **covariates)
-        if num_samples is None:
-            return self.rollout(encoded, self.start_of(context), horizon, static=static)[1]
-        if num_samples < 1:
-            raise ValueError(f"num_samples must be a positive integer; got {num_samples}")
-        start = self.start_of(context).repeat_interleave(num_samples, dim=0)
-        paths = self.rollout(encoded.with_samples(num_samples), start, horizon, "sample", generator, static)[1]
-        return paths.view(context.shape[0], num_samples, horizon, -1)
+    def share_encoded(self, encoded: Encoded, samples: int) -> Encoded:
+        """The conditioning of ``samples`` sample paths per series: the K paths read their series' memory row."""
+        return encoded.with_samples(samples)
 
     # -- Tokens ----------------------------------------------------------------------------------------------------
 
@@ -469,12 +378,12 @@ class ForecastTransformer(nn.Module):
         """
         if (
             series.dim() != 3
-            or series.shape[-1] != self.n_features
+            or series.shape[-1] != self.n_targets
             or series.shape[1] == 0
             or series.shape[1] % self.patch_length
         ):
             raise ValueError(
-                f"{name} must have shape (N, length, {self.n_features}) with length a positive multiple of "
+                f"{name} must have shape (N, length, {self.n_targets}) with length a positive multiple of "
                 f"patch_length={self.patch_length}; got {tuple(series.shape)}"
             )
         rows, length, channels = series.shape
@@ -491,9 +400,9 @@ class ForecastTransformer(nn.Module):
         """Head output (B, tokens, P·channels·n_parameters) → (N·K, length, F, n_parameters)."""
         n_parameters = self.distribution.n_parameters
         if self.channel_independent:
-            x = tokens.reshape(rows // samples, self.n_features, samples, -1, n_parameters)
-            return x.permute(0, 2, 3, 1, 4).reshape(rows, -1, self.n_features, n_parameters)
-        return tokens.reshape(rows, -1, self.n_features, n_parameters)
+            x = tokens.reshape(rows // samples, self.n_targets, samples, -1, n_parameters)
+            return x.permute(0, 2, 3, 1, 4).reshape(rows, -1, self.n_targets, n_parameters)
+        return tokens.reshape(rows, -1, self.n_targets, n_parameters)
 
     def _future_steps(self, encoded: Encoded, offset: int | Tensor, length: int) -> Tensor | None:
         """The future covariates of the ``length`` forecast steps from token ``offset`` on."""
@@ -527,7 +436,7 @@ class ForecastTransformer(nn.Module):
             raise ValueError(f"static_categorical must have shape ({batch}, {expected}); got {got}")
         embedding = self.static_embedding(categorical, reals)  # (N, d_model)
         if self.channel_independent:
-            embedding = embedding.repeat_interleave(self.n_features, dim=0)
+            embedding = embedding.repeat_interleave(self.n_targets, dim=0)
         return embedding.unsqueeze(1)  # (B, 1, d_model)
 
     def _run_layer(self, layer: nn.Module, *inputs) -> Tensor:
@@ -541,9 +450,8 @@ class ForecastTransformer(nn.Module):
         end = offset + tokens.shape[1]
         if end > self.positions.max_length:
             raise ValueError(
-                f"{name}: token positions {offset}..{end - 1} exceed max_length={self.positions.max_length} of "
-                f"the positional encoding; expected at most {self.positions.max_length} tokens "
-                f"(patch_length={self.patch_length}); raise max_length"
+                f"{name}: time steps {offset * self.patch_length}..{end * self.patch_length - 1} exceed "
+                f"max_length={self.max_length} of the positional encoding; raise max_length"
             )
         return self.positions(tokens.shape[1], offset)
 

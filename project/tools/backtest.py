@@ -32,6 +32,7 @@ from project.data.datamodule import WindowDataModule
 from project.data.windows import PanelWindows
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output_folder, write_atomically
+from project.model.network import build_network
 from project.training.metrics import central_interval, crps_from_samples
 from project.training.module import Forecaster
 
@@ -86,7 +87,8 @@ def refit(checkpoint: dict, datamodule: WindowDataModule, origin: int, step: int
     refitted.scaler, refitted._datasets = None, {}
     refitted.setup("fit")
     L.seed_everything(0)
-    module = Forecaster(**{k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")})
+    settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
+    module = Forecaster(**{**settings, "network": build_network(settings["network"])})
     trainer = L.Trainer(
         max_epochs=epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False,

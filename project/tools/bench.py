@@ -35,7 +35,7 @@ from torch import Tensor
 
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
-from project.model.distributions import Normal
+from project.model.decoding import generate, rollout
 from project.model.transformer import ForecastTransformer
 from project.training.memory import SavedTensorsMeter
 from project.training.naive import naive_free_running, naive_generate
@@ -176,19 +176,19 @@ def _interleaved_median_ms(steps: dict[str, Callable[[], None] | None], repeats:
 def benchmark_inference(args: argparse.Namespace, device: torch.device, samples: int | None) -> list[InferenceRow]:
     """``generate`` with the cache against re-decoding the prefix every step: one path per series, or ``samples``
     sample paths per series (N·samples rows)."""
-    model = _model(args, device, distribution=Normal() if samples else None).eval()
+    model = _model(args, device, distribution="normal" if samples else "none").eval()
     src = torch.randn(args.batch_size, CONTEXT_LENGTH, N_FEATURES, device=device)
     rows, naive_seconds = [], None
     label = "sampling " if samples else "inference"
     with torch.inference_mode(), _autocast(args.precision, device):
         for horizon in args.horizons:
-            cached = lambda h=horizon: model.generate(src, h, num_samples=samples)  # noqa: E731
+            cached = lambda h=horizon: generate(model, src, h, num_samples=samples)  # noqa: E731
             naive = lambda h=horizon: naive_generate(model, src, h, num_samples=samples)  # noqa: E731
             cached_ms = median_ms(cached, args.repeats, device)
             cached_peak = _peak_bytes(cached, device)
             row = InferenceRow(horizon, cached_ms, None, None, _megabytes(cached_peak))
             if device.type == "cuda":
-                graphed = lambda h=horizon: model.generate(src, h, num_samples=samples, static=True)  # noqa: E731
+                graphed = lambda h=horizon: generate(model, src, h, num_samples=samples, static=True)  # noqa: E731
                 row.graph_ms = median_ms(graphed, args.repeats, device)
             expected = naive_seconds and naive_seconds[1] * (horizon / naive_seconds[0]) ** 2
             if expected and expected > args.naive_max_seconds:
@@ -210,12 +210,12 @@ def benchmark_inference(args: argparse.Namespace, device: torch.device, samples:
     return rows
 
 
-def _model(args: argparse.Namespace, device: torch.device, distribution=None) -> ForecastTransformer:
+def _model(args: argparse.Namespace, device: torch.device, distribution: str = "none") -> ForecastTransformer:
     torch.manual_seed(0)
     model = ForecastTransformer(
-        n_features=N_FEATURES,
+        n_targets=N_FEATURES,
         d_model=args.d_model,
-        max_length=max(*args.horizons, CONTEXT_LENGTH) + 1,
+        max_length=max(*args.horizons, CONTEXT_LENGTH),
         distribution=distribution,
     )
     return model.to(device)
@@ -446,10 +446,10 @@ def profile_rollouts(args: argparse.Namespace, device: torch.device) -> str:
 
     def no_grad_rollout() -> None:
         with torch.no_grad():
-            model.rollout(encoded, model.start_of(src), 96)
+            rollout(model, encoded, model.start_of(src), 96)
 
     def bptt_unroll_and_backward() -> None:
-        model.rollout(model.encode(src), model.start_of(src), 96)[0].sum().backward()
+        rollout(model, model.encode(src), model.start_of(src), 96)[0].sum().backward()
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"

@@ -71,8 +71,8 @@ class DecoderStepGraph(nn.Module):
 
 def example_inputs(module: Forecaster, batch_size: int, horizon: int) -> dict[str, Tensor]:
     """Inputs of the model's shapes for one batch (what ``encode`` takes), to trace the graphs with."""
-    hp, model = module.hparams, module.model
-    inputs = {"context": torch.randn(batch_size, hp.context_length, hp.n_features)}
+    hp, model = module.hparams, module.network
+    inputs = {"context": torch.randn(batch_size, hp.context_length, model.n_targets)}
     if model.n_past_covariates:
         inputs["past_covariates"] = torch.randn(batch_size, hp.context_length, model.n_past_covariates)
     if model.n_future_covariates:
@@ -98,7 +98,7 @@ def export(checkpoint: Path, output: Path, export_format: str, batch_size: int, 
     module = load_forecaster(checkpoint)
     if module.hparams.distribution != "none":
         print("The exported decoder feeds back the point forecast (mean, or median of quantiles): a point path.")
-    model = module.model.float()
+    model = module.network.float()
     inputs = example_inputs(module, batch_size, horizon)
     encoder = EncoderGraph(model, list(inputs))
     decoder = DecoderStepGraph(model)
@@ -136,7 +136,7 @@ def export(checkpoint: Path, output: Path, export_format: str, batch_size: int, 
         "tokens": tokens,
         "context_length": module.hparams.context_length,
         "patch_length": model.patch_length,
-        "n_features": model.n_features,
+        "n_targets": model.n_targets,
         "distribution": distribution.name,
         "point_index": getattr(distribution, "median_index", 0),
         "instance_norm": bool(module.hparams.instance_norm),
@@ -215,6 +215,11 @@ def main(argv: list[str] | None = None) -> None:
             if value is not None and value < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be a positive integer; got {value}")
         settings = read_checkpoint(args.checkpoint)["hyper_parameters"]
+        network = settings["network"]["class_path"]
+        if network.rpartition(".")[2] != ForecastTransformer.__name__:
+            raise InputError(
+                f"{args.checkpoint}: export supports the ForecastTransformer network; this checkpoint's is {network}"
+            )
         horizon = args.horizon or settings["horizon"]
         longest = settings.get("max_horizon") or 4 * settings["horizon"]
         if horizon > longest:

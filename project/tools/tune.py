@@ -191,7 +191,9 @@ def command_line_overrides(arguments: list[str]) -> dict:
     while position < len(arguments):
         token = arguments[position]
         if not token.startswith("--"):
-            raise InputError(f"unexpected argument {token!r}; options to pass to fit look like --model.d_model=64")
+            raise InputError(
+                f"unexpected argument {token!r}; options to pass to fit look like --model.learning_rate=0.01"
+            )
         key, equals, value = token[2:].partition("=")
         if not equals:
             position += 1

@@ -1,4 +1,4 @@
-"""The LightningModule: training regimes, losses, metrics and optimisation around ``ForecastTransformer``."""
+"""The LightningModule: training regimes, losses, metrics and optimisation around an injected network."""
 
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ import lightning as L
 import torch
 from lightning.pytorch.core.saving import save_hparams_to_yaml
 from lightning.pytorch.loggers import TensorBoardLogger
-from torch import Tensor
+from torch import Tensor, nn
 from torchmetrics import CatMetric, MeanAbsoluteError, MeanMetric, MeanSquaredError, MetricCollection
 from torchmetrics.regression import SymmetricMeanAbsolutePercentageError
 
 from project.domains import check_domains
 from project.errors import InputError, TrainingDiverged
+from project.model.decoding import generate
 from project.model.distributions import DistributionName, PointLoss, make_distribution
-from project.model.transformer import ForecastTransformer
+from project.model.network import ForecastNetwork, build_network, network_spec
 from project.training import regimes
 from project.training.metrics import central_interval, crps_from_samples
 from project.training.settings import check_settings
@@ -58,32 +59,22 @@ class ContextNorm:
 
 
 class Forecaster(L.LightningModule):
-    """An encoder–decoder transformer forecaster trained with or without teacher forcing.
+    """A forecaster trained with or without teacher forcing, around a network that owns the architecture.
 
     A batch is a dict of named tensors (the format is documented in ``project.data.windows``): ``context``
     (N, context_length, F), ``target`` (N, horizon, F) and the covariates the data has. Validation and test always
     forecast free-running, as at prediction time; the teacher-forced loss is logged as a diagnostic.
 
     Args:
-        n_features: Target channels F (linked from the data module).
-        n_past_covariates: Covariates known up to the forecast start (linked from the data module).
-        n_future_covariates: Covariates known over the horizon, calendar features included (linked).
-        static_cardinalities: Categories of each categorical static covariate (linked).
-        n_static_reals: Numeric static covariates (linked).
+        network: The network (a ``project.model.network.ForecastNetwork``: ``encode``, ``decode`` with a cache,
+            ``new_cache``, ``start_of``), with its architecture's hyperparameters; in a config,
+            ``class_path: project.model.ForecastTransformer`` (or ``project.model.GRUForecaster``, or yours) and its
+            ``init_args``. Its sizes that the data decides are linked from the data module.
         context_length: Time steps of each input window (linked from the data module).
         horizon: Time steps to forecast in training and evaluation (linked from the data module).
         predict_horizon: Time steps ``predict`` forecasts (linked from the data module); empty: ``horizon``.
-        max_horizon: Longest forecast the model makes, in steps, when asked for more than ``horizon`` (the
-            positional encoding is sized for it; steps beyond ``horizon`` were never trained on). Empty: 4 × horizon.
-        d_model: Width of the transformer's token embeddings.
-        nhead: Attention heads.
-        num_encoder_layers: Encoder layers over the context window.
-        num_decoder_layers: Causal decoder layers.
-        dim_feedforward: Hidden width of each feed-forward block.
-        dropout: Dropout on embeddings and residual branches.
-        patch_length: Time steps per token; each decoder step then forecasts this many steps at once.
-        channel_independent: Model every target channel as its own univariate sequence with shared weights.
-        checkpoint_layers: Activation checkpointing of the encoder and decoder layers: less memory, more compute.
+        max_horizon: Longest forecast the model makes, in steps, when asked for more than ``horizon`` (a positional
+            encoding is sized for it; steps beyond ``horizon`` were never trained on). Empty: 4 × horizon.
         instance_norm: Normalise each window by its context's per-channel mean and std, and undo it on the
             forecast (RevIN without the affine part). Statistics never use the target.
         training_mode: ``teacher_forcing`` (true previous values in, one parallel pass), ``free_running`` (the
@@ -126,24 +117,11 @@ class Forecaster(L.LightningModule):
 
     def __init__(
         self,
-        n_features: int = 5,
-        n_past_covariates: int = 0,
-        n_future_covariates: int = 0,
-        static_cardinalities: list[int] | None = None,
-        n_static_reals: int = 0,
+        network: nn.Module,
         context_length: int = 12,
         horizon: int = 12,
         predict_horizon: int | None = None,
         max_horizon: int | None = None,
-        d_model: int = 128,
-        nhead: int = 8,
-        num_encoder_layers: int = 3,
-        num_decoder_layers: int = 3,
-        dim_feedforward: int = 512,
-        dropout: float = 0.1,
-        patch_length: int = 1,
-        channel_independent: bool = False,
-        checkpoint_layers: bool = False,
         instance_norm: bool = False,
         training_mode: TrainingMode = "free_running",
         feedback: Literal["detach", "bptt"] = "detach",
@@ -166,8 +144,15 @@ class Forecaster(L.LightningModule):
         lr_schedule: Literal["cosine", "constant"] = "cosine",
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
-        settings = {**self.hparams, "max_horizon": max_horizon or 4 * horizon}
+        if isinstance(
+            network, dict
+        ):  # the recorded class_path/init_args, as Lightning's load_from_checkpoint passes it
+            network = build_network(network)
+        check_network(network)
+        # The network is recorded as the class and arguments that rebuild it, never as an object.
+        self.save_hyperparameters(ignore=["network"])
+        self.hparams["network"] = network_spec(network)
+        settings = {**self.hparams, "max_horizon": max_horizon or 4 * horizon, "patch_length": network.patch_length}
         settings["quantile_levels"] = quantile_levels or [0.1, 0.5, 0.9]
         settings["prediction_quantiles"] = prediction_quantiles or [0.1, 0.5, 0.9]
         check_domains(settings, prefix="model.")
@@ -175,25 +160,9 @@ class Forecaster(L.LightningModule):
         self.max_horizon = settings["max_horizon"]
         self.prediction_quantiles = settings["prediction_quantiles"]
         self.regime = regimes.REGIMES[regimes.regime_name(training_mode, feedback)]
-        self.model = ForecastTransformer(
-            n_features=n_features,
-            n_past_covariates=n_past_covariates,
-            n_future_covariates=n_future_covariates,
-            static_cardinalities=static_cardinalities or (),
-            n_static_reals=n_static_reals,
-            d_model=d_model,
-            nhead=nhead,
-            num_encoder_layers=num_encoder_layers,
-            num_decoder_layers=num_decoder_layers,
-            dim_feedforward=dim_feedforward,
-            dropout=dropout,
-            max_length=max(context_length, self.max_horizon) // patch_length + 1,
-            patch_length=patch_length,
-            channel_independent=channel_independent,
-            checkpoint_layers=checkpoint_layers,
-            distribution=make_distribution(distribution, loss or "mse", huber_delta, settings["quantile_levels"]),
-        )
-        self.distribution = self.model.distribution
+        self.network: ForecastNetwork = network
+        self.distribution = make_distribution(distribution, loss or "mse", huber_delta, settings["quantile_levels"])
+        check_head(network, self.distribution, cuda_graphs)
         self.has_distribution = distribution != "none"
         point = MetricCollection(
             {"mse": MeanSquaredError(), "mae": MeanAbsoluteError(), "smape": SymmetricMeanAbsolutePercentageError()}
@@ -217,7 +186,8 @@ class Forecaster(L.LightningModule):
 
     @classmethod
     def _defaults(cls) -> dict:
-        defaults = {n: p.default for n, p in inspect.signature(cls.__init__).parameters.items() if n != "self"}
+        parameters = inspect.signature(cls.__init__).parameters.items()
+        defaults = {n: p.default for n, p in parameters if n not in ("self", "network")}
         defaults["quantile_levels"] = defaults["prediction_quantiles"] = [0.1, 0.5, 0.9]
         return defaults
 
@@ -242,9 +212,9 @@ class Forecaster(L.LightningModule):
         covariates = {name: batch[name] for name in COVARIATES if name in batch}
         static = self.hparams.cuda_graphs
         if not self.has_distribution:
-            return Forecast(norm.inverse(self.model.generate(context, horizon, static=static, **covariates)))
+            return Forecast(norm.inverse(generate(self.network, context, horizon, static=static, **covariates)))
         generator = torch.Generator(context.device).manual_seed(0)
-        paths = self.model.generate(context, horizon, self.hparams.num_samples, generator, static, **covariates)
+        paths = generate(self.network, context, horizon, self.hparams.num_samples, generator, static, **covariates)
         samples = norm.inverse(paths.transpose(0, 1)).transpose(0, 1)  # (N, K, T, F)
         point = samples.median(dim=1).values if self.distribution.name == "quantile" else samples.mean(dim=1)
         if self.hparams.interval_calibration == "validation":
@@ -260,7 +230,7 @@ class Forecaster(L.LightningModule):
         norm = self._context_norm(context)
         context, target = norm(context), norm(target)
         covariates = {name: batch[name] for name in COVARIATES if name in batch}
-        encoded, start = self.model.encode(context, **covariates), self.model.start_of(context)
+        encoded, start = self.network.encode(context, **covariates), self.network.start_of(context)
         options = regimes.RegimeOptions(
             feedback_value=self.hparams.feedback_value,
             teacher_forcing_probability=self.teacher_forcing_probability(),
@@ -268,7 +238,7 @@ class Forecaster(L.LightningModule):
             static=self.hparams.cuda_graphs,
         )
         forecast = (regimes.REGIMES[regime] if regime else self.regime).forecast(
-            self.model, encoded, start, target, options
+            self.network, encoded, start, target, options
         )
         return forecast if isinstance(norm, _Identity) else self.distribution.affine(forecast, norm.mean, norm.std)
 
@@ -455,6 +425,34 @@ class _Identity:
 
     def inverse(self, values: Tensor) -> Tensor:
         return values
+
+
+def check_network(network: nn.Module) -> None:
+    """The network has the members of the contract the training code calls (``ForecastNetwork``)."""
+    name = type(network).__name__
+    missing = [m for m in ("encode", "decode", "new_cache", "start_of") if not callable(getattr(network, m, None))]
+    missing += [m for m in ("n_targets", "patch_length", "distribution") if not hasattr(network, m)]
+    if not isinstance(network, nn.Module) or missing:
+        raise InputError(
+            f"network {name} is not a ForecastNetwork (project.model.network): an nn.Module with "
+            f"{', '.join(missing) or 'encode, decode, new_cache, start_of'}"
+        )
+
+
+def check_head(network: nn.Module, distribution, cuda_graphs: bool) -> None:
+    """The network's head predicts the distribution this module trains, and can decode as it is asked to."""
+    name, head = type(network).__name__, network.distribution
+    if (head.name, head.n_parameters, getattr(head, "levels", None)) != (
+        distribution.name,
+        distribution.n_parameters,
+        getattr(distribution, "levels", None),
+    ):
+        raise InputError(
+            f"network {name} predicts distribution={head.name} but the model trains distribution="
+            f"{distribution.name}; give the network the model's distribution (and quantile_levels)"
+        )
+    if cuda_graphs and not hasattr(network, "new_static_cache"):
+        raise InputError(f"cuda_graphs needs a network with new_static_cache; {name} has none")
 
 
 def check_finite_weights(state: dict[str, Tensor], where: str = "") -> None:

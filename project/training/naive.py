@@ -11,14 +11,15 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from project.model.decoding import encode_for_samples
 from project.model.distributions import feedback
-from project.model.transformer import Encoded, ForecastTransformer
+from project.model.network import ForecastNetwork
 
 NaiveFeedback = Literal["detach", "bptt", "partial"]
 
 
 def naive_free_running(
-    model: ForecastTransformer,
+    model: ForecastNetwork,
     context: Tensor,
     target: Tensor,
     feedback_mode: NaiveFeedback,
@@ -32,11 +33,12 @@ def naive_free_running(
     ``feedback_mode`` says what is detached when a prediction is fed back:
     ``detach`` every fed-back value; ``bptt`` nothing; ``partial`` the older positions but not the newest
     prediction, the loop as it is usually posted, whose gradient chains back through every step. Covariates are
-    always the true values; only targets are fed back.
+    always the true values; only targets are fed back. One time step per token (``patch_length`` 1).
     """
+    _one_step_tokens(model)
     encoded = model.encode(context, **covariates)
-    batch, horizon, n_features = target.shape
-    tgt = torch.cat([context[:, -1:], context.new_zeros(batch, horizon - 1, n_features)], dim=1)
+    batch, horizon, n_targets = target.shape
+    tgt = torch.cat([model.start_of(context), context.new_zeros(batch, horizon - 1, n_targets)], dim=1)
     forecasts = []
     for j in range(horizon):
         out = model.decode(tgt, encoded)
@@ -50,7 +52,7 @@ def naive_free_running(
 
 
 def naive_generate(
-    model: ForecastTransformer,
+    model: ForecastNetwork,
     context: Tensor,
     horizon: int,
     num_samples: int | None = None,
@@ -58,27 +60,23 @@ def naive_generate(
     **covariates: Tensor,
 ) -> Tensor:
     """Autoregressive forecast without a cache, re-decoding the whole prefix every step, as Darts' and Hugging
-    Face's time-series transformers generate. With ``num_samples`` K, like Hugging Face's ``generate``: the
-    encoder output is repeated K times and N·K rows re-decode their prefixes (N, K, horizon, F)."""
-    encoded = model.encode(context, **covariates)
-    start, value = context[:, -1:], "mean"
-    if num_samples is not None:
-        channels = model.n_features if model.channel_independent else 1
-
-        def repeat(rows: Tensor | None) -> Tensor | None:
-            """Token rows (N·channels, …) → (N·K·channels, …), ordered (series, sample, channel) as the decoder
-            orders the rows of N·K series."""
-            if rows is None:
-                return None
-            grouped = rows.view(context.shape[0], 1, channels, *rows.shape[1:])
-            return grouped.expand(-1, num_samples, *grouped.shape[2:]).reshape(-1, *rows.shape[1:])
-
-        future = None if encoded.future is None else encoded.future.repeat_interleave(num_samples, dim=0)
-        encoded = Encoded(repeat(encoded.memory), repeat(encoded.static), future)
-        start, value = start.repeat_interleave(num_samples, dim=0), "sample"
+    Face's time-series transformers generate. With ``num_samples`` K: N·K rows re-decode their prefixes
+    (N, K, horizon, F), conditioned as ``generate`` conditions them (``decoding.encode_for_samples``), so that the
+    two differ only by the cache. One time step per token (``patch_length`` 1)."""
+    _one_step_tokens(model)
+    if num_samples is None:
+        encoded, start, value = model.encode(context, **covariates), model.start_of(context), "mean"
+    else:
+        encoded = encode_for_samples(model, num_samples, context, **covariates)
+        start, value = model.start_of(context).repeat_interleave(num_samples, dim=0), "sample"
     sequence = start
     for _ in range(horizon):
         step = model.decode(sequence, encoded)[:, -1:]
         sequence = torch.cat([sequence, feedback(model.distribution, step, value, generator)], dim=1)
     paths = sequence[:, 1:]
     return paths if num_samples is None else paths.view(context.shape[0], num_samples, horizon, -1)
+
+
+def _one_step_tokens(model: ForecastNetwork) -> None:
+    if model.patch_length != 1:
+        raise ValueError(f"the naive loops decode one time step per token; got patch_length={model.patch_length}")

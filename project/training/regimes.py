@@ -20,12 +20,13 @@ import contextlib
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
-from project.model.transformer import Encoded, ForecastTransformer
+from project.model.decoding import rollout
+from project.model.network import ForecastNetwork
 
 FeedbackValue = Literal["mean", "sample"]
 TeacherForcingSchedule = Literal["linear", "exponential", "inverse_sigmoid"]
@@ -36,7 +37,7 @@ class RegimeOptions:
     """Settings a regime may read. ``rollout_dropout``: keep dropout on in the no-grad rollouts of ``detach`` and
     scheduled sampling (as in the naive training loop), or feed back the dropout-free predictions that
     ``predict`` makes. ``generator`` draws sampled feedback and scheduled sampling's coins. ``static``: see
-    ``ForecastTransformer.rollout``."""
+    ``project.model.decoding.rollout``."""
 
     feedback_value: FeedbackValue = "mean"
     teacher_forcing_probability: float = 0.5
@@ -46,14 +47,14 @@ class RegimeOptions:
 
 
 def teacher_forcing(
-    model: ForecastTransformer, encoded: Encoded, start: Tensor, target: Tensor, options: RegimeOptions
+    model: ForecastNetwork, encoded: Any, start: Tensor, target: Tensor, options: RegimeOptions
 ) -> Tensor:
     """The decoder sees the true previous value at every position: one parallel pass."""
     return model.decode(torch.cat([start, target[:, : -model.patch_length]], dim=1), encoded)
 
 
 def free_running_detach(
-    model: ForecastTransformer, encoded: Encoded, start: Tensor, target: Tensor, options: RegimeOptions
+    model: ForecastNetwork, encoded: Any, start: Tensor, target: Tensor, options: RegimeOptions
 ) -> Tensor:
     """The model's own predictions are fed back without gradient: no-grad cached rollout + one parallel pass."""
     fed_back = _no_grad_rollout(model, encoded, start, target.shape[1], options)
@@ -61,14 +62,14 @@ def free_running_detach(
 
 
 def free_running_bptt(
-    model: ForecastTransformer, encoded: Encoded, start: Tensor, target: Tensor, options: RegimeOptions
+    model: ForecastNetwork, encoded: Any, start: Tensor, target: Tensor, options: RegimeOptions
 ) -> Tensor:
     """The model's own predictions are fed back with gradient: a differentiable cached unroll."""
-    return model.rollout(encoded, start, target.shape[1], options.feedback_value, options.generator)[0]
+    return rollout(model, encoded, start, target.shape[1], options.feedback_value, options.generator)[0]
 
 
 def scheduled_sampling(
-    model: ForecastTransformer, encoded: Encoded, start: Tensor, target: Tensor, options: RegimeOptions
+    model: ForecastNetwork, encoded: Any, start: Tensor, target: Tensor, options: RegimeOptions
 ) -> Tensor:
     """Scheduled sampling (Bengio et al. 2015) in the two-pass form of Mihaylova & Martins (2019).
 
@@ -87,7 +88,7 @@ def scheduled_sampling(
     return model.decode(torch.cat([start, fed_back], dim=1), encoded)
 
 
-RegimeFunction = Callable[[ForecastTransformer, Encoded, Tensor, Tensor, RegimeOptions], Tensor]
+RegimeFunction = Callable[[ForecastNetwork, Any, Tensor, Tensor, RegimeOptions], Tensor]
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def regime_settings(name: str) -> dict[str, str]:
 
 
 def _no_grad_rollout(
-    model: ForecastTransformer, encoded: Encoded, start: Tensor, horizon: int, options: RegimeOptions
+    model: ForecastNetwork, encoded: Any, start: Tensor, horizon: int, options: RegimeOptions
 ) -> Tensor:
     """The values fed back at decoder positions 1..T-1, (N, horizon - P, F): a rollout one patch short of the
     horizon, because the last forecast is never fed back."""
@@ -131,11 +132,11 @@ def _no_grad_rollout(
     if steps <= 0:
         return start[:, :0]
     with torch.no_grad(), _dropout(model, options.rollout_dropout):
-        return model.rollout(encoded, start, steps, options.feedback_value, options.generator, options.static)[1]
+        return rollout(model, encoded, start, steps, options.feedback_value, options.generator, options.static)[1]
 
 
 @contextlib.contextmanager
-def _dropout(model: ForecastTransformer, enabled: bool) -> Iterator[None]:
+def _dropout(model: ForecastNetwork, enabled: bool) -> Iterator[None]:
     """Dropout as the model's mode has it, or off for the duration (eval mode, restored afterwards)."""
     if enabled or not model.training:
         yield

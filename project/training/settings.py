@@ -27,15 +27,7 @@ def _changed(settings: dict, defaults: dict, *names: str) -> list[str]:
 
 RULES: tuple[Rule, ...] = (
     Rule(
-        "d_model must be divisible by nhead",
-        lambda s, d: (
-            None
-            if s["nhead"] >= 1 and s["d_model"] % s["nhead"] == 0
-            else f"d_model must be divisible by nhead; got d_model={s['d_model']}, nhead={s['nhead']}"
-        ),
-    ),
-    Rule(
-        "context_length and horizon are multiples of patch_length",
+        "context_length and horizon are multiples of the network's patch_length",
         lambda s, d: next(
             (
                 f"{name}={s[name]} must be a multiple of patch_length={s['patch_length']}"

@@ -16,7 +16,8 @@ from project.tools import tune
 from tests.helpers import BASE, REPOSITORY, SMALL_MODEL, cli, config, last_line
 
 TINY_TRIALS = [
-    "--model.nhead=2", "--model.num_decoder_layers=1", "--model.dim_feedforward=32",
+    "--model.network.init_args.nhead=2", "--model.network.init_args.num_decoder_layers=1",
+    "--model.network.init_args.dim_feedforward=32",
     "--trainer.max_epochs=2", "--trainer.limit_train_batches=3", "--trainer.limit_val_batches=2",
     "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
     "--forecast_figures.every_n_epochs=0",
@@ -27,7 +28,10 @@ FAIL, COMPLETE = optuna.trial.TrialState.FAIL, optuna.trial.TrialState.COMPLETE
 
 def float_space(tmp_path):
     space = tmp_path / "space.yaml"
-    space.write_text("model.learning_rate: {float: [0.0001, 0.01], log: true}\nmodel.dropout: {float: [0.0, 0.3]}\n")
+    space.write_text(
+        "model.learning_rate: {float: [0.0001, 0.01], log: true}\n"
+        "model.network.init_args.dropout: {float: [0.0, 0.3]}\n"
+    )
     return space
 
 
@@ -47,7 +51,9 @@ def sha256(path):
 
 def test_a_study_completes_resumes_and_its_best_config_trains(tmp_path):
     space = tmp_path / "space.yaml"
-    space.write_text("model.learning_rate: {float: [0.0001, 0.01], log: true}\nmodel.d_model: {choice: [8, 16]}\n")
+    space.write_text(
+        "model.learning_rate: {float: [0.0001, 0.01], log: true}\nmodel.network.init_args.d_model: {choice: [8, 16]}\n"
+    )
     arguments = ["--config", BASE, "--search", str(space), "--logs", str(tmp_path / "logs"), "--study", "tiny"]
     tune.main([*arguments, "--trials", "2", *TINY_TRIALS])  # stopped after two trials…
     output = tmp_path / "logs" / "tiny-best.yaml"
@@ -77,7 +83,10 @@ def test_a_search_space_entry_must_name_an_option_and_a_kind(tmp_path, capsys):
 
 
 def test_the_shipped_search_space_is_valid():
-    assert set(tune.load_space(tune.Path(config("search.yaml")))) >= {"model.learning_rate", "model.d_model"}
+    assert set(tune.load_space(tune.Path(config("search.yaml")))) >= {
+        "model.learning_rate",
+        "model.network.init_args.d_model",
+    }
     assert yaml.safe_load(open(config("search.yaml")))  # noqa: SIM115
 
 

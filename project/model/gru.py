@@ -1,0 +1,154 @@
+"""A GRU encoder–decoder forecaster: the second ``ForecastNetwork``, and the smallest one to copy from.
+
+The encoder GRU reads the context (targets, past and future covariates of each step); its last hidden state starts
+the decoder GRU, which reads the previous target value and the future covariates of the step it forecasts. Static
+covariates are embedded once per series and added to every input of both. A recurrent decoder is causal by
+construction, and its cache is just its hidden state. Pure PyTorch.
+
+Shapes: N batch (times K sample paths), S context length, T decoder length, F targets, C covariates, L layers,
+H hidden size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from project.domains import check_domains
+from project.errors import InputError
+from project.model.distributions import DistributionName, make_distribution
+from project.model.network import init_args
+from project.model.transformer import StaticEmbedding
+
+
+@dataclass
+class GRUEncoded:
+    """What the decoder conditions on: the encoder's last hidden state (L, N, H), the static embedding (N, 1, H)
+    and the future covariates of the forecast steps (N, T, C_f)."""
+
+    hidden: Tensor
+    static: Tensor | None = None
+    future: Tensor | None = None
+
+
+class GRUCache:
+    """The decoder's hidden state after the positions decoded so far, (L, N, H), and how many there were.
+
+    Owned by the caller of ``decode``: one per batch's forecast, from ``new_cache()``, passed to every ``decode``
+    call of that forecast and dropped afterwards. Empty (``hidden`` None) until the first call, which starts from
+    the encoder's state.
+    """
+
+    def __init__(self) -> None:
+        self.hidden: Tensor | None = None
+        self.length = 0
+
+
+class GRUForecaster(nn.Module):
+    """GRU encoder–decoder with covariates and a distribution head; one time step per token.
+
+    Args:
+        n_targets: Target channels F (linked from the data module).
+        n_past_covariates: Covariates observed over the context only (linked).
+        n_future_covariates: Covariates known over the context and the forecast steps (linked).
+        static_cardinalities: Categories of each categorical static covariate (linked).
+        n_static_reals: Numeric static covariates (linked).
+        hidden_size: Width H of the hidden state of both GRUs.
+        num_layers: Stacked GRU layers in the encoder and in the decoder.
+        dropout: Dropout between stacked layers (off in ``eval()``).
+        distribution: What the head predicts per value (linked from the ``Forecaster``'s ``distribution``).
+        quantile_levels: Levels of the ``quantile`` head (linked from the ``Forecaster``).
+    """
+
+    patch_length = 1  # a recurrent decoder steps through time one value at a time
+
+    def __init__(
+        self,
+        n_targets: int = 5,
+        n_past_covariates: int = 0,
+        n_future_covariates: int = 0,
+        static_cardinalities: Sequence[int] = (),
+        n_static_reals: int = 0,
+        hidden_size: int = 64,
+        num_layers: int = 2,
+        dropout: float = 0.0,
+        distribution: DistributionName = "none",
+        quantile_levels: Sequence[float] = (0.1, 0.5, 0.9),
+    ) -> None:
+        super().__init__()
+        self.init_args = init_args(locals())
+        check_domains(self.init_args, prefix="model.network.init_args.")
+        self.n_targets, self.n_past_covariates, self.n_future_covariates = (
+            n_targets,
+            n_past_covariates,
+            n_future_covariates,
+        )
+        self.distribution = make_distribution(distribution, quantile_levels=list(quantile_levels))
+        has_static = bool(static_cardinalities) or n_static_reals > 0
+        self.static_embedding = (
+            StaticEmbedding(static_cardinalities, n_static_reals, hidden_size) if has_static else None
+        )
+        self.encoder_input = nn.Linear(n_targets + n_past_covariates + n_future_covariates, hidden_size)
+        self.decoder_input = nn.Linear(n_targets + n_future_covariates, hidden_size)
+        self.encoder = nn.GRU(hidden_size, hidden_size, num_layers, batch_first=True, dropout=dropout)
+        self.decoder = nn.GRU(hidden_size, hidden_size, num_layers, batch_first=True, dropout=dropout)
+        self.head = nn.Linear(hidden_size, n_targets * self.distribution.n_parameters)
+
+    def encode(
+        self,
+        context: Tensor,
+        past_covariates: Tensor | None = None,
+        future_covariates: Tensor | None = None,
+        static_categorical: Tensor | None = None,
+        static_real: Tensor | None = None,
+    ) -> GRUEncoded:
+        length = context.shape[1]
+        self._check("context", context, self.n_targets)
+        inputs = [context]
+        if self.n_past_covariates:
+            inputs.append(self._check("past_covariates", past_covariates, self.n_past_covariates, length))
+        if self.n_future_covariates:
+            inputs.append(self._check("future_covariates", future_covariates, self.n_future_covariates)[:, :length])
+        static = None
+        if self.static_embedding is not None:
+            static = self.static_embedding(static_categorical, static_real).unsqueeze(1)  # (N, 1, H)
+        x = self.encoder_input(torch.cat(inputs, dim=-1))  # (N, S, H)
+        _, hidden = self.encoder(x if static is None else x + static)  # (L, N, H)
+        future = future_covariates[:, length:] if self.n_future_covariates else None
+        return GRUEncoded(hidden, static, future)
+
+    def decode(self, tgt: Tensor, encoded: GRUEncoded, cache: GRUCache | None = None) -> Tensor:
+        """Decoder inputs (N, T, F) → parameters (N, T, F, n_parameters) of the next values; with ``cache``, ``tgt``
+        holds only the positions after those already decoded."""
+        self._check("tgt", tgt, self.n_targets)
+        offset, steps = (0 if cache is None else cache.length), tgt.shape[1]
+        inputs = [tgt]
+        if encoded.future is not None:
+            if offset + steps > encoded.future.shape[1]:
+                raise ValueError(
+                    f"future_covariates cover {encoded.future.shape[1]} forecast steps; got {offset + steps}"
+                )
+            inputs.append(encoded.future[:, offset : offset + steps])
+        x = self.decoder_input(torch.cat(inputs, dim=-1))  # (N, T, H)
+        hidden = encoded.hidden if cache is None or cache.hidden is None else cache.hidden
+        output, hidden = self.decoder(x if encoded.static is None else x + encoded.static, hidden.contiguous())
+        if cache is not None:
+            cache.hidden, cache.length = hidden, offset + steps
+        raw = self.head(output).view(*tgt.shape, self.distribution.n_parameters)
+        return self.distribution.constrain(raw)
+
+    def new_cache(self, steps: int | None = None) -> GRUCache:
+        return GRUCache()
+
+    def start_of(self, context: Tensor) -> Tensor:
+        """The first decoder input (N, 1, F): the last observed value."""
+        return context[:, -1:]
+
+    def _check(self, name: str, values: Tensor | None, width: int, length: int | None = None) -> Tensor:
+        if values is None or values.dim() != 3 or values.shape[-1] != width or (length and values.shape[1] != length):
+            got = None if values is None else tuple(values.shape)
+            raise InputError(f"{name} must have shape (N, {length or 'length'}, {width}); got {got}")
+        return values

@@ -1,0 +1,126 @@
+"""What the training code asks of a network: the ``ForecastNetwork`` protocol.
+
+``Forecaster`` (``project.training.module``), the regimes and the naive reference loops (``project.training``), the
+free-running decoding (``project.model.decoding``), the benchmark and export (``project.tools``) call only what is
+listed here. A network is an ``nn.Module`` that implements these few members; rollouts, sampling and CUDA graphs are
+written once, in ``project.model.decoding``, for every network. ``tests/test_network_contract.py`` checks a class
+against the contract: add yours to its ``NETWORKS`` table.
+
+Shapes: N series, S context length, T decoder length, F = ``n_targets`` target channels, P = ``patch_length``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol, runtime_checkable
+
+from torch import Tensor, nn
+
+from project.errors import InputError
+from project.model.distributions import OutputDistribution
+
+
+@runtime_checkable
+class ForecastNetwork(Protocol):
+    """An encoder–decoder forecaster whose decoder can run one position at a time.
+
+    Guarantees the training code relies on (the regimes are exact only if they hold):
+
+    - **Causality.** ``decode(tgt, encoded)[:, t]`` depends only on ``encoded`` and ``tgt[:, : t + 1]`` (rounded up
+      to the end of the patch holding step t). ``free_running_detach`` computes a whole free-running forecast in
+      one parallel pass because of it.
+    - **Cached decoding equals full decoding.** Decoding ``tgt`` one patch at a time, passing the same ``cache``
+      (from ``new_cache``) to every call, returns what one call on the whole ``tgt`` returns, and is differentiable
+      the same way. Dropout, if any, must not make the two differ in ``eval()`` mode.
+    - **Patches.** A token is ``patch_length`` consecutive time steps: every length given to ``decode`` (and the
+      context given to ``encode``) is a positive multiple of it, and ``decode`` returns one forecast per input time
+      step, the value ``patch_length`` steps after it.
+    - **Shapes.** ``decode`` returns the distribution's constrained parameters (N, T, F, ``distribution.n_parameters``).
+      ``encoded`` is whatever ``encode`` returns; the training code only passes it back to ``decode``.
+
+    Attributes:
+        n_targets: Target channels F, forecast and fed back.
+        patch_length: Time steps per decoder token P (1 for one token per step).
+        distribution: The output head's distribution (``project.model.distributions``): how its parameters are
+            constrained, what is fed back and how draws are made.
+        init_args: The constructor's arguments, so that a checkpoint can rebuild the network
+            (``self.init_args = init_args(locals())`` as the first line after ``super().__init__()``).
+
+    Optional members, used when present:
+        ``share_encoded(encoded, samples)``: the same conditioning for ``samples`` sample paths per series, rows
+            ordered (series, sample), without copying the encoder's output. Without it, ``generate`` encodes the
+            inputs repeated ``samples`` times: the same paths, more work.
+        ``new_static_cache(encoded, steps)``: a cache of fixed shapes with a ``position`` tensor (0-dim, long) that
+            the caller sets before each one-token ``decode``: what CUDA graphs (``cuda_graphs``) and export need.
+            Without it, those refuse the network in one line.
+    """
+
+    n_targets: int
+    patch_length: int
+    distribution: OutputDistribution
+    init_args: dict[str, Any]
+
+    def encode(
+        self,
+        context: Tensor,
+        past_covariates: Tensor | None = None,
+        future_covariates: Tensor | None = None,
+        static_categorical: Tensor | None = None,
+        static_real: Tensor | None = None,
+    ) -> Any:
+        """Context targets (N, S, F), past covariates (N, S, C_p), future covariates over the context and the
+        forecast (N, S + T, C_f), static covariates (N, C_c) long and (N, C_r) → what ``decode`` conditions on."""
+        ...
+
+    def decode(self, tgt: Tensor, encoded: Any, cache: Any = None) -> Tensor:
+        """Decoder inputs (N, T, F) → parameters (N, T, F, n_parameters) of the values P steps later. With a
+        ``cache``, ``tgt`` holds only the positions after those already decoded into it."""
+        ...
+
+    def new_cache(self, steps: int | None = None) -> Any:
+        """An empty cache for one batch's incremental decoding of (up to) ``steps`` time steps."""
+        ...
+
+    def start_of(self, context: Tensor) -> Tensor:
+        """The first decoder input (N, P, F), taken from the context: usually its last patch."""
+        ...
+
+
+def init_args(frame_locals: dict[str, Any]) -> dict[str, Any]:
+    """A constructor's arguments from its ``locals()``, as a checkpoint records them (tuples as lists):
+    ``self.init_args = init_args(locals())`` before any other local is made."""
+    return {
+        name: list(value) if isinstance(value, tuple) else value
+        for name, value in frame_locals.items()
+        if name not in ("self", "__class__")
+    }
+
+
+def build_network(spec: object, where: str = "") -> nn.Module:
+    """The untrained network that ``spec`` (``{"class_path": ..., "init_args": {...}}``, as a checkpoint records it)
+    names: its class imported by name (an ``nn.Module`` subclass, nothing else) and called with the arguments.
+    ``where`` prefixes the one-line errors (a checkpoint's path)."""
+    if not (isinstance(spec, dict) and isinstance(spec.get("class_path"), str) and "." in spec["class_path"]):
+        raise InputError(f"{where}it records no network (a class_path and init_args); was it written by this template?")
+    module_name, _, class_name = spec["class_path"].rpartition(".")
+    try:
+        network_class = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError):
+        raise InputError(
+            f"{where}its network {spec['class_path']} cannot be imported; put its module on PYTHONPATH"
+        ) from None
+    if not (isinstance(network_class, type) and issubclass(network_class, nn.Module)):
+        raise InputError(f"{where}its network {spec['class_path']} is not an nn.Module subclass")
+    return network_class(**(spec.get("init_args") or {}))
+
+
+def network_spec(network: ForecastNetwork) -> dict[str, Any]:
+    """``{"class_path": ..., "init_args": {...}}``: how a checkpoint and a config name a network."""
+    cls = type(network)
+    arguments = getattr(network, "init_args", None)
+    if not isinstance(arguments, dict):
+        raise InputError(
+            f"{cls.__qualname__} must record its constructor arguments in self.init_args (see "
+            "project.model.network.init_args), so that checkpoints can rebuild it"
+        )
+    return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": dict(arguments)}

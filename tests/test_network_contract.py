@@ -1,0 +1,214 @@
+"""The contract every network keeps (``project.model.network.ForecastNetwork``), checked for each class in NETWORKS.
+
+To check your own network, add one line to NETWORKS: a name and a function that builds a small instance from the
+sizes the data links into it (``n_targets``, covariate counts, static cardinalities and reals, ``distribution``).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+
+from project.checkpoints import load_forecaster
+from project.data import WindowDataModule
+from project.model import ForecastNetwork, ForecastTransformer, GRUForecaster
+from project.model.decoding import generate
+from project.training.module import Forecaster
+from project.training.naive import naive_free_running
+from project.training.regimes import REGIMES, RegimeOptions
+from tests.helpers import BASE, last_line, learnable_series, quick_fit_arguments, quiet_trainer, run_cli
+
+NETWORKS = {
+    "transformer": lambda **sizes: ForecastTransformer(
+        d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=2, dim_feedforward=32, dropout=0.0, **sizes
+    ),
+    "gru": lambda **sizes: GRUForecaster(hidden_size=16, num_layers=2, **sizes),
+}
+COVARIATES = dict(n_past_covariates=2, n_future_covariates=3, static_cardinalities=[4, 2], n_static_reals=1)
+TARGETS, CONTEXT, HORIZON = 3, 8, 5
+
+
+def network(name: str, **sizes) -> ForecastNetwork:
+    """A small float64 network of ``name`` with covariates, in eval mode (dropout off)."""
+    return NETWORKS[name](n_targets=TARGETS, **{**COVARIATES, **sizes}).double().eval()
+
+
+def inputs(batch: int = 4, horizon: int = HORIZON) -> dict[str, torch.Tensor]:
+    return {
+        "context": torch.randn(batch, CONTEXT, TARGETS, dtype=torch.float64),
+        "past_covariates": torch.randn(batch, CONTEXT, 2, dtype=torch.float64),
+        "future_covariates": torch.randn(batch, CONTEXT + horizon, 3, dtype=torch.float64),
+        "static_categorical": torch.stack([torch.randint(0, 5, (batch,)), torch.randint(0, 3, (batch,))], dim=1),
+        "static_real": torch.randn(batch, 1, dtype=torch.float64),
+    }
+
+
+def encoded_and_tgt(model: ForecastNetwork):
+    batch = inputs()
+    context = batch.pop("context")
+    return model.encode(context, **batch), torch.randn(4, HORIZON, TARGETS, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("name", NETWORKS)
+def test_the_network_claims_the_protocol(name):
+    model = network(name)
+    assert isinstance(model, ForecastNetwork)
+    assert isinstance(model, torch.nn.Module)
+    assert model.patch_length >= 1
+    assert model.n_targets == TARGETS
+
+
+@pytest.mark.parametrize("name", NETWORKS)
+def test_decoding_is_causal(name):
+    model = network(name)
+    encoded, tgt = encoded_and_tgt(model)
+    full = model.decode(tgt, encoded)
+    for t in range(HORIZON - 1):
+        changed = tgt.clone()
+        changed[:, t + 1 :] += torch.randn_like(changed[:, t + 1 :])
+        torch.testing.assert_close(model.decode(changed, encoded)[:, : t + 1], full[:, : t + 1], rtol=0, atol=1e-12)
+        assert not torch.allclose(model.decode(changed, encoded)[:, t + 1 :], full[:, t + 1 :])
+
+
+@pytest.mark.parametrize("distribution", ["none", "normal", "quantile"])
+@pytest.mark.parametrize("name", NETWORKS)
+def test_cached_decode_matches_full_decode(name, distribution):
+    model = network(name, distribution=distribution)
+    encoded, tgt = encoded_and_tgt(model)
+    full = model.decode(tgt, encoded)
+    cache = model.new_cache(HORIZON)
+    cached = torch.cat([model.decode(tgt[:, t : t + 1], encoded, cache) for t in range(HORIZON)], dim=1)
+    assert full.shape == (4, HORIZON, TARGETS, model.distribution.n_parameters)
+    torch.testing.assert_close(cached, full, rtol=0, atol=1e-10)
+
+
+def loss_and_every_gradient(model, forecast, target):
+    model.zero_grad()
+    loss = model.distribution.loss(forecast(), target)
+    loss.backward()
+    return loss.detach(), [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("feedback", ["detach", "bptt"])
+@pytest.mark.parametrize("name", NETWORKS)
+def test_free_running_has_the_loss_and_every_gradient_of_the_naive_loop(name, feedback):
+    model = network(name).train()  # no dropout in these networks: train mode is what training runs
+    batch = inputs()
+    context, target = batch.pop("context"), torch.randn(4, HORIZON, TARGETS, dtype=torch.float64)
+
+    def fast():
+        encoded, start = model.encode(context, **batch), model.start_of(context)
+        return REGIMES[f"free_running_{feedback}"].forecast(model, encoded, start, target, RegimeOptions())
+
+    fast_loss, fast_gradients = loss_and_every_gradient(model, fast, target)
+    slow_loss, slow_gradients = loss_and_every_gradient(
+        model, lambda: naive_free_running(model, context, target, feedback, **batch), target
+    )
+    torch.testing.assert_close(fast_loss, slow_loss, rtol=1e-10, atol=0)
+    assert len(fast_gradients) == len(list(model.parameters()))
+    for fast_gradient, slow_gradient in zip(fast_gradients, slow_gradients):
+        torch.testing.assert_close(fast_gradient, slow_gradient, rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", NETWORKS)
+def test_generate_gives_sample_paths_and_a_point_path_of_the_right_shapes(name):
+    model = network(name, distribution="normal")
+    batch = inputs(batch=2, horizon=6)
+    context = batch.pop("context")
+    with torch.no_grad():
+        paths = generate(model, context, 6, num_samples=7, generator=torch.Generator().manual_seed(0), **batch)
+        point = generate(model, context, 6, **batch)
+    assert paths.shape == (2, 7, 6, TARGETS)
+    assert point.shape == (2, 6, TARGETS)
+    assert torch.isfinite(paths).all()
+    assert paths.std(dim=1).min() > 0
+
+
+def trained(name: str, tmp_path) -> tuple[Forecaster, WindowDataModule]:
+    """A Forecaster around the network, fitted for a few steps on two channels, with its last checkpoint saved."""
+    datamodule = WindowDataModule(learnable_series(300), context_length=8, horizon=4, batch_size=16)
+    datamodule.setup("fit")
+    net = NETWORKS[name](n_targets=datamodule.n_targets, n_future_covariates=datamodule.n_future_covariates)
+    module = Forecaster(net, context_length=8, horizon=4, warmup_steps=1)
+    trainer = quiet_trainer(max_steps=3, limit_val_batches=1)
+    trainer.fit(module, datamodule)
+    trainer.save_checkpoint(tmp_path / "last.ckpt")
+    return module, datamodule
+
+
+@pytest.mark.parametrize("name", NETWORKS)
+def test_a_forecaster_fits_predicts_and_its_checkpoint_restores_the_same_network(name, tmp_path):
+    module, datamodule = trained(name, tmp_path)
+    predictions = quiet_trainer(limit_predict_batches=1).predict(module, datamodule)
+    assert predictions[0]["point"].shape[1:] == (4, 2)
+    assert torch.isfinite(predictions[0]["point"]).all()
+    restored = load_forecaster(tmp_path / "last.ckpt")
+    assert type(restored.network) is type(module.network)
+    for (key, value), (_, expected) in zip(restored.state_dict().items(), module.state_dict().items()):
+        torch.testing.assert_close(value, expected, rtol=0, atol=0, msg=key)
+
+
+USER_NETWORK = '''
+"""A user's network, written outside the template: a linear map of the last value, fed back step by step."""
+
+import torch
+from torch import nn
+
+from project.model.distributions import make_distribution
+from project.model.network import init_args
+
+
+class Cache:
+    """Positions decoded so far (a linear step needs nothing else)."""
+
+    def __init__(self):
+        self.length = 0
+
+
+class MyNetwork(nn.Module):
+    patch_length = 1
+
+    def __init__(self, n_targets: int = 1, distribution: str = "none", scale: float = 1.0):
+        """Args:
+            n_targets: Target channels (linked).
+            distribution: What the head predicts (linked).
+            scale: Initial scale of the step.
+        """
+        super().__init__()
+        self.init_args = init_args(locals())
+        self.n_targets = n_targets
+        self.distribution = make_distribution(distribution)
+        self.step = nn.Linear(n_targets, n_targets * self.distribution.n_parameters)
+
+    def encode(self, context, past_covariates=None, future_covariates=None, static_categorical=None,
+               static_real=None):
+        return None
+
+    def decode(self, tgt, encoded, cache=None):
+        if cache is not None:
+            cache.length += tgt.shape[1]
+        return self.distribution.constrain(self.step(tgt).view(*tgt.shape, -1))
+
+    def new_cache(self, steps=None):
+        return Cache()
+
+    def start_of(self, context):
+        return context[:, -1:]
+'''
+
+
+def test_a_users_own_network_trains_through_the_cli(tmp_path):
+    (tmp_path / "usermod.py").write_text(textwrap.dedent(USER_NETWORK))
+    logs = tmp_path / "logs"
+    result = run_cli(
+        "fit", "--config", BASE, "--model.network.class_path=usermod.MyNetwork",
+        "--model.network.init_args.scale=2.0", *quick_fit_arguments(logs),
+        python_path=(tmp_path,), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, last_line(result.stderr)
+    (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
+    spec = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]
+    assert spec["class_path"] == "usermod.MyNetwork"
+    assert spec["init_args"]["n_targets"] == 5
