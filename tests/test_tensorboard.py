@@ -49,7 +49,8 @@ def test_event_files_hold_every_promised_curve_and_hyperparameter(tmp_path):
     assert len(scalars["train/loss"]) == 12  # one point per optimizer step
     assert scalars["train/teacher_forcing_probability"].is_monotonic_decreasing
     assert read_hyperparameters(run)["effective_batch_size"] == 16
-    expected_hyperparameters = {"effective_batch_size", "training_mode", "d_model", "batch_size", "context_length"}
+    expected_hyperparameters = {"effective_batch_size", "training_mode", "batch_size", "context_length"}
+    expected_hyperparameters |= {"network/class_path", "network/init_args/d_model"}  # the network, nested
     assert any(expected_hyperparameters <= logged for logged in hparams_sessions(run))
 
 

@@ -151,7 +151,7 @@ class Forecaster(L.LightningModule):
         check_network(network)
         # The network is recorded as the class and arguments that rebuild it, never as an object.
         self.save_hyperparameters(ignore=["network"])
-        self.hparams["network"] = network_spec(network)
+        self.save_hyperparameters({**self.hparams, "network": network_spec(network)})  # logged with the others
         settings = {**self.hparams, "max_horizon": max_horizon or 4 * horizon, "patch_length": network.patch_length}
         settings["quantile_levels"] = quantile_levels or [0.1, 0.5, 0.9]
         settings["prediction_quantiles"] = prediction_quantiles or [0.1, 0.5, 0.9]
