@@ -34,13 +34,14 @@ test-threads: $(BIN)/.installed
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q $(THREAD_TESTS)
 	OMP_NUM_THREADS=2 $(BIN)/python -m pytest -q $(THREAD_TESTS)
 
-# The core alone: the tracked tree without project/tools and tests/tools, copied aside (nothing here is deleted).
+# The core alone: the tracked tree without project/tools and tests/tools, copied aside (nothing here is deleted);
+# the slow tests ran with everything in `make test`.
 test-without-tools: $(BIN)/.installed
 	@core=$$(mktemp -d) && \
 	git ls-files --cached --others --exclude-standard | grep -v -e '^project/tools/' -e '^tests/tools/' | \
 		tar -cf - -T - | tar -xf - -C $$core && \
 	echo "The suite without project/tools and tests/tools, in $$core" && \
-	cd $$core && $(abspath $(BIN))/python -m pytest -q; status=$$?; rm -rf $$core; exit $$status
+	cd $$core && $(abspath $(BIN))/python -m pytest -q -m "not slow"; status=$$?; rm -rf $$core; exit $$status
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
