@@ -24,6 +24,7 @@ from project.domains import DOMAINS, check_accelerator, check_domains
 from project.errors import InputError, reported_in_one_line
 from project.figures import ForecastFigures
 from project.predictions import ForecastWriter
+from project.rules import describe_rules
 from project.training.callbacks import ForecastCheckpoint, RandomState
 from project.training.module import Forecaster
 
@@ -64,6 +65,7 @@ class ForecastCLI(LightningCLI):
         super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.epilog = describe_rules()  # the end of `fit --help`: every option rule, from the one list
         # The transformer unless a config names another network: `predict --ckpt_path X` alone parses, and then
         # LightningCLI replaces the network with the checkpoint's class and arguments.
         parser.set_defaults({"model.network": {"class_path": "project.model.ForecastTransformer"}})

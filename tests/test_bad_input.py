@@ -163,6 +163,22 @@ CASES = {  # name → (arguments given the test folder and a trained checkpoint,
         lambda t, c: ["--model.training_mode=scheduled_sampling", "--model.feedback=bptt"],
         r"feedback=bptt applies to training_mode=free_running; got training_mode=scheduled_sampling",
     ),
+    "feedback options under teacher forcing": (
+        lambda t, c: ["--model.training_mode=teacher_forcing", "--model.rollout_dropout=false"],
+        r"rollout_dropout apply to what free running and scheduled sampling feed back; training_mode=teacher_forcing",
+    ),
+    "sample paths of a point forecast": (
+        lambda t, c: ["--model.num_samples=50", "--model.interval_calibration=none"],
+        r"num_samples, interval_calibration apply to the sample paths of a distribution; distribution=none",
+    ),
+    "embedded-data options with a source": (
+        lambda t, c: data(t, None, "--data.synthetic_rows=500"),
+        r"synthetic_rows choose the embedded data; data.source=.*series.csv is read instead",
+    ),
+    "calendar features without a time column": (
+        lambda t, c: [*data(t), "--data.time_column=null", "--data.calendar_features=true"],
+        r"calendar_features=true derives features from the timestamps; set time_column",
+    ),
     "truncated checkpoint": (
         lambda t, c: [f"--ckpt_path={file(t / 'cut.ckpt', c.read_bytes()[:5000])}"],
         r"cut.ckpt: cannot read the checkpoint; is it truncated or not a checkpoint\?",

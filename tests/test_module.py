@@ -5,9 +5,9 @@ import torch
 
 from project.data import WindowDataModule
 from project.errors import InputError
+from project.rules import RULES
 from project.training.module import ContextNorm, Forecaster
 from project.training.regimes import REGIMES, RegimeOptions
-from project.training.settings import RULES
 from tests.conftest import relative_difference
 from tests.helpers import learnable_series, quiet_trainer, tiny_module
 
@@ -104,6 +104,16 @@ def test_point_forecasts_have_no_samples_or_quantiles():
     forecast = tiny_module().eval().forecast(torch.randn(3, 8, 2))
     assert forecast.samples is None
     assert forecast.quantiles is None
+
+
+def test_fit_help_ends_with_every_rule(capsys):
+    from project.rules import DATA_RULES
+    from tests.helpers import cli
+
+    assert cli("fit", "--help") == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for rule in (*RULES, *DATA_RULES):
+        assert " ".join(rule.description.split()) in text
 
 
 def test_every_rule_has_a_description_and_every_rejected_combination_is_one_line():

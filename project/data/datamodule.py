@@ -8,6 +8,7 @@ series (``project.data.windows``, whose docstring documents the batch format).
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from pathlib import Path
 from typing import Literal
@@ -26,6 +27,7 @@ from project.data.table import check_file, read_table
 from project.data.windows import ForecastOrigins, PanelWindows, split_windows
 from project.domains import check_domains
 from project.errors import InputError
+from project.rules import DATA_RULES, check_settings
 
 Split = Literal["train", "val", "test"]
 DEFAULT_FRACTIONS = (0.7, 0.1, 0.2)
@@ -52,7 +54,8 @@ class WindowDataModule(L.LightningDataModule):
         static_covariates: Columns constant within a series (store, category, size): text or category columns
             become learned embeddings, numeric ones are scaled across series.
         calendar_features: Add sine/cosine calendar features of every cycle longer than the data's step (hour of
-            day, day of week, day of year, month of year) as future covariates. Needs ``time_column``.
+            day, day of week, day of year, month of year) as future covariates. Needs ``time_column``. Empty: on
+            whenever there is a time column.
         context_length: Time steps the model sees before the forecast (the look-back window).
         horizon: Time steps to forecast in training, validation and test.
         predict_horizon: Time steps ``predict`` forecasts; empty: ``horizon``. Up to the model's ``max_horizon``.
@@ -91,7 +94,7 @@ class WindowDataModule(L.LightningDataModule):
         past_covariates: list[str] | None = None,
         future_covariates: list[str] | None = None,
         static_covariates: list[str] | None = None,
-        calendar_features: bool = True,
+        calendar_features: bool | None = None,
         context_length: int = 12,
         horizon: int = 12,
         predict_horizon: int | None = None,
@@ -133,6 +136,11 @@ class WindowDataModule(L.LightningDataModule):
         if source is None:
             time_column = time_column or ("timestamp" if synthetic == "series" else "date")
             self.source_name = f"synthetic {synthetic}"
+        given = {name: value for name, value in self.hparams.items()}
+        given.update(source=None if source is None else str(source)[:80], time_column=time_column)
+        check_settings(given, _defaults(), DATA_RULES)
+        if calendar_features is None:
+            calendar_features = time_column is not None
         settings = PanelSettings(
             time_column=time_column,
             id_columns=tuple(id_columns or ()),
@@ -140,7 +148,7 @@ class WindowDataModule(L.LightningDataModule):
             past_covariates=tuple(past_covariates or ()),
             future_covariates=tuple(future_covariates or ()),
             static_covariates=tuple(static_covariates or ()),
-            calendar_features=calendar_features and time_column is not None,
+            calendar_features=calendar_features,
             fill_missing=fill_missing,
         )
         self.panel = self._read(source, synthetic, synthetic_rows, settings, cache_dir)
@@ -412,3 +420,7 @@ class WindowDataModule(L.LightningDataModule):
             persistent_workers=self.num_workers > 0,
             generator=torch.Generator(),
         )
+
+
+def _defaults() -> dict:
+    return {n: p.default for n, p in inspect.signature(WindowDataModule.__init__).parameters.items() if n != "self"}

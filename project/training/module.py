@@ -21,9 +21,9 @@ from project.errors import InputError, TrainingDiverged
 from project.model.decoding import generate
 from project.model.distributions import DistributionName, PointLoss, make_distribution
 from project.model.network import ForecastNetwork, build_network, network_spec
+from project.rules import check_settings
 from project.training import regimes
 from project.training.metrics import central_interval, crps_from_samples
-from project.training.settings import check_settings
 
 TrainingMode = Literal["teacher_forcing", "free_running", "scheduled_sampling"]
 COVARIATES = ("past_covariates", "future_covariates", "static_categorical", "static_real")

@@ -1,10 +1,11 @@
-"""Option combinations that cannot mean what they say, listed in one place.
+"""Option combinations that cannot mean what they say, listed in one place: the model's (``RULES``) and the
+data's (``DATA_RULES``).
 
-Each rule is a one-line description (printed by ``python -m project.cli fit --help`` users and in the README) and
-a check on the ``Forecaster``'s settings; ``check_settings`` raises the first broken rule as an ``InputError`` at
-start-up, before any data is read or any step is trained. Options that merely have no effect in some mode are
-refused only when set to something other than their default, so that switching modes never needs edits
-elsewhere in a config.
+Each rule is a one-line description (printed at the end of ``python -m project.cli fit --help``) and a check on
+the ``Forecaster``'s or the ``WindowDataModule``'s settings; ``check_settings`` raises the first broken rule as an
+``InputError`` at start-up, before any data is read or any step is trained. Options that merely have no effect in
+some mode are refused only when set to something other than their default, so that switching modes never needs
+edits elsewhere in a config.
 """
 
 from __future__ import annotations
@@ -73,6 +74,25 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        "feedback_value and rollout_dropout apply to free running and scheduled sampling (not teacher_forcing)",
+        lambda s, d: (
+            None
+            if s["training_mode"] != "teacher_forcing"
+            or not (changed := _changed(s, d, "feedback_value", "rollout_dropout"))
+            else f"{', '.join(changed)} apply to what free running and scheduled sampling feed back; "
+            "training_mode=teacher_forcing feeds back nothing"
+        ),
+    ),
+    Rule(
+        "num_samples, prediction_quantiles and interval_calibration apply to a distribution (not none)",
+        lambda s, d: (
+            None
+            if s["distribution"] != "none"
+            or not (changed := _changed(s, d, "num_samples", "prediction_quantiles", "interval_calibration"))
+            else f"{', '.join(changed)} apply to the sample paths of a distribution; distribution=none forecasts points"
+        ),
+    ),
+    Rule(
         "loss and huber_delta apply to distribution: none (distributions train by likelihood or pinball loss)",
         lambda s, d: (
             None
@@ -123,9 +143,38 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def check_settings(settings: dict, defaults: dict) -> None:
+DATA_RULES: tuple[Rule, ...] = (
+    Rule(
+        "synthetic and synthetic_rows apply to the embedded data (no source)",
+        lambda s, d: (
+            None
+            if s["source"] is None or not (changed := _changed(s, d, "synthetic", "synthetic_rows"))
+            else f"{', '.join(changed)} choose the embedded data; data.source={s['source']} is read instead"
+        ),
+    ),
+    Rule(
+        "calendar_features: true needs a time_column",
+        lambda s, d: (
+            None
+            if not s["calendar_features"] or s["time_column"] is not None
+            else "calendar_features=true derives features from the timestamps; set time_column (or leave "
+            "calendar_features empty: on whenever there is a time column)"
+        ),
+    ),
+)
+
+
+def describe_rules() -> str:
+    """Every rule, numbered (the help formatter reflows lines into one paragraph): what ``fit --help`` prints."""
+    rules = [f"model: {rule.description}" for rule in RULES] + [f"data: {rule.description}" for rule in DATA_RULES]
+    return "Option rules, checked at start-up (project/rules.py): " + " ".join(
+        f"({number}) {rule};" for number, rule in enumerate(rules, start=1)
+    )
+
+
+def check_settings(settings: dict, defaults: dict, rules: tuple[Rule, ...] = RULES) -> None:
     """Raise the first broken rule as a one-line ``InputError``."""
-    for rule in RULES:
+    for rule in rules:
         message = rule.broken(settings, defaults)
         if message:
             raise InputError(message)
