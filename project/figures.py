@@ -1,4 +1,4 @@
-"""Pictures of forecasts: context, truth and free-running forecast per channel, with the 80% band of a
+"""Pictures of forecasts: context, truth and free-running forecast per channel, with the central interval of a
 distribution.
 
 Logged to TensorBoard during training (``ForecastFigures``), or drawn from a checkpoint, on the data it was
@@ -31,6 +31,7 @@ def plot_forecasts(
     channel_names: list[str],
     band: tuple[Tensor, Tensor] | None = None,
     window_names: list[str] | None = None,
+    band_name: str = "interval",
 ) -> Figure:
     """One row per window, one column per channel: the context, the truth after it, the forecast (the median
     of a distribution) and, when given, the band between its lower and upper quantiles."""
@@ -49,7 +50,7 @@ def plot_forecasts(
                 lower, upper = band
                 axis.fill_between(
                     future, lower[window, :, channel], upper[window, :, channel], color="tab:red", alpha=0.2,
-                    linewidth=0, label="80% interval",
+                    linewidth=0, label=band_name,
                 )  # fmt: skip
             axis.plot(future, forecast[window, :, channel], color="tab:red", linewidth=1.2, label="forecast")
             axis.axvline(0.5, color="0.8", linewidth=0.8)
@@ -74,12 +75,13 @@ def forecast_figure(model: L.LightningModule, datamodule, split: str, num_window
     original = lambda x: x.float().cpu() * scale + loc  # noqa: E731
     band = None
     if forecast.samples is not None:
-        band = tuple(original(end) for end in central_interval(forecast.samples.float(), 0.8))
+        band = tuple(original(end) for end in central_interval(forecast.samples.float(), model.hparams.interval))
     names = None
     if datamodule.panel.roles.ids:
         names = [datamodule.panel.describe_series(int(s)).removeprefix(" in series ") for s in batch["series"]]
     context, target, point = (original(batch["context"]), original(batch["target"]), original(forecast.point))
-    return plot_forecasts(context, target, point, datamodule.target_names, band, names)
+    label = f"{model.hparams.interval:.0%} interval"
+    return plot_forecasts(context, target, point, datamodule.target_names, band, names, label)
 
 
 class ForecastFigures(L.Callback):

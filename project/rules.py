@@ -84,11 +84,13 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        "num_samples, prediction_quantiles and interval_calibration apply to a distribution (not none)",
+        "num_samples, prediction_quantiles, interval and interval_calibration apply to a distribution (not none)",
         lambda s, d: (
             None
             if s["distribution"] != "none"
-            or not (changed := _changed(s, d, "num_samples", "prediction_quantiles", "interval_calibration"))
+            or not (
+                changed := _changed(s, d, "num_samples", "prediction_quantiles", "interval", "interval_calibration")
+            )
             else f"{', '.join(changed)} apply to the sample paths of a distribution; distribution=none forecasts points"
         ),
     ),

@@ -46,7 +46,7 @@ def test_on_a_gaussian_ar1_the_80_percent_interval_covers_80_percent_and_crps_is
     )  # fmt: skip
     quiet_trainer(max_steps=400, limit_val_batches=0).fit(module, datamodule)
     (scores,) = quiet_trainer().test(module, datamodule, verbose=False)
-    assert 0.75 <= scores["test/coverage_80"] <= 0.85
+    assert 0.75 <= scores["test/coverage"] <= 0.85
     truth = torch.cat(
         [true_crps(b["context"][:, -1:], b["target"]) for b in datamodule.test_dataloader()]
     ).mean()  # fmt: skip
@@ -94,7 +94,7 @@ def test_validation_logs_crps_coverage_and_width_beside_the_point_metrics(tmp_pa
     assert cli("fit", "--config", BASE, *arguments) == 0
     logged = read_scalars(only_run(tmp_path))
     for split in ("val", "test"):
-        assert {f"{split}/crps", f"{split}/coverage_80", f"{split}/width_80", f"{split}/mse"} <= set(logged)
+        assert {f"{split}/crps", f"{split}/coverage", f"{split}/width", f"{split}/mse"} <= set(logged)
     assert "test/crps_original_units" in logged
 
 
@@ -103,10 +103,10 @@ def test_validation_calibrates_the_interval_to_hold_80_percent_of_its_targets():
     L.seed_everything(0)
     datamodule = WindowDataModule(gaussian_ar1(3000), context_length=8, horizon=4, batch_size=64, scaling="none")
     module = tiny_module(n_targets=1, distribution="normal", num_samples=50)  # untrained: badly calibrated
-    before = quiet_trainer().validate(module, datamodule, verbose=False)[0]["val/coverage_80"]
+    before = quiet_trainer().validate(module, datamodule, verbose=False)[0]["val/coverage"]
     assert abs(before - 0.8) > 0.05
     assert module.interval_scale.item() != 1.0
-    after = quiet_trainer().validate(module, datamodule, verbose=False)[0]["val/coverage_80"]
+    after = quiet_trainer().validate(module, datamodule, verbose=False)[0]["val/coverage"]
     assert after == pytest.approx(0.8, abs=0.005)
     uncalibrated = tiny_module(n_targets=1, distribution="normal", num_samples=50, interval_calibration="none")
     quiet_trainer().validate(uncalibrated, datamodule, verbose=False)

@@ -69,8 +69,8 @@ def evaluate(module: Forecaster, windows: PanelWindows, origin: int, datamodule:
             )
             if forecast.samples is not None:
                 _add(sums, "crps", crps_from_samples(forecast.samples, target).sum())
-                lower, upper = central_interval(forecast.samples, 0.8)
-                _add(sums, "coverage_80", ((lower <= target) & (target <= upper)).sum())
+                lower, upper = central_interval(forecast.samples, module.hparams.interval)
+                _add(sums, "coverage", ((lower <= target) & (target <= upper)).sum())
             count += target.numel()
             rows += _forecast_rows(batch, predicted, actual, origin, windows, datamodule)
     metrics = {"origin": origin, "windows": len(windows), **{k: float(v) / count for k, v in sums.items()}}

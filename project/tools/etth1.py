@@ -102,7 +102,7 @@ def train_and_test(name: str, title: str, data: Path, logs: Path, arguments: lis
     tested = read_scalars(run)
     epoch = best_epoch(best_checkpoint(run))
     row = _row(title, tested["test/mse"].iloc[-1], tested["test/mae"].iloc[-1], seconds, epoch)
-    for score in ("crps", "coverage_80", "width_80"):  # logged by models with a distribution
+    for score in ("crps", "coverage", "width"):  # logged by models with a distribution
         if f"test/{score}" in tested:
             row[score] = float(tested[f"test/{score}"].iloc[-1])
     return row
@@ -115,13 +115,13 @@ def _row(name: str, mse, mae, seconds: float | None = None, best_epoch: int | No
 def markdown(rows: list[dict], hardware_name: str, what: str = "") -> str:
     """The table; with a probabilistic model also CRPS, coverage and width of the central 80% interval (scaled
     values; a point forecast's CRPS is its MAE)."""
-    probabilistic = any("coverage_80" in row for row in rows)
+    probabilistic = any("coverage" in row for row in rows)
     header = ["model", "test MSE", "test MAE"] + (["CRPS", "80% coverage", "80% width"] if probabilistic else [])
     cells = []
     for row in rows:
         line = [row["model"], f"{row['mse']:.3f}", f"{row['mae']:.3f}"]
         if probabilistic:
-            scores = (row.get("crps"), row.get("coverage_80"), row.get("width_80"))
+            scores = (row.get("crps"), row.get("coverage"), row.get("width"))
             line += [f"{v:.3f}" if v is not None else "–" for v in scores]
         cells.append([*line, clock(row)])
     caption = f"ETTh1{what}, horizon 96, look-back 336, test scores on scaled values; {hardware_name}."

@@ -75,7 +75,7 @@ def best_epoch(checkpoint: Path) -> int:
 def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 256) -> dict[str, torch.Tensor]:
     """The checkpoint's forecasts of every window of ``split``: ``point``, ``target`` and ``context`` in original
     units (windows, …) and ``series`` (windows,); for a model with a distribution also, per value and on scaled
-    values, ``crps``, ``covered`` (inside the central 80% interval) and ``width`` (of that interval)."""
+    values, ``crps``, ``covered`` (inside the model's central ``interval``) and ``width`` (of that interval)."""
     model = load_forecaster(checkpoint)
     parts: dict[str, list] = {}
     with torch.no_grad():
@@ -89,7 +89,7 @@ def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 2
                 "series": batch["series"],
             }
             if forecast.samples is not None:
-                lower, upper = central_interval(forecast.samples, 0.8)
+                lower, upper = central_interval(forecast.samples, model.hparams.interval)
                 found["crps"] = crps_from_samples(forecast.samples, batch["target"])
                 found["covered"] = ((lower <= batch["target"]) & (batch["target"] <= upper)).float()
                 found["width"] = upper - lower

@@ -27,7 +27,7 @@ def crps_from_samples(samples: Tensor, target: Tensor) -> Tensor:
     return spread_to_target - 0.5 * spread_between
 
 
-def central_interval(samples: Tensor, coverage: float = 0.8) -> tuple[Tensor, Tensor]:
+def central_interval(samples: Tensor, coverage: float) -> tuple[Tensor, Tensor]:
     """Lower and upper ends of the central ``coverage`` interval of the draws (dimension 1), interpolated."""
     tail = (1 - coverage) / 2
     levels = samples.new_tensor([tail, 1 - tail])

@@ -94,10 +94,12 @@ class Forecaster(L.LightningModule):
         quantile_levels: Quantile levels of the ``quantile`` head; must include the median 0.5.
         num_samples: Sample paths drawn per window for evaluation and ``predict`` with a distribution.
         prediction_quantiles: Quantiles ``predict`` reports (and figures draw) from the sample paths.
+        interval: Coverage of the central prediction interval of a distribution: what evaluation scores
+            (``coverage``, ``width``), calibration aims at and figures draw; 0.8 is the 10%–90% interval.
         interval_calibration: ``validation`` (split conformal): after every validation, the spread of the sample
-            paths around their point forecast is rescaled so that the central 80% interval would have held 80% of
-            that validation's targets, and test and ``predict`` use the scale of the checkpoint they load; a model
-            that learned too narrow or too wide intervals is corrected without looking at test data. ``none``:
+            paths around their point forecast is rescaled so that the central ``interval`` would have held that
+            share of the validation's targets, and test and ``predict`` use the scale of the checkpoint they load; a
+            model that learned too narrow or too wide intervals is corrected without looking at test data. ``none``:
             the paths as drawn.
         cuda_graphs: Decode the no-grad rollouts (free-running training's first pass, evaluation, predict) with
             static shapes, capturing one decode step as a CUDA graph and replaying it: the same forecasts with
@@ -131,6 +133,7 @@ class Forecaster(L.LightningModule):
         quantile_levels: list[float] | None = None,
         num_samples: int = 100,
         prediction_quantiles: list[float] | None = None,
+        interval: float = 0.8,
         interval_calibration: Literal["validation", "none"] = "validation",
         cuda_graphs: bool = False,
         loss: PointLoss | None = None,
@@ -173,7 +176,7 @@ class Forecaster(L.LightningModule):
         # Losses and scores as sums and counts synchronised across processes: exact under DDP, unlike the mean of
         # per-process means that self.log(..., sync_dist=True) would give.
         scores = ["loss", "loss_teacher_forced", "mse_repeat_last"]
-        scores += ["crps", "coverage_80", "width_80", "crps_original_units"] if self.has_distribution else []
+        scores += ["crps", "coverage", "width", "crps_original_units"] if self.has_distribution else []
         self.val_scores = torch.nn.ModuleDict({name: MeanMetric() for name in scores})
         self.test_scores = torch.nn.ModuleDict({name: MeanMetric() for name in scores})
         # The loss of one optimizer step: the mean over its accumulated micro-batches (and, under DDP, devices).
@@ -358,12 +361,12 @@ class Forecaster(L.LightningModule):
         forecast = self.forecast(batch, target.shape[1])
         if self.has_distribution:
             crps = crps_from_samples(forecast.samples, target)
-            lower, upper = central_interval(forecast.samples, 0.8)
+            lower, upper = central_interval(forecast.samples, self.hparams.interval)
             if split == "val" and self.hparams.interval_calibration == "validation":
                 self.val_needed_scale.update(self._needed_scale(forecast.point, lower, upper, target).flatten())
             scores["crps"].update(crps)
-            scores["coverage_80"].update(((lower <= target) & (target <= upper)).float())
-            scores["width_80"].update(upper - lower)
+            scores["coverage"].update(((lower <= target) & (target <= upper)).float())
+            scores["width"].update(upper - lower)
             # The free-running loss of a distribution is its CRPS: a proper score of the forecast paths.
             scores["loss"].update(crps)
         else:
@@ -379,7 +382,7 @@ class Forecaster(L.LightningModule):
         return forecast
 
     def _needed_scale(self, point: Tensor, lower: Tensor, upper: Tensor, target: Tensor) -> Tensor:
-        """Per target value, the interval scale at which the calibrated 80% interval just covers it."""
+        """Per target value, the interval scale at which the calibrated central interval just covers it."""
         below = target < point
         gap = torch.where(below, point - lower, upper - point).clamp_min(1e-12)
         return self.interval_scale * (target - point).abs() / gap
@@ -389,7 +392,7 @@ class Forecaster(L.LightningModule):
             return
         if self.has_distribution and self.val_needed_scale.update_count:
             needed = self.val_needed_scale.compute()  # every process's values, synchronised
-            rank = max(1, math.ceil(0.8 * needed.numel()))
+            rank = max(1, math.ceil(self.hparams.interval * needed.numel()))
             self.interval_scale.fill_(needed.float().kthvalue(rank).values.clamp(1e-3, 1e3))
             self.log("val/interval_scale", self.interval_scale)
         self.val_needed_scale.reset()
