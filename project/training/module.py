@@ -147,9 +147,8 @@ class Forecaster(L.LightningModule):
         lr_schedule: Literal["cosine", "constant"] = "cosine",
     ) -> None:
         super().__init__()
-        if isinstance(
-            network, dict
-        ):  # the recorded class_path/init_args, as Lightning's load_from_checkpoint passes it
+        # A dict is the recorded class_path/init_args, as Lightning's load_from_checkpoint passes it back.
+        if isinstance(network, dict):
             network = build_network(network)
         check_network(network)
         # The network is recorded as the class and arguments that rebuild it, never as an object.
