@@ -20,19 +20,19 @@ def read_checkpoint(path: str | Path) -> dict:
     """The checkpoint at ``path``, checked to be a finite ``Forecaster`` checkpoint of this template whose weights
     fit the settings it records. Unpickled with ``weights_only=True``: a file cannot run code by being read.
 
-    Every command and script opens checkpoints through this function or ``load_forecaster``.
+    Every command and script opens checkpoints through this function, ``load_forecaster`` or ``load_checkpoint``.
     """
-    checkpoint, _ = _checked(path)
-    return checkpoint
+    return load_checkpoint(path)[0]
 
 
 def load_forecaster(path: str | Path) -> Forecaster:
     """The ``Forecaster`` of the checkpoint at ``path`` (read by ``read_checkpoint``), on the CPU, in eval mode."""
-    _, module = _checked(path)
-    return module.eval()
+    return load_checkpoint(path)[1]
 
 
-def _checked(path: str | Path) -> tuple[dict, Forecaster]:
+def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
+    """The checked checkpoint at ``path`` and its ``Forecaster`` (CPU, eval mode), for a command that needs both:
+    checking the weights builds the model anyway, so it is read and built once."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: checkpoint not found")
@@ -71,7 +71,7 @@ def _checked(path: str | Path) -> tuple[dict, Forecaster]:
         raise InputError(
             f"{path}: its weights do not fit the settings it records ({' '.join(lines[1:3])[:200]})"
         ) from None
-    return checkpoint, module
+    return checkpoint, module.eval()
 
 
 def datamodule_from_checkpoint(checkpoint: dict, path: str | Path, overrides: dict | None = None) -> WindowDataModule:

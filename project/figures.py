@@ -111,7 +111,7 @@ class ForecastFigures(L.Callback):
 
 
 def main(argv: list[str] | None = None) -> None:
-    from project.checkpoints import datamodule_from_checkpoint, load_forecaster, read_checkpoint
+    from project.checkpoints import datamodule_from_checkpoint, load_checkpoint
 
     parser = argparse.ArgumentParser(
         prog="python -m project.figures", description="Plot test forecasts of a checkpoint."
@@ -124,12 +124,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with reported_in_one_line():
         check_domains({"num_windows": args.windows}, prefix="forecast_figures.")  # one subplot row per window
-        checkpoint = read_checkpoint(args.checkpoint)
+        checkpoint, model = load_checkpoint(args.checkpoint)
         datamodule = datamodule_from_checkpoint(
             checkpoint, args.checkpoint, {"source": args.source} if args.source else {}
         )
         check_output(args.output, [datamodule.hparams.get("source"), args.checkpoint], args.overwrite)
-        model = load_forecaster(args.checkpoint)
         figure = forecast_figure(model, datamodule, "test", args.windows)
         write_atomically(args.output, lambda temporary: figure.savefig(temporary, dpi=110, format="png"))
     print(f"Wrote {args.output}")

@@ -27,7 +27,7 @@ import torch
 from matplotlib.figure import Figure
 from torch.utils.data import DataLoader
 
-from project.checkpoints import datamodule_from_checkpoint, load_forecaster, read_checkpoint
+from project.checkpoints import datamodule_from_checkpoint, load_checkpoint
 from project.data.datamodule import WindowDataModule
 from project.data.windows import PanelWindows
 from project.errors import InputError, reported_in_one_line
@@ -97,12 +97,11 @@ def refit(checkpoint: dict, datamodule: WindowDataModule, origin: int, step: int
     return module.eval(), refitted
 
 
-def backtest(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame]:
-    checkpoint = read_checkpoint(args.ckpt_path)
+def backtest(args: argparse.Namespace, checkpoint: dict, module: Forecaster) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Metrics per origin and overall, and every forecast, of ``module`` (the checkpoint at ``args.ckpt_path``)."""
     datamodule = datamodule_from_checkpoint(checkpoint, args.ckpt_path, {"source": args.source} if args.source else {})
     datamodule.setup("test")
     step = args.step or datamodule.horizon
-    module = load_forecaster(args.ckpt_path)
     metrics, forecasts = [], []
     for origin in range(args.origins):
         if not len(origin_windows(datamodule, origin, step)):
@@ -162,10 +161,11 @@ def main(argv: list[str] | None = None) -> None:
         for option, value in counts:
             if value is not None and value < 1:
                 raise InputError(f"{option} must be a positive integer; got {value}")
-        trained_on = read_checkpoint(args.ckpt_path).get("datamodule_hyper_parameters", {}).get("source")
+        checkpoint, module = load_checkpoint(args.ckpt_path)
+        trained_on = checkpoint.get("datamodule_hyper_parameters", {}).get("source")
         inputs = [args.ckpt_path, args.source, trained_on]
         check_output_folder(output, ("metrics.csv", "forecasts.csv", "backtest.png"), inputs, args.overwrite)
-        metrics, forecasts = backtest(args)
+        metrics, forecasts = backtest(args, checkpoint, module)
     target = next(c for c in forecasts.columns if c.endswith("_actual")).removesuffix("_actual")
     write_atomically(output / "metrics.csv", lambda temporary: metrics.to_csv(temporary, index=False))
     write_atomically(output / "forecasts.csv", lambda temporary: forecasts.to_csv(temporary, index=False))

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from project.checkpoints import load_forecaster, read_checkpoint
+from project.checkpoints import load_checkpoint
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output_folder, write_atomically
 from project.model.cache import StaticKVCache, StaticLayerCache
@@ -93,9 +93,11 @@ FILES = {
 }
 
 
-def export(checkpoint: Path, output: Path, export_format: str, batch_size: int, horizon: int) -> dict:
-    """Write the graphs and ``model.json`` into ``output``, each file whole or not at all."""
-    module = load_forecaster(checkpoint)
+def export(
+    module: Forecaster, checkpoint: Path, output: Path, export_format: str, batch_size: int, horizon: int
+) -> dict:
+    """Write the graphs of ``module`` (loaded from ``checkpoint``) and ``model.json`` into ``output``, each file
+    whole or not at all."""
     if module.hparams.distribution != "none":
         print("The exported decoder feeds back the point forecast (mean, or median of quantiles): a point path.")
     model = module.network.float()
@@ -173,12 +175,11 @@ def _numpy_graph(program: nn.Module):
     return run
 
 
-def benchmark(checkpoint: Path, folder: Path, repeats: int = 5) -> str:
+def benchmark(module: Forecaster, folder: Path, repeats: int = 5) -> str:
     """Latency of one batch: ``generate`` (eager PyTorch, cached) against the exported driver."""
     from project.tools.serve import ExportedForecaster
 
     meta = json.loads((folder / "model.json").read_text())
-    module = load_forecaster(checkpoint)
     inputs = example_inputs(module, meta["batch_size"], meta["horizon"])
     driver = ExportedForecaster(folder)
     numpy_inputs = {name: value.numpy() for name, value in inputs.items()}
@@ -214,25 +215,24 @@ def main(argv: list[str] | None = None) -> None:
             value = getattr(args, name)
             if value is not None and value < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be a positive integer; got {value}")
-        settings = read_checkpoint(args.checkpoint)["hyper_parameters"]
-        network = settings["network"]["class_path"]
-        if network.rpartition(".")[2] != ForecastTransformer.__name__:
+        checkpoint, module = load_checkpoint(args.checkpoint)
+        if not isinstance(module.network, ForecastTransformer):
+            network = checkpoint["hyper_parameters"]["network"]["class_path"]
             raise InputError(
                 f"{args.checkpoint}: export supports the ForecastTransformer network; this checkpoint's is {network}"
             )
-        horizon = args.horizon or settings["horizon"]
-        longest = settings.get("max_horizon") or 4 * settings["horizon"]
-        if horizon > longest:
+        horizon = args.horizon or module.hparams.horizon
+        if horizon > module.max_horizon:
             raise InputError(
-                f"--horizon {horizon} exceeds {longest}, the longest forecast {args.checkpoint} is set up for "
-                "(its max_horizon); export a shorter horizon or train with a larger model.max_horizon"
+                f"--horizon {horizon} exceeds {module.max_horizon}, the longest forecast {args.checkpoint} is set up "
+                "for (its max_horizon); export a shorter horizon or train with a larger model.max_horizon"
             )
         output = args.output or args.checkpoint.parent.parent / "export"
         check_output_folder(output, FILES[args.export_format], [args.checkpoint], args.overwrite)
-        meta = export(args.checkpoint, output, args.export_format, args.batch_size, horizon)
+        meta = export(module, args.checkpoint, output, args.export_format, args.batch_size, horizon)
     print(f"Wrote {output}: {meta['format']} encoder and decoder step, batch {meta['batch_size']}, horizon {horizon}")
     if args.benchmark and args.export_format == "onnx":
-        print(benchmark(args.checkpoint, output))
+        print(benchmark(module, output))
 
 
 if __name__ == "__main__":
