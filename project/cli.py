@@ -8,7 +8,6 @@ user set, the run is named after its data, and every problem ends in one line an
 
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from project.data import WindowDataModule
 from project.domains import DOMAINS, check_accelerator, check_domains
 from project.errors import InputError, reported_in_one_line
 from project.figures import ForecastFigures
+from project.model.network import imported_class
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
 from project.training.callbacks import ForecastCheckpoint, RandomState
@@ -279,7 +279,7 @@ def explicit_settings(args: list[str], config) -> dict:
         key, _, value = token[2:].partition("=")
         if key == "config":
             path = value or (args[position + 1] if position + 1 < len(args) else "")
-            keys |= _dotted_keys(yaml.safe_load(Path(path).read_text()) or {}) if Path(path).is_file() else set()
+            keys |= set(_flattened(yaml.safe_load(Path(path).read_text()) or {})) if Path(path).is_file() else set()
         else:
             keys.add(key)
     explicit: dict = {}
@@ -294,15 +294,6 @@ def explicit_settings(args: list[str], config) -> dict:
             level = level.setdefault(section, {})
         level[name] = value.as_dict() if hasattr(value, "as_dict") else value
     return explicit
-
-
-def _dotted_keys(tree: dict, prefix: str = "") -> set[str]:
-    """The leaves of a nested config, as dotted keys: a section counts through the keys it sets, not its defaults."""
-    keys = set()
-    for key, value in tree.items():
-        path = f"{prefix}{key}"
-        keys |= _dotted_keys(value, f"{path}.") if isinstance(value, dict) and value else {path}
-    return keys
 
 
 def check_options(config) -> None:
@@ -348,20 +339,13 @@ def _same(name: str, given: object, trained: object) -> bool:
     """Equal settings; a network's class_path by the class it names (``project.model.ForecastTransformer`` is
     ``project.model.transformer.ForecastTransformer``)."""
     if name == "network.class_path" and isinstance(given, str) and isinstance(trained, str):
-        return _imported(given) is not None and _imported(given) is _imported(trained)
+        return imported_class(given) is not None and imported_class(given) is imported_class(trained)
     return given == trained
 
 
-def _imported(class_path: str) -> object:
-    module, _, name = class_path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError, ValueError):
-        return None
-
-
 def _flattened(tree: dict, prefix: str = "") -> dict:
-    """A nested settings dict as dotted keys (``network.init_args.d_model``); lists stay values."""
+    """A nested settings dict as its leaves under dotted keys (``network.init_args.d_model``): a section counts
+    through the keys it sets, not its defaults; lists stay values."""
     flat = {}
     for key, value in tree.items():
         if isinstance(value, dict) and value:

@@ -96,19 +96,24 @@ def init_args(frame_locals: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def imported_class(class_path: str) -> object | None:
+    """What the dotted ``class_path`` names (``package.module.Class``), or None when it cannot be imported."""
+    module_name, _, name = class_path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError, ValueError):
+        return None
+
+
 def build_network(spec: object, where: str = "") -> nn.Module:
     """The untrained network that ``spec`` (``{"class_path": ..., "init_args": {...}}``, as a checkpoint records it)
     names: its class imported by name (an ``nn.Module`` subclass, nothing else) and called with the arguments.
     ``where`` prefixes the one-line errors (a checkpoint's path)."""
     if not (isinstance(spec, dict) and isinstance(spec.get("class_path"), str) and "." in spec["class_path"]):
         raise InputError(f"{where}it records no network (a class_path and init_args); was it written by this template?")
-    module_name, _, class_name = spec["class_path"].rpartition(".")
-    try:
-        network_class = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError):
-        raise InputError(
-            f"{where}its network {spec['class_path']} cannot be imported; put its module on PYTHONPATH"
-        ) from None
+    network_class = imported_class(spec["class_path"])
+    if network_class is None:
+        raise InputError(f"{where}its network {spec['class_path']} cannot be imported; put its module on PYTHONPATH")
     if not (isinstance(network_class, type) and issubclass(network_class, nn.Module)):
         raise InputError(f"{where}its network {spec['class_path']} is not an nn.Module subclass")
     return network_class(**(spec.get("init_args") or {}))
