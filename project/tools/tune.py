@@ -1,8 +1,8 @@
 """Hyperparameter search with Optuna: each trial an ordinary ``fit`` with its own log folder.
 
-    python -m project.tools.tune --config configs/base.yaml --search configs/search.yaml --trials 20
+    python -m project.tools.tune --config configs/base.yaml --search configs/search/default.yaml --trials 20
 
-Optuna's TPE sampler proposes the options named in the search space (``configs/search.yaml``); a median pruner
+Optuna's TPE sampler proposes the options named in the search space (``configs/search/default.yaml``); a median pruner
 stops trials whose validation loss falls behind (Optuna's Lightning callback, reading ``val/loss`` after every
 validation). The study lives in an RDB storage, a SQLite file by default, so several processes (or nodes, with a
 database server's URL) can work on one study at once, and a study that was stopped resumes: ``--trials`` is the
@@ -248,7 +248,7 @@ def objective(trial, args: argparse.Namespace, extra: list[str], space: dict[str
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m project.tools.tune", description=__doc__.split("\n")[0])
     parser.add_argument("--config", type=Path, action="append", required=True, help="configs to stack, as fit")
-    parser.add_argument("--search", type=Path, default=Path("configs/search.yaml"), help="the search space")
+    parser.add_argument("--search", type=Path, default=Path("configs/search/default.yaml"), help="the search space")
     parser.add_argument("--trials", type=int, default=20, help="finished trials the study should have")
     parser.add_argument("--study", default="tune", help="study name: its runs log under <logs>/<study>/trial_N")
     parser.add_argument("--storage", default=None, help="Optuna RDB URL (default: sqlite:///<logs>/<study>.db)")

@@ -83,11 +83,11 @@ def test_a_search_space_entry_must_name_an_option_and_a_kind(tmp_path, capsys):
 
 
 def test_the_shipped_search_space_is_valid():
-    assert set(tune.load_space(tune.Path(config("search.yaml")))) >= {
+    assert set(tune.load_space(tune.Path(config("search/default.yaml")))) >= {
         "model.learning_rate",
         "model.network.init_args.d_model",
     }
-    assert yaml.safe_load(open(config("search.yaml")))  # noqa: SIM115
+    assert yaml.safe_load(open(config("search/default.yaml")))  # noqa: SIM115
 
 
 def test_sigterm_stops_the_study_with_exit_code_143_and_records_its_running_trial_as_failed(tmp_path):
