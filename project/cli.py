@@ -33,8 +33,9 @@ from project.training.module import Forecaster
 LINKED_FROM_DATA = ("n_targets", "n_past_covariates", "n_future_covariates", "static_cardinalities", "n_static_reals")
 LINKED_SETTINGS = ("context_length", "horizon", "predict_horizon")
 NETWORK = "model.network.init_args"
-# Settings a checkpoint may be used with at other values: they choose what is forecast, not what was learned.
-FREE_AFTER_TRAINING = ("predict_horizon", "max_horizon", "num_samples", "prediction_quantiles")
+# Settings a checkpoint may be used with at other values: they choose what is forecast (or compared with), not
+# what was learned.
+FREE_AFTER_TRAINING = ("predict_horizon", "max_horizon", "num_samples", "prediction_quantiles", "season")
 # The network's arguments that are linked (from the data or the model's own options), never set by the user.
 LINKED_INTO_NETWORK = (*LINKED_FROM_DATA, "distribution", "quantile_levels", "max_length")
 # Data settings that change the network's shape or what its inputs mean: given explicitly, they must equal the

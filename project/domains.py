@@ -110,6 +110,7 @@ DOMAINS: dict[str, Domain] = {
     "model.network.init_args.num_layers": POSITIVE,
     "model.quantile_levels": Domain("a list of numbers in (0, 1)", lambda v: all(_number(q) and 0 < q < 1 for q in v)),
     "model.num_samples": _at_least(2),
+    "model.season": _at_least(1),
     "model.interval": Domain("a number in (0, 1)", lambda v: _number(v) and 0 < v < 1),
     "model.prediction_quantiles": Domain(
         "a list of numbers in (0, 1)", lambda v: all(_number(q) and 0 < q < 1 for q in v)

@@ -39,6 +39,14 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        "season is at most context_length (the seasonal-naive forecast repeats the context's last season)",
+        lambda s, d: (
+            None
+            if not s["season"] or s["season"] <= s["context_length"]
+            else f"season={s['season']} must be at most context_length={s['context_length']}"
+        ),
+    ),
+    Rule(
         "feedback: bptt needs training_mode: free_running (scheduled sampling feeds back without gradient)",
         lambda s, d: (
             None

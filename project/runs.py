@@ -17,7 +17,15 @@ import pandas as pd
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 
-SUMMARY_METRICS = ("train/loss", "val/loss", "val/mse", "val/mae", "test/mse", "test/mae", "test/mse_repeat_last")
+SUMMARY_METRICS = (
+    "train/loss",
+    "val/loss",
+    "val/mse",
+    "val/mae",
+    "test/mse",
+    "test/mae",
+    "test/mae_repeat_last_original_units",
+)
 
 
 def find_runs(root: str | Path) -> list[Path]:

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from project.runs import read_scalars
+from project.training.module import naive_comparison
 from tests.helpers import (
     BASE,
     REPOSITORY,
@@ -61,8 +62,31 @@ def test_test_from_a_checkpoint_restores_the_model_and_data_settings(trained_run
     assert cli("test", f"--ckpt_path={checkpoint}", f"--trainer.default_root_dir={tmp_path}",
                "--trainer.limit_test_batches=2") == 0  # fmt: skip
     metrics = read_scalars(only_run(tmp_path, "lightning_logs"))
-    assert {"test/mse", "test/mae", "test/smape", "test/loss_teacher_forced", "test/mse_repeat_last"} <= set(metrics)
-    assert {"test/mse_original_units", "test/mae_original_units"} <= set(metrics)
+    assert {"test/mse", "test/mae", "test/smape", "test/loss_teacher_forced"} <= set(metrics)
+    assert {"test/mse_original_units", "test/mae_original_units", "test/mae_repeat_last_original_units"} <= set(metrics)
+
+
+def test_test_and_validate_print_the_model_beside_the_naive_forecasts_in_original_units(trained_run, tmp_path, capfd):
+    checkpoint = trained_run / "checkpoints" / "last.ckpt"
+    for command, split in (("test", "test"), ("validate", "val")):
+        assert cli(command, f"--ckpt_path={checkpoint}", f"--trainer.default_root_dir={tmp_path / command}",
+                   "--model.season=12") == 0  # fmt: skip
+        metrics = read_scalars(only_run(tmp_path / command, "lightning_logs"))
+        printed = capfd.readouterr().err
+        line = next(line for line in printed.splitlines() if line.startswith(f"{split} MAE in original units"))
+        for name in ("mae_original_units", "mae_repeat_last_original_units", "mae_seasonal_naive_original_units"):
+            assert f"{metrics[f'{split}/{name}'].iloc[-1]:.6g}" in line
+        assert "seasonal naive (season 12)" in line
+
+
+def test_the_comparison_warns_in_one_line_naming_each_naive_forecast_that_did_better():
+    metrics = {"test/mae_original_units": 2.0, "test/mae_repeat_last_original_units": 1.5,
+               "test/mae_seasonal_naive_original_units": 3.0}  # fmt: skip
+    comparison, warning = naive_comparison("test", metrics, 24).splitlines()
+    assert comparison == "test MAE in original units: model 2, repeat-last 1.5, seasonal naive (season 24) 3"
+    assert warning == "warning: the model's test MAE is worse than repeat-last on the same windows"
+    metrics["test/mae_original_units"] = 1.0
+    assert "warning" not in naive_comparison("test", metrics, 24)
 
 
 def test_a_checkpoint_used_with_an_incompatible_config_fails_with_one_line(trained_run, tmp_path, capsys):

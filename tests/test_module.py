@@ -133,6 +133,7 @@ def test_every_rule_has_a_description_and_every_rejected_combination_is_one_line
         "predict_horizon=50 exceeds max_horizon=16": dict(predict_horizon=50),
         "d_model must be divisible by nhead; got d_model=30, nhead=4": dict(d_model=30, nhead=4),
         "horizon=6 must be a multiple of patch_length=4": dict(context_length=8, horizon=6, patch_length=4),
+        "season=24 must be at most context_length=8": dict(season=24),
     }
     for message, settings in rejected.items():
         with pytest.raises(InputError, match=message) as error:

@@ -42,7 +42,15 @@ def test_event_files_hold_every_promised_curve_and_hyperparameter(tmp_path):
     split_tags = {
         f"{split}/{name}"
         for split in ("val", "test")
-        for name in ("loss", "loss_teacher_forced", "mse", "mae", "smape", "mse_repeat_last")
+        for name in (
+            "loss",
+            "loss_teacher_forced",
+            "mse",
+            "mae",
+            "smape",
+            "mae_original_units",
+            "mae_repeat_last_original_units",
+        )
     }
     expected = {"train/loss", "train/loss_epoch", "train/teacher_forcing_probability", "lr-AdamW/weights", *split_tags}
     assert expected <= set(scalars)

@@ -58,7 +58,7 @@ class ForecastCheckpoint(ModelCheckpoint):
         ):
             return
         path = Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}"
-        trainer.save_checkpoint(path)
+        trainer.save_checkpoint(path, weights_only=self.save_weights_only)  # as ModelCheckpoint saves its own
         self.last_model_path, self._latest_step = str(path), trainer.global_step
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -12,6 +14,7 @@ import lightning as L
 import torch
 from lightning.pytorch.core.saving import save_hparams_to_yaml
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_only
 from torch import Tensor, nn
 from torchmetrics import CatMetric, MeanAbsoluteError, MeanMetric, MeanSquaredError, MetricCollection
 from torchmetrics.regression import SymmetricMeanAbsolutePercentageError
@@ -23,6 +26,7 @@ from project.model.distributions import DistributionName, PointLoss, make_distri
 from project.model.network import ForecastNetwork, build_network, network_spec
 from project.rules import check_settings
 from project.training import regimes
+from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import central_interval, crps_from_samples
 
 TrainingMode = Literal["teacher_forcing", "free_running", "scheduled_sampling"]
@@ -101,6 +105,9 @@ class Forecaster(L.LightningModule):
             share of the validation's targets, and test and ``predict`` use the scale of the checkpoint they load; a
             model that learned too narrow or too wide intervals is corrected without looking at test data. ``none``:
             the paths as drawn.
+        season: Season of the seasonal-naive forecast that validation and test compare the model with, in steps
+            (24 for hourly data with a daily cycle, 12 for monthly data); at most ``context_length``. Empty:
+            repeat-last only.
         cuda_graphs: Decode the no-grad rollouts (free-running training's first pass, evaluation, predict) with
             static shapes, capturing one decode step as a CUDA graph and replaying it: the same forecasts with
             far fewer kernel launches. Needs a CUDA device.
@@ -135,6 +142,7 @@ class Forecaster(L.LightningModule):
         prediction_quantiles: list[float] | None = None,
         interval: float = 0.8,
         interval_calibration: Literal["validation", "none"] = "validation",
+        season: int | None = None,
         cuda_graphs: bool = False,
         loss: PointLoss | None = None,
         huber_delta: float = 1.0,
@@ -171,10 +179,12 @@ class Forecaster(L.LightningModule):
         )
         self.val_metrics = point.clone(prefix="val/")
         self.test_metrics = point.clone(prefix="test/")
+        self.val_original_metrics = point.clone(prefix="val/", postfix="_original_units")
         self.test_original_metrics = point.clone(prefix="test/", postfix="_original_units")
         # Losses and scores as sums and counts synchronised across processes: exact under DDP, unlike the mean of
-        # per-process means that self.log(..., sync_dist=True) would give.
-        scores = ["loss", "loss_teacher_forced", "mse_repeat_last"]
+        # per-process means that self.log(..., sync_dist=True) would give. The naive forecasts' MAE, in original
+        # units on the same windows, is what the model must beat (``naive_comparison``).
+        scores = ["loss", "loss_teacher_forced", *(f"mae_{name}_original_units" for name in self._naive_forecasts())]
         scores += ["crps", "coverage", "width", "crps_original_units"] if self.has_distribution else []
         self.val_scores = torch.nn.ModuleDict({name: MeanMetric() for name in scores})
         self.test_scores = torch.nn.ModuleDict({name: MeanMetric() for name in scores})
@@ -303,8 +313,6 @@ class Forecaster(L.LightningModule):
     def test_step(self, batch: dict[str, Tensor], batch_index: int) -> None:
         forecast = self._evaluate(batch, "test", self.test_metrics, self.test_scores)
         original = (batch["loc"], batch["scale"])
-        self.test_original_metrics.update(_unscale(forecast.point, *original), _unscale(batch["target"], *original))
-        self.log_dict(self.test_original_metrics)
         if self.has_distribution:
             crps = crps_from_samples(
                 _unscale(forecast.samples, *(x.unsqueeze(1) for x in original)), _unscale(batch["target"], *original)
@@ -372,13 +380,41 @@ class Forecaster(L.LightningModule):
             scores["loss"].update(self.distribution.loss(forecast.point.unsqueeze(-1), target), target.numel())
         teacher_forced = self.distribution.loss(self.training_forecast(batch, "teacher_forcing"), target)
         scores["loss_teacher_forced"].update(teacher_forced, target.numel())
-        scores["mse_repeat_last"].update((context[:, -1:] - target) ** 2)
         metrics.update(forecast.point, target)
         self.log_dict(metrics)
+        original_metrics = self.val_original_metrics if split == "val" else self.test_original_metrics
+        unscaled_target = _unscale(target, batch["loc"], batch["scale"])
+        original_metrics.update(_unscale(forecast.point, batch["loc"], batch["scale"]), unscaled_target)
+        self.log_dict(original_metrics)
+        unscaled_context = _unscale(context, batch["loc"], batch["scale"])
+        for name, naive in self._naive_forecasts().items():
+            scores[f"mae_{name}_original_units"].update(
+                (naive(unscaled_context, target.shape[1]) - unscaled_target).abs()
+            )
         for name, score in scores.items():
             if name != "crps_original_units":
                 self.log(f"{split}/{name}", score, prog_bar=split == "val" and name == "loss")
         return forecast
+
+    def _naive_forecasts(self) -> dict[str, Callable[[Tensor, int], Tensor]]:
+        """The naive forecasts the model is compared with: (context, horizon) → forecast."""
+        naive = {"repeat_last": repeat_last}
+        if self.hparams.season:
+            naive["seasonal_naive"] = lambda context, horizon: seasonal_naive(context, horizon, self.hparams.season)
+        return naive
+
+    def on_test_end(self) -> None:
+        self._compare_with_naive("test")
+
+    def on_validation_end(self) -> None:
+        if self.trainer.state.fn == "validate":  # a `validate` run; fit's validations are read in TensorBoard
+            self._compare_with_naive("val")
+
+    @rank_zero_only
+    def _compare_with_naive(self, split: str) -> None:
+        """Print the model's MAE beside the naive forecasts' (original units, same windows), and one warning line
+        when the model is worse than any of them."""
+        print(naive_comparison(split, self.trainer.callback_metrics, self.hparams.season), file=sys.stderr)
 
     def _needed_scale(self, point: Tensor, lower: Tensor, upper: Tensor, target: Tensor) -> Tensor:
         """Per target value, the interval scale at which the calibrated central interval just covers it."""
@@ -461,6 +497,22 @@ def check_finite_weights(state: dict[str, Tensor], where: str = "") -> None:
     """A diverged run's weights are refused wherever a checkpoint is loaded; ``where`` prefixes the message."""
     if not all(torch.isfinite(value).all() for value in state.values() if torch.is_floating_point(value)):
         raise InputError(f"{where}the checkpoint holds non-finite weights (a diverged run); use an earlier checkpoint")
+
+
+def naive_comparison(split: str, metrics: dict, season: int | None) -> str:
+    """One line comparing ``{split}/mae_original_units`` with the naive forecasts' MAE logged beside it, and a second
+    line, a warning, naming every naive forecast that did better."""
+    model = float(metrics[f"{split}/mae_original_units"])
+    naive = {
+        "repeat-last": metrics.get(f"{split}/mae_repeat_last_original_units"),
+        f"seasonal naive (season {season})": metrics.get(f"{split}/mae_seasonal_naive_original_units"),
+    }
+    naive = {name: float(mae) for name, mae in naive.items() if mae is not None}
+    line = f"{split} MAE in original units: model {model:.6g}, " + ", ".join(f"{n} {m:.6g}" for n, m in naive.items())
+    better = [name for name, mae in naive.items() if mae < model]
+    if better:
+        line += f"\nwarning: the model's {split} MAE is worse than {' and '.join(better)} on the same windows"
+    return line
 
 
 def _unscale(values: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
