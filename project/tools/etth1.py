@@ -1,16 +1,17 @@
-"""Reproduce the README's ETTh1 tables end to end: baselines, then every training regime; or OT with covariates.
+"""Reproduce the ETTh1 tables end to end: in-run baselines, then each regime over seeds; or OT with covariates.
 
     python -m project.tools.datasets etth1                 # data/ETTh1.csv
-    python -m project.tools.etth1                          # the multivariate table: every regime against the baselines
+    python -m project.tools.etth1 --jobs 2                 # the regimes table: 3 seeds each, 2 runs at a time
     python -m project.tools.etth1 --experiment covariates  # OT alone against OT with the six loads and the calendar
     python -m project.tools.etth1 --experiment probabilistic --model.distribution=quantile   # intervals: CRPS, coverage
 
 ETTh1 (Zhou et al. 2021, CC BY-ND 4.0) is not part of this repository. The protocol is the long-horizon
 benchmarks' (configs/etth1.yaml): look-back 336, horizon 96, 12/4/4-month split, scaling fitted on the training
-months, MSE/MAE on scaled values over every test window (stride 1). Each run is trained with the same model and
-budget by ``python -m project.cli fit``, which then tests the best checkpoint (by validation loss); the baselines
-are measured on the same windows. The table is printed and written to ``--output``.
-"""
+months, MSE/MAE on scaled values over every test window (stride 1). Each regime trains with the settings its own
+search chose on the validation months (configs/search/etth1.yaml), once per seed, by ``python -m project.cli
+fit``, which then tests the best checkpoint (by validation loss): the test months are read once per seed, here.
+The baselines (repeat-last, seasonal naive, least-squares linear maps fitted on the training windows) are measured
+on the same windows. The table is printed and written to ``--output``, stamped with this command and the commit."""
 
 from __future__ import annotations
 
@@ -22,31 +23,38 @@ from torch.utils.data import DataLoader
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.files import check_output
-from project.runs import find_runs, read_scalars
+from project.runs import read_scalars
 from project.tools.linear_baseline import LinearBaseline
 from project.tools.results import (
     best_checkpoint,
     best_epoch,
     clock,
-    fit,
+    fit_seeds,
     hardware,
     markdown_table,
+    mean_std,
     preset_datamodule,
-    run_seconds,
+    seed_runs,
+    seeds_column,
     without_point_loss,
     write_table,
 )
-from project.training.baselines import repeat_last
+from project.training.baselines import repeat_last, seasonal_naive
 from project.training.regimes import REGIMES, regime_settings
 
-CONFIG = Path("configs/etth1.yaml")  # a preset on configs/base.yaml
-PUBLISHED = {  # multivariate ETTh1, horizon 96, as reported by the papers (MSE, MAE)
-    "PatchTST/64 (Nie et al. 2023)": (0.370, 0.400),
-    "DLinear (Zeng et al. 2023)": (0.375, 0.399),
-    "FEDformer (Zhou et al. 2022)": (0.376, 0.419),
-    "Autoformer (Wu et al. 2021)": (0.449, 0.459),
-    "Informer (Zhou et al. 2021)": (0.865, 0.713),
-    "repeat-last": (1.295, 0.713),
+CONFIG = Path("configs/etth1.yaml")  # a preset on configs/base.yaml: free-running detach's settings
+# Each regime's own settings, chosen by its own search on validation (configs/search/etth1.yaml), stacked on CONFIG.
+REGIME_CONFIGS = {"teacher_forcing": Path("configs/etth1_teacher_forcing.yaml")}
+SEARCHED_REGIMES = ["teacher_forcing", "free_running_detach"]
+SEASON = 24
+PUBLISHED = {  # multivariate ETTh1, horizon 96, each paper's own figures (MSE, MAE) at its own look-back
+    "PatchTST/42 (Nie et al. 2023), look-back 336": (0.375, 0.399),
+    "PatchTST/64 (Nie et al. 2023), look-back 512": (0.370, 0.400),
+    "DLinear (Zeng et al. 2023), look-back 336": (0.375, 0.399),
+    "NLinear (Zeng et al. 2023), look-back 336": (0.374, 0.394),
+    "FEDformer (Zhou et al. 2022), look-back 96": (0.376, 0.419),
+    "Autoformer (Wu et al. 2021), look-back 96": (0.449, 0.459),
+    "Informer (Zhou et al. 2021), look-back 96": (0.865, 0.713),
 }
 LOADS = ["HUFL", "HULL", "MUFL", "MULL", "LUFL", "LULL"]
 COVARIATE_RUNS = {  # table row → (run name, data settings): OT is the only target of every run
@@ -69,16 +77,22 @@ def datamodule(data: Path, **overrides) -> WindowDataModule:
 
 
 def measure_baselines(windows: WindowDataModule, suffix: str = "") -> list[dict]:
-    test = windows.split("test")
-    baselines = {  # name → how to get the forecast function (fitting, when there is any, is timed too)
+    """The deterministic baselines on the test windows: naive forecasts, and linear maps fitted on the training
+    windows (fitted once, as a user would)."""
+    test, train = windows.split("test"), windows.split("train")
+    baselines = {  # name → how to get the forecast function
         "repeat-last": lambda: lambda context: repeat_last(context, windows.horizon),
-        "least-squares linear map, shared across channels": lambda: LinearBaseline().fit(windows.split("train")),
+        f"seasonal naive (season {SEASON})": lambda: lambda context: seasonal_naive(context, windows.horizon, SEASON),
+        "least-squares linear map, shared across channels": lambda: LinearBaseline().fit(train),
+        "NLinear form: least squares on the look-back minus its last value": lambda: LinearBaseline(
+            relative_to_last=True
+        ).fit(train),
     }
     rows = []
     for name, fitted in baselines.items():
         mse, mae = errors(fitted(), test)
-        row = _row(f"{name} (measured{suffix})", mse, mae)
-        row["crps"] = mae  # a point forecast's CRPS is its absolute error
+        row = _row(f"{name} (measured{suffix})", [mse], [mae])
+        row["crps"] = [mae]  # a point forecast's CRPS is its absolute error
         rows.append(row)
     return rows
 
@@ -92,47 +106,58 @@ def errors(forecast, windows) -> tuple[float, float]:
     return float(squared / count), float(absolute / count)
 
 
-def train_and_test(name: str, title: str, data: Path, logs: Path, arguments: list[str], trained: bool) -> dict:
-    """Train the run ``name`` and read its test scores; with ``trained``, read those of its latest run in ``logs``."""
-    if trained:
-        run = find_runs(logs / name)[-1]
-        seconds = run_seconds(run)
+def train_and_test(name: str, title: str, configs: list[Path], arguments: list[str], args: argparse.Namespace) -> dict:
+    """Train the run ``name`` once per seed and read its test scores (one row, over seeds); with ``--trained``,
+    read those of the latest runs already in ``--logs``."""
+    if args.trained:
+        runs = seed_runs(args.logs, name, args.seeds)
     else:
-        run, seconds = fit([CONFIG], [f"--data.source={data}", *arguments], logs, name)
-    tested = read_scalars(run)
-    epoch = best_epoch(best_checkpoint(run))
-    row = _row(title, tested["test/mse"].iloc[-1], tested["test/mae"].iloc[-1], seconds, epoch)
-    for score in ("crps", "coverage", "width"):  # logged by models with a distribution
-        if f"test/{score}" in tested:
-            row[score] = float(tested[f"test/{score}"].iloc[-1])
+        arguments = [f"--data.source={args.data}", *arguments]
+        runs = fit_seeds(configs, arguments, args.logs, name, args.seeds, args.jobs)
+    row = _row(title, [], [], [seconds for _, seconds in runs])
+    row["seeds"], row["best_epoch"] = args.seeds, [best_epoch(best_checkpoint(run)) for run, _ in runs]
+    for run, _ in runs:
+        tested = read_scalars(run)
+        for score in ("mse", "mae", "crps", "coverage", "width"):  # the last three: models with a distribution
+            if f"test/{score}" in tested:
+                row.setdefault(score, []).append(float(tested[f"test/{score}"].iloc[-1]))
     return row
 
 
-def _row(name: str, mse, mae, seconds: float | None = None, best_epoch: int | None = None) -> dict:
-    return {"model": name, "mse": float(mse), "mae": float(mae), "seconds": seconds, "best_epoch": best_epoch}
+def _row(name: str, mse: list[float], mae: list[float], seconds: list[float] | None = None) -> dict:
+    return {"model": name, "mse": mse, "mae": mae, "seconds": seconds}
 
 
 def markdown(rows: list[dict], hardware_name: str, what: str = "") -> str:
-    """The table; with a probabilistic model also CRPS, coverage and width of the central 80% interval (scaled
-    values; a point forecast's CRPS is its MAE)."""
+    """The table, each trained row the mean ± standard deviation over its seeds; with a probabilistic model also
+    CRPS, coverage and width of the central 80% interval (scaled values; a point forecast's CRPS is its MAE)."""
     probabilistic = any("coverage" in row for row in rows)
     header = ["model", "test MSE", "test MAE"] + (["CRPS", "80% coverage", "80% width"] if probabilistic else [])
     cells = []
     for row in rows:
-        line = [row["model"], f"{row['mse']:.3f}", f"{row['mae']:.3f}"]
+        line = [row["model"], mean_std(row["mse"]), mean_std(row["mae"])]
         if probabilistic:
-            scores = (row.get("crps"), row.get("coverage"), row.get("width"))
-            line += [f"{v:.3f}" if v is not None else "–" for v in scores]
-        cells.append([*line, clock(row)])
+            line += [mean_std(row[k]) if k in row else "–" for k in ("crps", "coverage", "width")]
+        cells.append([*line, seeds_column(row), clock(row)])
     caption = f"ETTh1{what}, horizon 96, look-back 336, test scores on scaled values; {hardware_name}."
-    return markdown_table(caption, [*header, "wall-clock (train + test)"], cells)
+    return markdown_table(caption, [*header, "seeds", "wall-clock (train + test)"], cells)
+
+
+def regime_configs(regime: str) -> list[Path]:
+    """The presets a regime trains with: CONFIG, and the regime's own search result when it has one."""
+    return [CONFIG, *([REGIME_CONFIGS[regime]] if regime in REGIME_CONFIGS else [])]
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m project.tools.etth1", description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=Path("data/ETTh1.csv"), help="path to ETTh1.csv")
     parser.add_argument("--experiment", choices=["regimes", "covariates", "probabilistic"], default="regimes")
-    parser.add_argument("--regimes", nargs="*", default=list(REGIMES), choices=list(REGIMES), metavar="REGIME")
+    parser.add_argument(
+        "--regimes", nargs="*", default=SEARCHED_REGIMES, choices=list(REGIMES), metavar="REGIME",
+        help="regimes of the regimes table (default: the two with a search of their own)",
+    )  # fmt: skip
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one training run per seed")
+    parser.add_argument("--jobs", type=int, default=1, help="training runs at a time (each gets a share of the CPU)")
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs"), help="where the runs are logged")
     parser.add_argument("--output", type=Path, default=None, help="Markdown table (default: results/etth1_*.md)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
@@ -140,6 +165,8 @@ def main(argv: list[str] | None = None) -> None:
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     if not args.data.is_file():
         parser.error(f"{args.data}: ETTh1.csv not found; run python -m project.tools.datasets etth1")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1; got {args.jobs}")
     output = args.output or Path(f"results/etth1_{args.experiment}.md")
     with reported_in_one_line():
         check_output(output, [args.data], args.overwrite)  # before hours of training, not after
@@ -147,9 +174,9 @@ def main(argv: list[str] | None = None) -> None:
             rows = measure_baselines(datamodule(args.data))
             for regime in args.regimes:
                 settings = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
-                title = regime.replace("_", " ")
-                rows.append(train_and_test(regime, title, args.data, args.logs, settings + extra, args.trained))
-            rows += [_row(f"{name} (published)", mse, mae) for name, (mse, mae) in PUBLISHED.items()]
+                title = regime.replace("_", " ") + ("" if regime in SEARCHED_REGIMES else " (detach's settings)")
+                rows.append(train_and_test(regime, title, regime_configs(regime), settings + extra, args))
+            rows += [_row(f"{name} (published)", [mse], [mae]) for name, (mse, mae) in PUBLISHED.items()]
             table = markdown(rows, hardware())
         elif args.experiment == "probabilistic":
             rows = measure_baselines(datamodule(args.data))
@@ -159,18 +186,16 @@ def main(argv: list[str] | None = None) -> None:
             given = {argument.split("=", 1)[0] for argument in extra}
             settings = [] if "--model.distribution" in given else [f"--model.distribution={distribution}"]
             title = f"free-running detach, {distribution.replace('_', '-')} distribution (this template)"
-            name = f"probabilistic_{distribution}"
             settings = without_point_loss(settings + extra)
-            rows.append(train_and_test(name, title, args.data, args.logs, settings, args.trained))
+            rows.append(train_and_test(f"probabilistic_{distribution}", title, [CONFIG], settings, args))
             table = markdown(rows, hardware(), ", probabilistic")
         else:
             rows = measure_baselines(datamodule(args.data, target_columns=["OT"], calendar_features=False), ", OT")
             for title, (name, data) in COVARIATE_RUNS.items():
                 settings = [f"--data.{key}={value}".replace("'", "") for key, value in data.items()]
-                title = f"{title} (this template)"
-                rows.append(train_and_test(name, title, args.data, args.logs, settings + extra, args.trained))
+                rows.append(train_and_test(name, f"{title} (this template)", [CONFIG], settings + extra, args))
             table = markdown(rows, hardware(), ", target OT only")
-        write_table(output, table)
+        write_table(output, table, argv)
 
 
 if __name__ == "__main__":

@@ -23,16 +23,19 @@ from project.checkpoints import read_checkpoint
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.files import check_output
+from project.tools.linear_baseline import LinearBaseline
 from project.tools.results import (
     best_checkpoint,
     best_epoch,
     clock,
-    fit,
+    fit_seeds,
     forecast_split,
     hardware,
     markdown_table,
+    mean_std,
     preset_datamodule,
     run_seconds,
+    seeds_column,
     without_point_loss,
     write_table,
 )
@@ -83,6 +86,8 @@ def insample_values(windows: WindowDataModule, series: torch.Tensor) -> list[np.
 
 
 def measure_baselines(windows: WindowDataModule) -> list[dict]:
+    """The deterministic baselines on the test windows: naive forecasts, and linear maps on the two weeks before
+    them, fitted on every series' training windows (values scaled per series)."""
     test = windows.split("test")
     if len(test) != windows.panel.n_series:
         raise ValueError(f"expected one test window per series; got {len(test)} for {windows.panel.n_series}")
@@ -91,79 +96,107 @@ def measure_baselines(windows: WindowDataModule) -> list[dict]:
     loc, scale = (torch.cat([b[key] for b in batches]) for key in ("loc", "scale"))
     actual = scaled_actual * scale + loc
     insample = insample_values(windows, torch.cat([b["series"] for b in batches]))
+    train = windows.split("train")
+    baselines = {  # name → forecast of scaled contexts (the naive ones commute with the scaling)
+        "seasonal naive": lambda: lambda context: seasonal_naive(context, HORIZON, SEASON),
+        "repeat-last": lambda: lambda context: repeat_last(context, HORIZON),
+        "least-squares linear map on the look-back": lambda: LinearBaseline().fit(train),
+        "NLinear form: least squares on the look-back minus its last value": lambda: LinearBaseline(
+            relative_to_last=True
+        ).fit(train),
+    }
     rows = []
-    for name, baseline in (
-        ("seasonal naive (measured)", lambda context: seasonal_naive(context, HORIZON, SEASON)),
-        ("repeat-last (measured)", lambda context: repeat_last(context, HORIZON)),
-    ):
-        forecast = baseline(scaled_context * scale + loc)
-        row = _row(name, *scores(forecast[..., 0].double().numpy(), actual[..., 0].double().numpy(), insample))
-        row["crps"] = float((baseline(scaled_context) - scaled_actual).abs().mean())  # a point forecast's CRPS: MAE
+    for name, fitted in baselines.items():
+        scaled_forecast = fitted()(scaled_context)
+        forecast = scaled_forecast * scale + loc
+        row = _row(
+            f"{name} (measured)", *scores(forecast[..., 0].double().numpy(), actual[..., 0].double().numpy(), insample)
+        )
+        row["crps"] = [float((scaled_forecast - scaled_actual).abs().mean())]  # a point forecast's CRPS: its MAE
         rows.append(row)
     return rows
 
 
-def train_and_score(regime: str, data: Path, windows: WindowDataModule, logs: Path, extra: list[str]) -> dict:
+def train_and_score(regime: str, windows: WindowDataModule, args: argparse.Namespace, extra: list[str]) -> dict:
+    """One row: the regime trained once per seed, each best checkpoint scored on the test windows."""
     settings = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
-    run, seconds = fit([CONFIG], [f"--data.source={data}", *settings, *extra], logs, f"m4_hourly_{regime}")
-    return score_checkpoint(best_checkpoint(run), windows, seconds)
+    arguments = [f"--data.source={args.data}", *settings, *extra]
+    runs = fit_seeds([CONFIG], arguments, args.logs, f"m4_hourly_{regime}", args.seeds, args.jobs)
+    return score_checkpoints([best_checkpoint(run) for run, _ in runs], windows, [s for _, s in runs], args.seeds)
 
 
-def score_checkpoint(checkpoint: Path, windows: WindowDataModule, seconds: float | None = None) -> dict:
-    """sMAPE and MASE (and, with a distribution, CRPS, coverage and width) of a checkpoint on the test windows."""
-    settings = read_checkpoint(checkpoint)["hyper_parameters"]
-    regime = regime_name(settings["training_mode"], settings["feedback"])
-    forecasts = forecast_split(checkpoint, windows, "test")
-    smape_, mase_ = scores(
-        forecasts["point"][..., 0].double().numpy(),
-        forecasts["target"][..., 0].double().numpy(),
-        insample_values(windows, forecasts["series"]),
-    )
-    name = regime.replace("_", " ")
+def score_checkpoints(
+    checkpoints: list[Path], windows: WindowDataModule, seconds: list[float], seeds: list[int] | None
+) -> dict:
+    """sMAPE and MASE (and, with a distribution, CRPS, coverage, width and the interval scale calibrated on
+    validation) of checkpoints of one configuration on the test windows: one row, over the checkpoints."""
+    settings = read_checkpoint(checkpoints[0])["hyper_parameters"]
+    name = regime_name(settings["training_mode"], settings["feedback"]).replace("_", " ")
     if settings["distribution"] != "none":
         name += f", {settings['distribution'].replace('_', '-')} distribution"
-    row = _row(f"{name} (this template)", smape_, mase_, seconds, best_epoch(checkpoint))
-    if "crps" in forecasts:
-        row.update({name: float(forecasts[name].mean()) for name in ("crps", "covered", "width")})
+    row = _row(f"{name} (this template)", [], [], seconds)
+    row["seeds"], row["best_epoch"] = seeds or [], [best_epoch(checkpoint) for checkpoint in checkpoints]
+    for checkpoint in checkpoints:
+        forecasts = forecast_split(checkpoint, windows, "test")
+        smape_, mase_ = scores(
+            forecasts["point"][..., 0].double().numpy(),
+            forecasts["target"][..., 0].double().numpy(),
+            insample_values(windows, forecasts["series"]),
+        )
+        row["smape"].append(smape_)
+        row["mase"].append(mase_)
+        if "crps" in forecasts:
+            for score in ("crps", "covered", "width"):
+                row.setdefault(score, []).append(float(forecasts[score].mean()))
+            state = read_checkpoint(checkpoint)["state_dict"]
+            row.setdefault("interval_scale", []).append(float(state["interval_scale"]))
     return row
 
 
 def markdown(rows: list[dict], hardware_name: str) -> str:
-    """The table; with a probabilistic model also CRPS, coverage and width of the central 80% interval, on values
-    scaled per series (a point forecast's CRPS is its mean absolute error)."""
+    """The table, each trained row the mean ± standard deviation over its seeds; with a probabilistic model also
+    CRPS, coverage and width of the central 80% interval, on values scaled per series (a point forecast's CRPS is
+    its mean absolute error), and the factor by which validation calibrated the intervals (1: not calibrated)."""
     probabilistic = any("covered" in row for row in rows)
     header = ["model", "sMAPE", "MASE"]
-    header += ["CRPS (scaled)", "80% coverage", "80% width (scaled)"] if probabilistic else []
+    scored = ("crps", "covered", "width", "interval_scale")
+    header += ["CRPS (scaled)", "80% coverage", "80% width (scaled)", "interval scale"] if probabilistic else []
     cells = []
     for row in rows:
-        line = [row["model"], f"{row['smape']:.3f}", f"{row['mase']:.3f}"]
+        line = [row["model"], mean_std(row["smape"]), mean_std(row["mase"])]
         if probabilistic:
-            line += [f"{row[k]:.3f}" if k in row else "–" for k in ("crps", "covered", "width")]
-        cells.append([*line, clock(row)])
+            line += [mean_std(row[k]) if k in row else "–" for k in scored]
+        cells.append([*line, seeds_column(row), clock(row)])
     caption = (
         f"M4 Hourly, 414 series, horizon 48, sMAPE and MASE (seasonality 24) averaged over series; {hardware_name}."
     )
-    return markdown_table(caption, [*header, "wall-clock (train + test)"], cells)
+    return markdown_table(caption, [*header, "seeds", "wall-clock (train + test)"], cells)
 
 
-def _row(name: str, smape_: float, mase_: float, seconds: float | None = None, epoch: int | None = None) -> dict:
-    return {"model": name, "smape": smape_, "mase": mase_, "seconds": seconds, "best_epoch": epoch}
+def _row(name: str, smape_, mase_, seconds: list[float] | None = None) -> dict:
+    as_list = lambda value: value if isinstance(value, list) else [value]  # noqa: E731
+    return {"model": name, "smape": as_list(smape_), "mase": as_list(mase_), "seconds": seconds}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m project.tools.m4", description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=Path("data/m4_hourly.csv"), help="from project.tools.datasets")
     parser.add_argument("--regimes", nargs="*", default=["free_running_detach"], choices=list(REGIMES))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="one training run per seed")
+    parser.add_argument("--jobs", type=int, default=1, help="training runs at a time (each gets a share of the CPU)")
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs"), help="where the runs are logged")
     parser.add_argument("--output", type=Path, default=Path("results/m4_hourly.md"), help="Markdown table to write")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.add_argument(
-        "--ckpt_path", type=Path, nargs="*", default=None, help="score these checkpoints instead of training"
-    )
+        "--ckpt_path", type=Path, nargs="*", default=None,
+        help="score these checkpoints (one configuration, e.g. one per seed) instead of training",
+    )  # fmt: skip
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     extra = without_point_loss(extra)
     if not args.data.is_file():
         parser.error(f"{args.data}: not found; run python -m project.tools.datasets m4_hourly")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1; got {args.jobs}")
     with reported_in_one_line():
         check_output(args.output, [args.data, *(args.ckpt_path or [])], args.overwrite)  # before training, not after
         for checkpoint in args.ckpt_path or []:  # a bad checkpoint is refused before the data is read
@@ -171,11 +204,12 @@ def main(argv: list[str] | None = None) -> None:
         windows = datamodule(args.data)
         rows = measure_baselines(windows)
         if args.ckpt_path:  # timed by the events its run logged, from training to test
-            rows += [score_checkpoint(c, windows, run_seconds(c.parent.parent)) for c in args.ckpt_path]
+            seconds = [run_seconds(c.parent.parent) for c in args.ckpt_path]
+            rows.append(score_checkpoints(args.ckpt_path, windows, seconds, None))
         else:
-            rows += [train_and_score(regime, args.data, windows, args.logs, extra) for regime in args.regimes]
+            rows += [train_and_score(regime, windows, args, extra) for regime in args.regimes]
         rows += [_row(f"{name} (published)", *values) for name, values in PUBLISHED.items()]
-        write_table(args.output, markdown(rows, hardware()))
+        write_table(args.output, markdown(rows, hardware()), argv)
 
 
 if __name__ == "__main__":

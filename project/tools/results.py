@@ -1,12 +1,25 @@
 """What the results scripts (``project.tools.etth1``, ``project.tools.m4``) share: training through the CLI exactly as
-a user would, finding a run's best checkpoint, timing it, evaluating it on a split, and writing a Markdown table."""
+a user would (one run per seed, several at once with ``jobs``), finding a run's best checkpoint, timing it,
+evaluating it on a split, and writing a Markdown table stamped with the command, the commit and the machine.
+
+    python -m project.tools.results docs/results.md   # copy every results table the page names into it
+
+A page names a table with a line ``<!-- results/NAME.md -->``; the table follows, up to ``<!-- end -->``.
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
 import platform
+import re
+import shlex
+import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -34,6 +47,34 @@ def fit(configs: list[Path], arguments: list[str], logs: Path, name: str) -> tup
     print("$ python -m project.cli", " ".join(command), flush=True)
     subprocess.run([sys.executable, "-m", "project.cli", *command], check=True)
     return find_runs(logs / name)[-1], time.perf_counter() - started
+
+
+def fit_seeds(
+    configs: list[Path], arguments: list[str], logs: Path, name: str, seeds: list[int], jobs: int = 1
+) -> list[tuple[Path, float]]:
+    """``fit`` once per seed (``--seed_everything``), logged as ``logs/name_seedN``; ``jobs`` runs at a time, each
+    with its share of the CPU's threads unless ``OMP_NUM_THREADS`` says otherwise."""
+    if jobs > 1 and "OMP_NUM_THREADS" not in os.environ:
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))  # read by each fit's torch
+
+    def one(seed: int) -> tuple[Path, float]:
+        return fit(configs, [*arguments, f"--seed_everything={seed}"], logs, f"{name}_seed{seed}")
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, seeds))
+
+
+def seed_runs(logs: Path, name: str, seeds: list[int]) -> list[tuple[Path, float]]:
+    """The latest run of each seed already in ``logs`` (as ``fit_seeds`` named them), with its seconds."""
+    runs = [find_runs(logs / f"{name}_seed{seed}")[-1] for seed in seeds]
+    return [(run, run_seconds(run)) for run in runs]
+
+
+def mean_std(values: list[float], digits: int = 3) -> str:
+    """One value as it is; several as mean ± sample standard deviation."""
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
 def run_seconds(run: str | Path) -> float:
@@ -106,14 +147,23 @@ def hardware() -> str:
 
 
 def clock(row: dict) -> str:
-    """A row's wall-clock column: published, measured (with the best epoch of a trained model), or not timed."""
+    """A row's wall-clock column: published, measured (the mean over seeds, with each seed's best epoch), or not
+    timed."""
     if row["model"].endswith("(published)"):
         return "published"
-    if row.get("seconds") is None:
+    if not row.get("seconds"):
         return "–"
-    seconds = row["seconds"]
+    seconds = statistics.mean(row["seconds"])
     text = f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
-    return text + (f" (best epoch {row['best_epoch']})" if row.get("best_epoch") else "")
+    epochs = row.get("best_epoch") or []
+    return text + (f" (best epoch {', '.join(map(str, epochs))})" if epochs else "")
+
+
+def seeds_column(row: dict) -> str:
+    """How many seeds a row is over, or why it has none."""
+    if row["model"].endswith("(published)"):
+        return "–"
+    return str(len(row["seeds"])) if row.get("seeds") else "deterministic"
 
 
 def markdown_table(caption: str, header: list[str], rows: list[list[str]]) -> str:
@@ -123,7 +173,58 @@ def markdown_table(caption: str, header: list[str], rows: list[list[str]]) -> st
     return "\n".join(lines) + "\n"
 
 
-def write_table(path: Path, table: str) -> None:
-    """Write the table (its path checked with ``check_output`` before the runs began) and print it."""
-    write_atomically(path, lambda temporary: temporary.write_text(table))
-    print(table)
+def stamp(argv: list[str] | None = None) -> str:
+    """Where a table comes from: the command that wrote it, the commit (``+changes`` when the working tree had
+    uncommitted changes), the machine and the date."""
+    command = " ".join(["python -m", _module(), *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
+    if _git("status", "--porcelain", "--untracked-files=no"):
+        commit += "+changes"
+    machine = f"{hardware()}, {platform.system()}, torch {torch.__version__}"
+    date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    return f"Written by `{command}` at commit {commit} on {machine}, {date}."
+
+
+def write_table(path: Path, table: str, argv: list[str] | None = None) -> None:
+    """Write the table (its path checked with ``check_output`` before the runs began), stamped, and print it."""
+    text = f"{stamp(argv)}\n\n{table}"
+    write_atomically(path, lambda temporary: temporary.write_text(text))
+    print(text)
+
+
+TABLE_BLOCK = re.compile(r"(<!-- (results/[\w./-]+\.md) -->\n)(.*?)(<!-- end -->)", re.DOTALL)
+
+
+def with_tables(page: str, root: Path) -> str:
+    """The page with every named table block replaced by the current contents of its results file."""
+    return TABLE_BLOCK.sub(lambda m: m[1] + (root / m[2]).read_text() + m[4], page)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m project.tools.results", description=__doc__.split("\n")[0])
+    parser.add_argument("pages", type=Path, nargs="+", help="Markdown pages whose results tables to refresh")
+    args = parser.parse_args(argv)
+    for page in args.pages:
+        text = page.read_text()
+        refreshed = with_tables(text, Path.cwd())
+        if refreshed != text:
+            write_atomically(page, lambda temporary, r=refreshed: temporary.write_text(r))
+            print(f"Refreshed the tables of {page}")
+
+
+def _module() -> str:
+    main_module = sys.modules["__main__"]
+    spec = getattr(main_module, "__spec__", None)
+    return spec.name if spec is not None else Path(sys.argv[0]).stem
+
+
+def _git(*arguments: str) -> str:
+    try:
+        done = subprocess.run(["git", *arguments], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+if __name__ == "__main__":
+    main()

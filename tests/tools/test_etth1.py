@@ -12,13 +12,19 @@ def in_repository(monkeypatch):
 
 
 def test_etth1_baselines_are_measured_on_the_benchmark_windows(etth1, in_repository):
-    repeat_last, linear = etth1_module_rows(etth1)
+    repeat_last, seasonal, linear, nlinear = etth1_module_rows(etth1)
     # The published repeat-last figures, reproduced on the same 2785 test windows.
-    assert (round(repeat_last["mse"], 3), round(repeat_last["mae"], 3)) == (1.294, 0.713)
-    assert linear["mse"] < 0.38
-    table = script.markdown([repeat_last, linear, script._row("DLinear (published)", 0.375, 0.399)], "CPU")
-    assert "| repeat-last (measured) | 1.294 | 0.713 |" in table
-    assert "| DLinear (published) | 0.375 | 0.399 | published |" in table
+    assert (round(repeat_last["mse"][0], 3), round(repeat_last["mae"][0], 3)) == (1.294, 0.713)
+    assert seasonal["model"] == "seasonal naive (season 24) (measured)"
+    assert linear["mse"][0] < 0.38
+    assert nlinear["mse"][0] < 0.38
+    published = script._row("DLinear (published)", [0.375], [0.399])
+    trained = {**script._row("teacher forcing", [0.38, 0.39], [0.40, 0.41], [60.0, 120.0]), "seeds": [0, 1]}
+    trained["best_epoch"] = [3, 4]
+    table = script.markdown([repeat_last, linear, published, trained], "CPU")
+    assert "| repeat-last (measured) | 1.294 | 0.713 | deterministic | – |" in table
+    assert "| DLinear (published) | 0.375 | 0.399 | – | published |" in table
+    assert "| teacher forcing | 0.385 ± 0.007 | 0.405 ± 0.007 | 2 | 1.5 min (best epoch 3, 4) |" in table
 
 
 def etth1_module_rows(path):
@@ -32,8 +38,16 @@ def test_etth1_script_trains_tests_and_tabulates_a_regime(etth1, in_repository, 
     short = ["--trainer.max_steps=2", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2"]
     short += ["--trainer.limit_test_batches=2", "--trainer.enable_progress_bar=false", "--data.batch_size=4"]
     arguments = ["--data", str(etth1), "--regimes", "teacher_forcing", "--logs", str(tmp_path), "--output", str(output)]
-    script.main([*arguments, *short])
-    table = output.read_text()
-    assert "| teacher forcing |" in table
+    script.main([*arguments, "--seeds", "0", "1", "--jobs", "2", *short])
+    stamp, table = output.read_text().split("\n\n", 1)
+    assert stamp.startswith("Written by `python -m ")
+    assert " --seeds 0 1 --jobs 2 " in stamp
+    assert "at commit " in stamp
+    assert "| teacher forcing | " in table
+    assert " ± " in table
     assert "| least-squares linear map, shared across channels (measured) |" in table
-    assert "| PatchTST/64 (Nie et al. 2023) (published) | 0.370 | 0.400 | published |" in table
+    assert "| PatchTST/42 (Nie et al. 2023), look-back 336 (published) | 0.375 | 0.399 | – | published |" in table
+    assert {run.name for run in tmp_path.glob("teacher_forcing_seed*")} == {
+        "teacher_forcing_seed0",
+        "teacher_forcing_seed1",
+    }
