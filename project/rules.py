@@ -47,11 +47,11 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        "feedback: bptt needs training_mode: free_running (scheduled sampling feeds back without gradient)",
+        "feedback_gradient: bptt needs training_mode: free_running (scheduled sampling feeds back without gradient)",
         lambda s, d: (
             None
-            if s["feedback"] == "detach" or s["training_mode"] == "free_running"
-            else f"feedback=bptt applies to training_mode=free_running; got training_mode={s['training_mode']}"
+            if s["feedback_gradient"] == "detach" or s["training_mode"] == "free_running"
+            else f"feedback_gradient=bptt applies to training_mode=free_running; got training_mode={s['training_mode']}"
         ),
     ),
     Rule(
@@ -64,21 +64,24 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        "feedback: bptt with feedback_value: sample needs reparameterised draws (normal or student_t)",
+        "feedback_gradient: bptt with feedback_value: sample needs reparameterised draws (normal or student_t)",
         lambda s, d: (
             None
-            if not (s["feedback"] == "bptt" and s["feedback_value"] == "sample" and s["distribution"] == "quantile")
-            else "feedback=bptt with feedback_value=sample differentiates through the draws, which the quantile "
-            "distribution cannot (no reparameterisation); use normal or student_t, or feedback_value=mean"
+            if not (
+                s["feedback_gradient"] == "bptt" and s["feedback_value"] == "sample" and s["distribution"] == "quantile"
+            )
+            else "feedback_gradient=bptt with feedback_value=sample differentiates through the draws, which the "
+            "quantile distribution cannot (no reparameterisation); use normal or student_t, or feedback_value=mean"
         ),
     ),
     Rule(
-        "rollout_dropout: false needs a no-grad rollout (not feedback: bptt, whose unroll is the training pass)",
+        "rollout_dropout: false needs a no-grad rollout (not feedback_gradient: bptt, whose unroll is the training "
+        "pass)",
         lambda s, d: (
             None
-            if s["rollout_dropout"] or not (s["training_mode"] == "free_running" and s["feedback"] == "bptt")
-            else "rollout_dropout=false applies to the no-grad rollouts of feedback=detach and scheduled sampling; "
-            "with feedback=bptt the unroll is the training pass itself"
+            if s["rollout_dropout"] or not (s["training_mode"] == "free_running" and s["feedback_gradient"] == "bptt")
+            else "rollout_dropout=false applies to the no-grad rollouts of feedback_gradient=detach and scheduled "
+            "sampling; with feedback_gradient=bptt the unroll is the training pass itself"
         ),
     ),
     Rule(

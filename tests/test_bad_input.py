@@ -160,8 +160,8 @@ CASES = {  # name → (arguments given the test folder and a trained checkpoint,
         r"context_length=12 must be a multiple of patch_length=5",
     ),
     "bptt with scheduled sampling": (
-        lambda t, c: ["--model.training_mode=scheduled_sampling", "--model.feedback=bptt"],
-        r"feedback=bptt applies to training_mode=free_running; got training_mode=scheduled_sampling",
+        lambda t, c: ["--model.training_mode=scheduled_sampling", "--model.feedback_gradient=bptt"],
+        r"feedback_gradient=bptt applies to training_mode=free_running; got training_mode=scheduled_sampling",
     ),
     "feedback options under teacher forcing": (
         lambda t, c: ["--model.training_mode=teacher_forcing", "--model.rollout_dropout=false"],

@@ -251,7 +251,7 @@ def test_fit_help_documents_every_option():
     for expected in (
         "--model.training_mode",
         "teacher-forcing memory",
-        "--model.feedback",
+        "--model.feedback_gradient",
         "--model.distribution",
         "--model.feedback_value",
         "--model.rollout_dropout",

@@ -339,6 +339,6 @@ def test_a_cuda_graph_replays_the_cached_decode_exactly():
                                                     for k, v in covariates_for(8, 6, 12).items()}  # fmt: skip
     with torch.no_grad():
         torch.testing.assert_close(
-            generate(model, src, 12, static=True, **covariates), generate(model, src, 12, **covariates),
+            generate(model, src, 12, cuda_graph=True, **covariates), generate(model, src, 12, **covariates),
             rtol=1e-5, atol=1e-5,
         )  # fmt: skip

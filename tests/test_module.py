@@ -45,8 +45,8 @@ def test_huber_loss_uses_its_delta():
     ("overrides", "regime"),
     [
         (dict(training_mode="teacher_forcing"), "teacher_forcing"),
-        (dict(training_mode="free_running", feedback="detach"), "free_running_detach"),
-        (dict(training_mode="free_running", feedback="bptt"), "free_running_bptt"),
+        (dict(training_mode="free_running", feedback_gradient="detach"), "free_running_detach"),
+        (dict(training_mode="free_running", feedback_gradient="bptt"), "free_running_bptt"),
     ],
 )
 def test_each_training_mode_runs_its_regime(overrides, regime):
@@ -120,12 +120,14 @@ def test_every_rule_has_a_description_and_every_rejected_combination_is_one_line
     assert len(RULES) >= 10
     assert all(rule.description for rule in RULES)
     rejected = {
-        "feedback=bptt applies to training_mode=free_running": dict(
-            training_mode="scheduled_sampling", feedback="bptt"
+        "feedback_gradient=bptt applies to training_mode=free_running": dict(
+            training_mode="scheduled_sampling", feedback_gradient="bptt"
         ),
         "feedback_value=sample draws from a predicted distribution": dict(feedback_value="sample"),
-        "the quantile distribution cannot": dict(distribution="quantile", feedback="bptt", feedback_value="sample"),
-        "rollout_dropout=false applies to": dict(feedback="bptt", rollout_dropout=False),
+        "the quantile distribution cannot": dict(
+            distribution="quantile", feedback_gradient="bptt", feedback_value="sample"
+        ),
+        "rollout_dropout=false applies to": dict(feedback_gradient="bptt", rollout_dropout=False),
         "loss=mae applies to distribution=none": dict(distribution="normal", loss="mae"),
         "huber_delta applies to loss=huber": dict(huber_delta=2.0),
         "quantile_levels apply to distribution=quantile": dict(quantile_levels=[0.2, 0.5, 0.8]),
@@ -145,8 +147,8 @@ def test_every_rule_has_a_description_and_every_rejected_combination_is_one_line
     "overrides",
     [
         dict(training_mode="teacher_forcing"),
-        dict(training_mode="free_running", feedback="detach"),
-        dict(training_mode="free_running", feedback="bptt"),
+        dict(training_mode="free_running", feedback_gradient="detach"),
+        dict(training_mode="free_running", feedback_gradient="bptt"),
         dict(training_mode="scheduled_sampling", schedule_steps=40),
     ],
     ids=["teacher_forcing", "detach", "bptt", "scheduled_sampling"],

@@ -91,20 +91,20 @@ def loss_and_every_gradient(model, forecast, target):
     return loss.detach(), [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in model.parameters()]
 
 
-@pytest.mark.parametrize("feedback", ["detach", "bptt"])
+@pytest.mark.parametrize("gradient", ["detach", "bptt"])
 @pytest.mark.parametrize("name", NETWORKS)
-def test_free_running_has_the_loss_and_every_gradient_of_the_naive_loop(name, feedback):
+def test_free_running_has_the_loss_and_every_gradient_of_the_naive_loop(name, gradient):
     model = network(name).train()  # no dropout in these networks: train mode is what training runs
     batch = inputs()
     context, target = batch.pop("context"), torch.randn(4, HORIZON, TARGETS, dtype=torch.float64)
 
     def fast():
         encoded, start = model.encode(context, **batch), model.start_of(context)
-        return REGIMES[f"free_running_{feedback}"].forecast(model, encoded, start, target, RegimeOptions())
+        return REGIMES[f"free_running_{gradient}"].forecast(model, encoded, start, target, RegimeOptions())
 
     fast_loss, fast_gradients = loss_and_every_gradient(model, fast, target)
     slow_loss, slow_gradients = loss_and_every_gradient(
-        model, lambda: naive_free_running(model, context, target, feedback, **batch), target
+        model, lambda: naive_free_running(model, context, target, gradient, **batch), target
     )
     torch.testing.assert_close(fast_loss, slow_loss, rtol=1e-10, atol=0)
     assert len(fast_gradients) == len(list(model.parameters()))

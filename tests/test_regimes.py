@@ -125,8 +125,8 @@ def test_bptt_and_detach_have_the_same_forecast_but_different_gradients():
 def test_the_posted_loop_differs_from_both_forms():
     model, (src, target) = small_model().train(), batch()
     _, partial = loss_and_gradients(model, lambda: naive_free_running(model, src, target, "partial"), target)
-    for feedback in ("detach", "bptt"):
-        _, other = loss_and_gradients(model, lambda f=feedback: naive_free_running(model, src, target, f), target)
+    for gradient in ("detach", "bptt"):
+        _, other = loss_and_gradients(model, lambda f=gradient: naive_free_running(model, src, target, f), target)
         assert max(relative_difference(p, o) for p, o in zip(partial, other)) > 1e-6
 
 
@@ -238,8 +238,8 @@ def test_the_naive_loop_saves_at_least_five_times_what_teacher_forcing_saves():
     model = small_model(torch.float32, d_model=64, nhead=4, num_encoder_layers=3, num_decoder_layers=3).train()
     src, target = batch(n=16, horizon=12, dtype=torch.float32)
     teacher = saved_bytes(model, lambda: regime(model, src, "teacher_forcing", target))
-    for feedback in ("partial", "detach"):
-        assert saved_bytes(model, lambda f=feedback: naive_free_running(model, src, target, f)) >= 5 * teacher
+    for gradient in ("partial", "detach"):
+        assert saved_bytes(model, lambda f=gradient: naive_free_running(model, src, target, f)) >= 5 * teacher
 
 
 def test_activation_checkpointing_saves_less_and_keeps_the_gradient():

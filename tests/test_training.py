@@ -97,7 +97,7 @@ def test_last_ckpt_holds_the_final_step_even_when_the_metric_did_not_improve(tmp
 def test_bf16_mixed_precision_trains_on_cpu():
     L.seed_everything(0)
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
-    module = tiny_module(training_mode="free_running", feedback="bptt")
+    module = tiny_module(training_mode="free_running", feedback_gradient="bptt")
     trainer = quiet_trainer(max_steps=4, precision="bf16-mixed", limit_val_batches=2, val_check_interval=4)
     trainer.fit(module, datamodule)
     assert trainer.precision == "bf16-mixed"

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from project.model.distributions import feedback
+from project.model.distributions import value_to_feed_back
 from project.model.network import ForecastNetwork
 
 
@@ -25,33 +25,33 @@ def rollout(
     horizon: int,
     feedback_value: str = "mean",
     generator: torch.Generator | None = None,
-    static: bool = False,
+    cuda_graph: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """Free-running forecast: feed each step's point forecast (or a draw) back as the next input, decoding with
     a cache. Returns the parameters (N, horizon, F, n_parameters) and the fed-back values (N, horizon, F).
 
     ``start`` (N, P, F) is the first decoder input, usually ``network.start_of(context)``. Differentiable when
     gradients are enabled (back-propagation through the fed-back values; draws are reparameterised).
-    ``static`` decodes with static shapes (the network's ``new_static_cache``) and, on a GPU, captures the step once
+    ``cuda_graph`` decodes with static shapes (the network's ``new_static_cache``) and, on a GPU, captures the step once
     as a CUDA graph and replays it: the same values, without a kernel launch per operation. Without gradients only.
     """
     if horizon <= 0:
         raise ValueError(f"horizon must be a positive integer; got {horizon}")
-    if static and torch.is_grad_enabled():
-        raise ValueError("static decoding records no gradients; use it under torch.no_grad()")
+    if cuda_graph and torch.is_grad_enabled():
+        raise ValueError("decoding with cuda_graph records no gradients; use it under torch.no_grad()")
     tokens = math.ceil(horizon / network.patch_length)
-    cache = static_cache(network, encoded, horizon) if static else network.new_cache(horizon)
-    step_input = start.clone() if static else start
-    decode_step = _captured_step(network, step_input, encoded, cache) if static else None
+    cache = static_cache(network, encoded, horizon) if cuda_graph else network.new_cache(horizon)
+    step_input = start.clone() if cuda_graph else start
+    decode_step = _captured_step(network, step_input, encoded, cache) if cuda_graph else None
     parameters, values = [], []
     for token in range(tokens):
-        if static:
+        if cuda_graph:
             cache.position.fill_(token)
             step_parameters = decode_step().clone()  # the step's output buffer is reused by the next step
         else:
             step_parameters = network.decode(step_input, encoded, cache)
-        fed_back = feedback(network.distribution, step_parameters, feedback_value, generator)
-        if static:
+        fed_back = value_to_feed_back(network.distribution, step_parameters, feedback_value, generator)
+        if cuda_graph:
             step_input.copy_(fed_back)
         else:
             step_input = fed_back
@@ -66,23 +66,23 @@ def generate(
     horizon: int,
     num_samples: int | None = None,
     generator: torch.Generator | None = None,
-    static: bool = False,
+    cuda_graph: bool = False,
     **covariates: Tensor,
 ) -> Tensor:
     """Autoregressive forecast from ``context`` (N, S, F) and its covariates (as ``encode`` takes them).
 
     Without ``num_samples``: the point path (N, horizon, F), each step's point forecast fed back. With K
     samples: K sample paths per series (N, K, horizon, F), each step drawn given the path's earlier draws; one
-    cached rollout over N·K rows. ``static``: see ``rollout``.
+    cached rollout over N·K rows. ``cuda_graph``: see ``rollout``.
     """
     if num_samples is None:
         encoded = network.encode(context, **covariates)
-        return rollout(network, encoded, network.start_of(context), horizon, static=static)[1]
+        return rollout(network, encoded, network.start_of(context), horizon, cuda_graph=cuda_graph)[1]
     if num_samples < 1:
         raise ValueError(f"num_samples must be a positive integer; got {num_samples}")
     encoded = encode_for_samples(network, num_samples, context, **covariates)
     start = network.start_of(context).repeat_interleave(num_samples, dim=0)
-    paths = rollout(network, encoded, start, horizon, "sample", generator, static)[1]
+    paths = rollout(network, encoded, start, horizon, "sample", generator, cuda_graph)[1]
     return paths.view(context.shape[0], num_samples, horizon, -1)
 
 
@@ -99,7 +99,7 @@ def static_cache(network: ForecastNetwork, encoded: Any, steps: int) -> Any:
     """The network's static-shape cache (``new_static_cache``), or a one-line refusal for a network without one."""
     if not hasattr(network, "new_static_cache"):
         raise ValueError(
-            f"{type(network).__name__} has no new_static_cache: static decoding (cuda_graphs, export) needs one"
+            f"{type(network).__name__} has no new_static_cache: static decoding (cuda_graph, export) needs one"
         )
     return network.new_static_cache(encoded, steps)
 

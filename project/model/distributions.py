@@ -183,7 +183,7 @@ def make_distribution(
     raise InputError(f"distribution must be none, normal, student_t or quantile; got {name!r}")
 
 
-def feedback(
+def value_to_feed_back(
     distribution: OutputDistribution,
     parameters: Tensor,
     value: Literal["mean", "sample"],

@@ -51,7 +51,7 @@ class ForecastNetwork(Protocol):
             ordered (series, sample), without copying the encoder's output. Without it, ``generate`` encodes the
             inputs repeated ``samples`` times: the same paths, more work.
         ``new_static_cache(encoded, steps)``: a cache of fixed shapes with a ``position`` tensor (0-dim, long) that
-            the caller sets before each one-token ``decode``: what CUDA graphs (``cuda_graphs``) and export need.
+            the caller sets before each one-token ``decode``: what CUDA graphs (``cuda_graph``) and export need.
             Without it, those refuse the network in one line.
     """
 

@@ -75,7 +75,7 @@ def forecast_for(regime: str, model: ForecastTransformer, src: Tensor, target: T
     if regime == NAIVE:
         return naive_free_running(model, src, target, "partial")
     encoded, start = model.encode(src), model.start_of(src)
-    options = RegimeOptions(teacher_forcing_probability=0.5, static=regime == GRAPHED)
+    options = RegimeOptions(teacher_forcing_probability=0.5, cuda_graph=regime == GRAPHED)
     return REGIMES[regime.removesuffix("_cuda_graph")].forecast(model, encoded, start, target, options)
 
 
@@ -188,7 +188,7 @@ def benchmark_inference(args: argparse.Namespace, device: torch.device, samples:
             cached_peak = _peak_bytes(cached, device)
             row = InferenceRow(horizon, cached_ms, None, None, _megabytes(cached_peak))
             if device.type == "cuda":
-                graphed = lambda h=horizon: generate(model, src, h, num_samples=samples, static=True)  # noqa: E731
+                graphed = lambda h=horizon: generate(model, src, h, num_samples=samples, cuda_graph=True)  # noqa: E731
                 row.graph_ms = median_ms(graphed, args.repeats, device)
             expected = naive_seconds and naive_seconds[1] * (horizon / naive_seconds[0]) ** 2
             if expected and expected > args.naive_max_seconds:

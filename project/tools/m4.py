@@ -131,7 +131,7 @@ def score_checkpoints(
     """sMAPE and MASE (and, with a distribution, CRPS, coverage, width and the interval scale calibrated on
     validation) of checkpoints of one configuration on the test windows: one row, over the checkpoints."""
     settings = read_checkpoint(checkpoints[0])["hyper_parameters"]
-    name = regime_name(settings["training_mode"], settings["feedback"]).replace("_", " ")
+    name = regime_name(settings["training_mode"], settings["feedback_gradient"]).replace("_", " ")
     if settings["distribution"] != "none":
         name += f", {settings['distribution'].replace('_', '-')} distribution"
     row = _row(f"{name} (this template)", [], [], seconds)

@@ -84,7 +84,7 @@ class Forecaster(L.LightningModule):
         training_mode: ``teacher_forcing`` (true previous values in, one parallel pass), ``free_running`` (the
             model's own predictions fed back, as at prediction time) or ``scheduled_sampling`` (a per-position
             coin between the two, with a decaying teacher-forcing probability).
-        feedback: For ``free_running``: ``detach`` (no gradient through fed-back predictions; computed as a
+        feedback_gradient: For ``free_running``: ``detach`` (no gradient through fed-back predictions; computed as a
             no-grad cached rollout plus one parallel pass, at teacher-forcing memory) or ``bptt`` (gradient
             through every fed-back prediction; a differentiable cached unroll).
         feedback_value: What free running and scheduled sampling feed back: ``mean`` (the point forecast: the
@@ -108,7 +108,7 @@ class Forecaster(L.LightningModule):
         season: Season of the seasonal-naive forecast that validation and test compare the model with, in steps
             (24 for hourly data with a daily cycle, 12 for monthly data); at most ``context_length``. Empty:
             repeat-last only.
-        cuda_graphs: Decode the no-grad rollouts (free-running training's first pass, evaluation, predict) with
+        cuda_graph: Decode the no-grad rollouts (free-running training's first pass, evaluation, predict) with
             static shapes, capturing one decode step as a CUDA graph and replaying it: the same forecasts with
             far fewer kernel launches. Needs a CUDA device.
         loss: Training loss of ``distribution: none``: ``mse`` (empty means mse), ``mae`` or ``huber``. Leave it
@@ -133,7 +133,7 @@ class Forecaster(L.LightningModule):
         max_horizon: int | None = None,
         instance_norm: bool = False,
         training_mode: TrainingMode = "free_running",
-        feedback: Literal["detach", "bptt"] = "detach",
+        feedback_gradient: Literal["detach", "bptt"] = "detach",
         feedback_value: regimes.FeedbackValue = "mean",
         rollout_dropout: bool = True,
         distribution: DistributionName = "none",
@@ -143,7 +143,7 @@ class Forecaster(L.LightningModule):
         interval: float = 0.8,
         interval_calibration: Literal["validation", "none"] = "validation",
         season: int | None = None,
-        cuda_graphs: bool = False,
+        cuda_graph: bool = False,
         loss: PointLoss | None = None,
         huber_delta: float = 1.0,
         teacher_forcing_schedule: regimes.TeacherForcingSchedule = "inverse_sigmoid",
@@ -169,10 +169,10 @@ class Forecaster(L.LightningModule):
         check_settings(settings, self._defaults())
         self.max_horizon = settings["max_horizon"]
         self.prediction_quantiles = settings["prediction_quantiles"]
-        self.regime = regimes.REGIMES[regimes.regime_name(training_mode, feedback)]
+        self.regime = regimes.REGIMES[regimes.regime_name(training_mode, feedback_gradient)]
         self.network: ForecastNetwork = network
         self.distribution = make_distribution(distribution, loss or "mse", huber_delta, settings["quantile_levels"])
-        check_head(network, self.distribution, cuda_graphs)
+        check_head(network, self.distribution, cuda_graph)
         self.has_distribution = distribution != "none"
         point = MetricCollection(
             {"mse": MeanSquaredError(), "mae": MeanAbsoluteError(), "smape": SymmetricMeanAbsolutePercentageError()}
@@ -222,11 +222,11 @@ class Forecaster(L.LightningModule):
         norm = self._context_norm(batch["context"])
         context = norm(batch["context"])
         covariates = {name: batch[name] for name in COVARIATES if name in batch}
-        static = self.hparams.cuda_graphs
+        cuda_graph = self.hparams.cuda_graph
         if not self.has_distribution:
-            return Forecast(norm.inverse(generate(self.network, context, horizon, static=static, **covariates)))
+            return Forecast(norm.inverse(generate(self.network, context, horizon, cuda_graph=cuda_graph, **covariates)))
         generator = torch.Generator(context.device).manual_seed(0)
-        paths = generate(self.network, context, horizon, self.hparams.num_samples, generator, static, **covariates)
+        paths = generate(self.network, context, horizon, self.hparams.num_samples, generator, cuda_graph, **covariates)
         samples = norm.inverse(paths.transpose(0, 1)).transpose(0, 1)  # (N, K, T, F)
         point = samples.median(dim=1).values if self.distribution.name == "quantile" else samples.mean(dim=1)
         if self.hparams.interval_calibration == "validation":
@@ -247,7 +247,7 @@ class Forecaster(L.LightningModule):
             feedback_value=self.hparams.feedback_value,
             teacher_forcing_probability=self.teacher_forcing_probability(),
             rollout_dropout=self.hparams.rollout_dropout,
-            static=self.hparams.cuda_graphs,
+            cuda_graph=self.hparams.cuda_graph,
         )
         forecast = (regimes.REGIMES[regime] if regime else self.regime).forecast(
             self.network, encoded, start, target, options
@@ -273,8 +273,8 @@ class Forecaster(L.LightningModule):
     # -- Lightning hooks ---------------------------------------------------------------------------------------
 
     def setup(self, stage: str) -> None:
-        if self.hparams.cuda_graphs and self.device.type != "cuda":
-            raise InputError(f"cuda_graphs needs a CUDA device; this run is on {self.device.type}")
+        if self.hparams.cuda_graph and self.device.type != "cuda":
+            raise InputError(f"cuda_graph needs a CUDA device; this run is on {self.device.type}")
 
     def on_train_start(self) -> None:
         # Runs with different devices or accumulation are comparable by the batch the optimizer sees. Logged
@@ -477,7 +477,7 @@ def check_network(network: nn.Module) -> None:
         )
 
 
-def check_head(network: nn.Module, distribution, cuda_graphs: bool) -> None:
+def check_head(network: nn.Module, distribution, cuda_graph: bool) -> None:
     """The network's head predicts the distribution this module trains, and can decode as it is asked to."""
     name, head = type(network).__name__, network.distribution
     if (head.name, head.n_parameters, getattr(head, "levels", None)) != (
@@ -489,8 +489,8 @@ def check_head(network: nn.Module, distribution, cuda_graphs: bool) -> None:
             f"network {name} predicts distribution={head.name} but the model trains distribution="
             f"{distribution.name}; give the network the model's distribution (and quantile_levels)"
         )
-    if cuda_graphs and not hasattr(network, "new_static_cache"):
-        raise InputError(f"cuda_graphs needs a network with new_static_cache; {name} has none")
+    if cuda_graph and not hasattr(network, "new_static_cache"):
+        raise InputError(f"cuda_graph needs a network with new_static_cache; {name} has none")
 
 
 def check_finite_weights(state: dict[str, Tensor], where: str = "") -> None:

@@ -12,17 +12,17 @@ import torch
 from torch import Tensor
 
 from project.model.decoding import encode_for_samples
-from project.model.distributions import feedback
+from project.model.distributions import value_to_feed_back
 from project.model.network import ForecastNetwork
 
-NaiveFeedback = Literal["detach", "bptt", "partial"]
+NaiveGradient = Literal["detach", "bptt", "partial"]
 
 
 def naive_free_running(
     model: ForecastNetwork,
     context: Tensor,
     target: Tensor,
-    feedback_mode: NaiveFeedback,
+    gradient: NaiveGradient,
     feedback_value: Literal["mean", "sample"] = "mean",
     generator: torch.Generator | None = None,
     **covariates: Tensor,
@@ -30,7 +30,7 @@ def naive_free_running(
     """Forecast parameters (N, T, F, n_parameters) from T full decoder passes over a growing target, with every
     graph kept alive.
 
-    ``feedback_mode`` says what is detached when a prediction is fed back:
+    ``gradient`` says what is detached when a prediction is fed back:
     ``detach`` every fed-back value; ``bptt`` nothing; ``partial`` the older positions but not the newest
     prediction, the loop as it is usually posted, whose gradient chains back through every step. Covariates are
     always the true values; only targets are fed back. One time step per token (``patch_length`` 1).
@@ -43,9 +43,9 @@ def naive_free_running(
     for j in range(horizon):
         out = model.decode(tgt, encoded)
         forecasts.append(out[:, j : j + 1])
-        newest = feedback(model.distribution, out[:, j : j + 1], feedback_value, generator)
-        newest = newest.detach() if feedback_mode == "detach" else newest
-        if feedback_mode in ("detach", "partial"):
+        newest = value_to_feed_back(model.distribution, out[:, j : j + 1], feedback_value, generator)
+        newest = newest.detach() if gradient == "detach" else newest
+        if gradient in ("detach", "partial"):
             tgt = tgt.detach()
         tgt = torch.cat([tgt[:, : j + 1], newest, tgt[:, j + 1 : horizon - 1]], dim=1)
     return torch.cat(forecasts, dim=1)
@@ -72,7 +72,7 @@ def naive_generate(
     sequence = start
     for _ in range(horizon):
         step = model.decode(sequence, encoded)[:, -1:]
-        sequence = torch.cat([sequence, feedback(model.distribution, step, value, generator)], dim=1)
+        sequence = torch.cat([sequence, value_to_feed_back(model.distribution, step, value, generator)], dim=1)
     paths = sequence[:, 1:]
     return paths if num_samples is None else paths.view(context.shape[0], num_samples, horizon, -1)
 

@@ -36,14 +36,14 @@ TeacherForcingSchedule = Literal["linear", "exponential", "inverse_sigmoid"]
 class RegimeOptions:
     """Settings a regime may read. ``rollout_dropout``: keep dropout on in the no-grad rollouts of ``detach`` and
     scheduled sampling (as in the naive training loop), or feed back the dropout-free predictions that
-    ``predict`` makes. ``generator`` draws sampled feedback and scheduled sampling's coins. ``static``: see
+    ``predict`` makes. ``generator`` draws sampled feedback and scheduled sampling's coins. ``cuda_graph``: see
     ``project.model.decoding.rollout``."""
 
     feedback_value: FeedbackValue = "mean"
     teacher_forcing_probability: float = 0.5
     rollout_dropout: bool = True
     generator: torch.Generator | None = None
-    static: bool = False  # decode the no-grad rollouts with static shapes (CUDA graphs on a GPU)
+    cuda_graph: bool = False  # decode the no-grad rollouts with static shapes (CUDA graphs on a GPU)
 
 
 def teacher_forcing(
@@ -111,16 +111,16 @@ REGIMES: dict[str, Regime] = {
 }
 
 
-def regime_name(training_mode: str, feedback: str) -> str:
-    """The registry name of a ``Forecaster``'s ``training_mode`` and ``feedback`` settings."""
-    return f"free_running_{feedback}" if training_mode == "free_running" else training_mode
+def regime_name(training_mode: str, feedback_gradient: str) -> str:
+    """The registry name of a ``Forecaster``'s ``training_mode`` and ``feedback_gradient`` settings."""
+    return f"free_running_{feedback_gradient}" if training_mode == "free_running" else training_mode
 
 
 def regime_settings(name: str) -> dict[str, str]:
     """The ``Forecaster`` settings that select the regime ``name`` (the inverse of ``regime_name``)."""
     if name.startswith("free_running_"):
-        return {"training_mode": "free_running", "feedback": name.removeprefix("free_running_")}
-    return {"training_mode": name, "feedback": "detach"}
+        return {"training_mode": "free_running", "feedback_gradient": name.removeprefix("free_running_")}
+    return {"training_mode": name, "feedback_gradient": "detach"}
 
 
 def _no_grad_rollout(
@@ -132,7 +132,7 @@ def _no_grad_rollout(
     if steps <= 0:
         return start[:, :0]
     with torch.no_grad(), _dropout(model, options.rollout_dropout):
-        return rollout(model, encoded, start, steps, options.feedback_value, options.generator, options.static)[1]
+        return rollout(model, encoded, start, steps, options.feedback_value, options.generator, options.cuda_graph)[1]
 
 
 @contextlib.contextmanager

@@ -197,3 +197,29 @@ def test_an_output_that_is_an_input_is_refused_even_with_overwrite_and_stays_as_
 def test_trials_must_be_at_least_one(tmp_path, capsys):
     assert exit_code("--config", BASE, "--logs", tmp_path, "--trials", "0") == 2
     assert last_line(capsys.readouterr().err).endswith("error: --trials must be at least 1; got 0")
+
+
+def test_the_selection_never_reads_the_test_rows(tmp_path):
+    """Two studies on data whose test rows' targets are two different random series choose the same trial with the
+    same validation losses: nothing of the test period reaches the search."""
+    import numpy as np
+
+    from project.data.synthetic import CHANNELS, synthetic_series
+
+    frame = synthetic_series(n_rows=2000)
+    test_rows = slice(int(0.8 * len(frame)), None)  # the default split's last 20%
+    space = float_space(tmp_path)
+    chosen = []
+    for seed in (1, 2):
+        data = frame.copy()
+        data.loc[data.index[test_rows], list(CHANNELS)] = np.random.default_rng(seed).normal(
+            size=(len(data.index[test_rows]), len(CHANNELS))
+        )
+        path = tmp_path / f"data_{seed}.csv"
+        data.to_csv(path, index=False)
+        logs = tmp_path / f"logs_{seed}"
+        arguments = ["--config", BASE, "--search", space, "--logs", logs, "--study", "selection", "--trials", "2"]
+        tune.main([str(a) for a in arguments] + [f"--data.source={path}", "--data.time_column=timestamp", *TINY_TRIALS])
+        study = optuna.load_study(study_name="selection", storage=f"sqlite:///{logs / 'selection.db'}")
+        chosen.append((study.best_trial.params, [trial.value for trial in study.trials]))
+    assert chosen[0] == chosen[1]
