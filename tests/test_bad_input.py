@@ -8,7 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+import yaml
 
+from project.data import WindowDataModule
+from project.errors import InputError
 from tests.helpers import BASE, SMALL_MODEL, cli, last_line, only_run, quick_fit_arguments
 from tests.test_data import frame_of_row_numbers
 
@@ -49,8 +52,7 @@ def panel(tmp: Path, change=None, *extra: str) -> list[str]:
     return data(tmp, frame, "--data.id_columns=[store]", "--data.target_columns=[c0]", *extra)
 
 
-CASES = {  # name → (arguments given the test folder and a trained checkpoint, expected message as a regex)
-    "missing file": (lambda t, c: ["--data.source=no/such.csv"], r"^error: no/such.csv: data file not found$"),
+DATA_CASES = {  # name → (data arguments given the test folder, expected message as a regex)
     "wrong suffix": (lambda t, c: [f"--data.source={__file__}"], r"expected a .csv or .parquet file; got '.py'"),
     "empty file": (lambda t, c: [f"--data.source={file(t / 'e.csv', '')}"], r"the file is empty"),
     "header only": (lambda t, c: [f"--data.source={file(t / 'h.csv', 'time,a' + chr(10))}"], r"the table has no rows"),
@@ -63,10 +65,6 @@ CASES = {  # name → (arguments given the test folder and a trained checkpoint,
     "column dropped silently": (
         lambda t, c: data(t, with_value(frame_of_row_numbers(), 7, "c1", "-")),
         r"column 'c1' is numeric except row 7 \('-'\); clean it, or name the columns to forecast in target_columns",
-    ),
-    "nan": (
-        lambda t, c: data(t, with_value(frame_of_row_numbers(), 17, "c1", np.nan)),
-        r"column 'c1' has a missing or infinite value at row 17; set fill_missing",
     ),
     "overflows float32": (
         lambda t, c: data(t, with_value(frame_of_row_numbers(), 9, "c0", 1e39)),
@@ -120,10 +118,6 @@ CASES = {  # name → (arguments given the test folder and a trained checkpoint,
         lambda t, c: data(t, None, "--data.horizon=-2"),
         r"data.horizon must be a positive integer; got -2",
     ),
-    "zero stride": (
-        lambda t, c: data(t, None, "--data.stride=0"),
-        r"^error: data.stride must be a positive integer; got 0$",
-    ),
     "date split without time column": (
         lambda t, c: [
             *data(t),
@@ -138,10 +132,6 @@ CASES = {  # name → (arguments given the test folder and a trained checkpoint,
         r"needs both val_start and test_start",
     ),
     "missing id column": (lambda t, c: panel(t, None, "--data.id_columns=[shop]"), r"column 'shop' not found"),
-    "duplicate timestamps in a series": (
-        lambda t, c: panel(t, lambda f: with_value(f, 65, "time", "2020-01-01 04:00:00")),
-        r"duplicate timestamps in series 'b'; row 65 repeats 2020-01-01 04:00:00",
-    ),
     "static covariate that varies": (
         lambda t, c: panel(t, lambda f: with_value(f, 70, "region", "west"), "--data.static_covariates=[region]"),
         r"static covariate 'region' must be constant within each series; it changes from 'south' to 'west' at row "
@@ -150,6 +140,23 @@ CASES = {  # name → (arguments given the test folder and a trained checkpoint,
     "covariate also a target": (
         lambda t, c: data(t, None, "--data.target_columns=[c0, c1]", "--data.past_covariates=[c1]"),
         r"column 'c1' is listed as target_columns and as past_covariates; give each column one role",
+    ),
+}
+# What the CLI adds: exit code 2, one line, nothing overwritten. A few data cases check that the data's own errors
+# arrive that way too; the others are raised by WindowDataModule alone and tested on it directly (faster).
+CLI_CASES = {  # name → (arguments given the test folder and a trained checkpoint, expected message as a regex)
+    "missing file": (lambda t, c: ["--data.source=no/such.csv"], r"^error: no/such.csv: data file not found$"),
+    "zero stride": (
+        lambda t, c: data(t, None, "--data.stride=0"),
+        r"^error: data.stride must be a positive integer; got 0$",
+    ),
+    "nan": (
+        lambda t, c: data(t, with_value(frame_of_row_numbers(), 17, "c1", np.nan)),
+        r"^error: .*column 'c1' has a missing or infinite value at row 17; set fill_missing",
+    ),
+    "duplicate timestamps in a series": (
+        lambda t, c: panel(t, lambda f: with_value(f, 65, "time", "2020-01-01 04:00:00")),
+        r"^error: .*duplicate timestamps in series 'b'; row 65 repeats 2020-01-01 04:00:00",
     ),
     "d_model not divisible by nhead": (
         lambda t, c: ["--model.network.init_args.d_model=30", "--model.network.init_args.nhead=4"],
@@ -220,13 +227,31 @@ def checkpoint(tmp_path_factory) -> Path:
     return only_run(log_dir) / "checkpoints" / "last.ckpt"
 
 
-def test_the_table_counts_every_case():
-    assert len(CASES) >= 35
+def test_the_tables_count_every_case():
+    assert len(DATA_CASES) + len(CLI_CASES) >= 35
 
 
-@pytest.mark.parametrize("case", CASES)
+def data_settings(arguments: list[str]) -> dict:
+    """``--data.name=value`` arguments as the WindowDataModule settings the CLI would pass (values read as YAML)."""
+    settings = {}
+    for argument in arguments:
+        name, value = argument.removeprefix("--data.").split("=", 1)
+        settings[name] = yaml.safe_load(value)
+    return settings
+
+
+@pytest.mark.parametrize("case", DATA_CASES)
+def test_bad_data_is_refused_in_one_line_by_the_datamodule(case, tmp_path):
+    arguments, message = DATA_CASES[case]
+    with pytest.raises(InputError) as refused:
+        WindowDataModule(**data_settings(arguments(tmp_path, None))).setup("fit")
+    assert "\n" not in str(refused.value)
+    assert re.search(message, str(refused.value)), str(refused.value)
+
+
+@pytest.mark.parametrize("case", CLI_CASES)
 def test_bad_input_ends_in_one_line_and_exit_code_2(case, tmp_path, checkpoint, capsys):
-    arguments, message = CASES[case]
+    arguments, message = CLI_CASES[case]
     subcommand = "validate" if "checkpoint" in case and "fit into" not in case else "fit"
     before = {path: path.stat().st_mtime_ns for path in checkpoint.parent.parent.rglob("*") if path.is_file()}
     code = cli(subcommand, "--config", BASE, *SMALL_MODEL, *arguments(tmp_path, checkpoint), "--trainer.max_steps=1")

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from project.runs import read_scalars
-from tests.helpers import SMALL_MODEL, assert_close_in_float32, only_run, quick_fit_arguments, run_cli
+from tests.helpers import BASE, SMALL_MODEL, assert_close_in_float32, only_run, quick_fit_arguments, run_cli
 
 DDP = ["--trainer.strategy=ddp", "--trainer.accelerator=cpu", "--trainer.devices=2"]
 
@@ -18,7 +18,7 @@ def test_two_processes_score_and_predict_exactly_what_one_process_does(tmp_path)
     # 999 validation windows and batches of 10: an odd count that DistributedSampler would pad with repeats.
     data = ["--data.batch_size=10", "--data.val_fraction=0.1001", "--data.test_fraction=0.1", "--data.eval_stride=1"]
     fit = quick_fit_arguments(tmp_path / "fit")
-    ok(run_cli("fit", "--config", "configs/base.yaml", *SMALL_MODEL, *data, *DDP, *fit))
+    ok(run_cli("fit", "--config", BASE, *SMALL_MODEL, *data, *DDP, *fit))
     checkpoint = only_run(tmp_path / "fit") / "checkpoints" / "last.ckpt"
     scores = {}
     for name, processes in (("ddp", DDP), ("single", ["--trainer.devices=1", "--trainer.accelerator=cpu"])):
