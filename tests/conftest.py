@@ -59,6 +59,15 @@ def relative_difference(actual: torch.Tensor, expected: torch.Tensor) -> float:
 
 
 @pytest.fixture(scope="session")
+def trained_run(tmp_path_factory) -> Path:
+    """One short CLI fit on the embedded data, tested after training: the run folder that the CLI and bad-input
+    tests read checkpoints from. Leave it as found."""
+    log_dir = tmp_path_factory.mktemp("logs")
+    assert cli("fit", "--config", BASE, *quick_fit_arguments(log_dir, steps=4)) == 0
+    return only_run(log_dir)
+
+
+@pytest.fixture(scope="session")
 def user_run(tmp_path_factory) -> tuple[Path, Path, Path]:
     """A short fit on a user's CSV named ``forecasts.csv`` (a name backtest writes), logged beside it: the folder,
     the CSV and the run's checkpoint. Shared by the guard tests of the CLI and the tools; leave the folder as found."""

@@ -12,7 +12,7 @@ import yaml
 
 from project.data import WindowDataModule
 from project.errors import InputError
-from tests.helpers import BASE, SMALL_MODEL, cli, last_line, only_run, quick_fit_arguments
+from tests.helpers import BASE, SMALL_MODEL, cli, last_line
 from tests.test_data import frame_of_row_numbers
 
 
@@ -220,11 +220,9 @@ def poisoned(checkpoint: Path, path: Path) -> Path:
     return saved(state, path)
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> Path:
-    log_dir = tmp_path_factory.mktemp("logs")
-    assert cli("fit", "--config", BASE, *SMALL_MODEL, *quick_fit_arguments(log_dir, steps=2)) == 0
-    return only_run(log_dir) / "checkpoints" / "last.ckpt"
+@pytest.fixture
+def checkpoint(trained_run) -> Path:
+    return trained_run / "checkpoints" / "last.ckpt"
 
 
 def test_the_tables_count_every_case():

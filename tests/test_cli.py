@@ -35,14 +35,6 @@ def assert_ok(result):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
-@pytest.fixture(scope="module")
-def trained_run(tmp_path_factory):
-    """One short CLI fit on the embedded data, shared by the tests that need a checkpoint."""
-    log_dir = tmp_path_factory.mktemp("logs")
-    assert cli("fit", "--config", BASE, *SMALL_MODEL, *quick_fit_arguments(log_dir, steps=4)) == 0
-    return only_run(log_dir)
-
-
 def test_the_readme_fit_command_writes_a_checkpoint_the_config_and_event_files(tmp_path):
     command = readme_command("python -m project.cli fit --config configs/base.yaml")
     assert command[:3] == ["python", "-m", "project.cli"]
