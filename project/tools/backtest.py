@@ -33,7 +33,7 @@ from project.data.windows import PanelWindows
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output_folder, write_atomically
 from project.model.network import build_network
-from project.training.metrics import central_interval, crps_from_samples
+from project.training.metrics import central_interval, crps_from_samples, symmetric_percentage_errors
 from project.training.module import Forecaster
 
 
@@ -64,9 +64,7 @@ def evaluate(module: Forecaster, windows: PanelWindows, origin: int, datamodule:
             _add(sums, "mae", error.abs().sum())
             actual, predicted = original(target), original(point)
             _add(sums, "mae_original_units", (predicted - actual).abs().sum())
-            _add(
-                sums, "smape_original_units", (2 * (predicted - actual).abs() / (actual.abs() + predicted.abs())).sum()
-            )
+            _add(sums, "smape_original_units", symmetric_percentage_errors(predicted, actual).sum())
             if forecast.samples is not None:
                 _add(sums, "crps", crps_from_samples(forecast.samples, target).sum())
                 lower, upper = central_interval(forecast.samples, module.hparams.interval)

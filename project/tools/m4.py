@@ -40,6 +40,7 @@ from project.tools.results import (
     write_table,
 )
 from project.training.baselines import repeat_last, seasonal_naive
+from project.training.metrics import symmetric_percentage_errors
 from project.training.regimes import REGIMES, regime_name, regime_settings
 
 CONFIG = Path("configs/m4_hourly.yaml")
@@ -54,7 +55,7 @@ PUBLISHED = {  # the M4 competition's hourly results (sMAPE, MASE)
 
 def smape(forecast: np.ndarray, actual: np.ndarray) -> float:
     """Symmetric MAPE in percent as the M4 competition defines it: 200 · mean |y − ŷ| / (|y| + |ŷ|)."""
-    return float(np.mean(200 * np.abs(actual - forecast) / (np.abs(actual) + np.abs(forecast))))
+    return float(symmetric_percentage_errors(torch.from_numpy(forecast), torch.from_numpy(actual)).mean())
 
 
 def mase(forecast: np.ndarray, actual: np.ndarray, insample: np.ndarray, seasonality: int) -> float:

@@ -17,7 +17,6 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from torch import Tensor, nn
 from torchmetrics import CatMetric, MeanAbsoluteError, MeanMetric, MeanSquaredError, MetricCollection
-from torchmetrics.regression import SymmetricMeanAbsolutePercentageError
 
 from project.domains import check_domains
 from project.errors import InputError, TrainingDiverged
@@ -27,7 +26,7 @@ from project.model.network import ForecastNetwork, build_network, network_spec
 from project.rules import check_settings
 from project.training import regimes
 from project.training.baselines import repeat_last, seasonal_naive
-from project.training.metrics import central_interval, crps_from_samples
+from project.training.metrics import SymmetricMAPE, central_interval, crps_from_samples
 
 TrainingMode = Literal["teacher_forcing", "free_running", "scheduled_sampling"]
 COVARIATES = ("past_covariates", "future_covariates", "static_categorical", "static_real")
@@ -174,9 +173,7 @@ class Forecaster(L.LightningModule):
         self.distribution = make_distribution(distribution, loss or "mse", huber_delta, settings["quantile_levels"])
         check_head(network, self.distribution, cuda_graph)
         self.has_distribution = distribution != "none"
-        point = MetricCollection(
-            {"mse": MeanSquaredError(), "mae": MeanAbsoluteError(), "smape": SymmetricMeanAbsolutePercentageError()}
-        )
+        point = MetricCollection({"mse": MeanSquaredError(), "mae": MeanAbsoluteError(), "smape": SymmetricMAPE()})
         self.val_metrics = point.clone(prefix="val/")
         self.test_metrics = point.clone(prefix="test/")
         self.val_original_metrics = point.clone(prefix="val/", postfix="_original_units")
