@@ -1,8 +1,12 @@
 """The CLI as a user runs it: the README's commands, checkpoints, predictions, Trainer flags, presets."""
 
 import logging
+import os
 import re
 import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -46,6 +50,22 @@ def test_the_readme_fit_command_writes_a_checkpoint_the_config_and_event_files(t
     assert (run / "config.yaml").is_file()
     assert list(run.glob("events.out.tfevents.*"))
     assert "val/loss" in read_scalars(run)
+
+
+def test_the_readme_panel_fit_then_predict_then_runs_commands_work_as_written(tmp_path):
+    """The README's next steps, in order, in a fresh folder holding the configs: the panel fit (shortened), the
+    predict command with the checkpoint path as the README spells it, and the run summary."""
+    (tmp_path / "configs").symlink_to(REPOSITORY / "configs")
+    fit = readme_command("python -m project.cli fit --config configs/base.yaml --config configs/panel.yaml")
+    assert_ok(run_cli(*fit[3:], *SMALL_MODEL, *quick_fit_arguments(Path("lightning_logs")), cwd=tmp_path))
+    predict = readme_command("python -m project.cli predict --ckpt_path")
+    assert_ok(run_cli(*predict[3:], cwd=tmp_path))
+    assert list(tmp_path.rglob("predictions.csv"))  # in the predict run's log folder
+    runs = readme_command("python -m project.runs")
+    result = subprocess.run([sys.executable, *runs[1:]], cwd=tmp_path, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPOSITORY)})  # fmt: skip
+    assert_ok(result)
+    assert "synthetic_panel" in result.stdout
 
 
 def test_test_from_a_checkpoint_restores_the_model_and_data_settings(trained_run, tmp_path):
