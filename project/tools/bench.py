@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 from torch import Tensor
+from torch.utils import benchmark
 
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
@@ -79,17 +80,13 @@ def forecast_for(regime: str, model: ForecastTransformer, src: Tensor, target: T
     return REGIMES[regime.removesuffix("_cuda_graph")].forecast(model, encoded, start, target, options)
 
 
-def median_ms(function: Callable[[], object], repeats: int, device: torch.device, warm_up: bool = True) -> float:
+def median_ms(function: Callable[[], object], repeats: int, warm_up: bool = True) -> float:
+    """Median milliseconds of ``repeats`` single calls (after one untimed call), timed by torch.utils.benchmark's
+    Timer, which synchronises CUDA around each."""
     if warm_up:
         function()  # allocator, kernels, caches
-    times = []
-    for _ in range(repeats):
-        _synchronize(device)
-        start = time.perf_counter()
-        function()
-        _synchronize(device)
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+    timer = benchmark.Timer(stmt="function()", globals={"function": function})
+    return 1000 * statistics.median(timer.timeit(1).median for _ in range(repeats))
 
 
 def benchmark_training(args: argparse.Namespace, device: torch.device) -> list[TrainingRow]:
@@ -106,7 +103,7 @@ def benchmark_training(args: argparse.Namespace, device: torch.device) -> list[T
                 measured[regime], steps[regime] = _training_step(regime, model, src, target, args, device)
         # Round-robin over the regimes, one step each per round: a drift in the machine's speed during the run (a
         # shared VM's neighbours) then weighs on every regime alike instead of on whichever was being timed.
-        for regime, step_ms in _interleaved_median_ms(steps, args.repeats, device).items():
+        for regime, step_ms in _interleaved_median_ms(steps, args.repeats).items():
             measured[regime].step_ms = step_ms
         # The naive loop goes last: when it runs out of memory, nothing it held can crowd out the other rows.
         skip = _naive_skip_reason(naive_cost, horizon, args) if naive_cost else ""
@@ -150,7 +147,7 @@ def _training_step(regime, model, src, target, args, device, time_once: bool = F
         del forecast
         model.zero_grad(set_to_none=True)
         peak = _peak_bytes(step, device)
-        step_ms = median_ms(step, 1, device, warm_up=False) if time_once else None
+        step_ms = median_ms(step, 1, warm_up=False) if time_once else None
         if not time_once:
             step()  # warm-up: allocator, kernels, caches
     except torch.OutOfMemoryError:
@@ -165,11 +162,11 @@ def _training_step(regime, model, src, target, args, device, time_once: bool = F
     return TrainingRow(horizon, regime, step_ms, None, meter.bytes / 2**20, None, peak_mb), step
 
 
-def _interleaved_median_ms(steps: dict[str, Callable[[], None] | None], repeats: int, device) -> dict[str, float]:
+def _interleaved_median_ms(steps: dict[str, Callable[[], None] | None], repeats: int) -> dict[str, float]:
     times: dict[str, list[float]] = {regime: [] for regime, step in steps.items() if step is not None}
     for _ in range(repeats):
         for regime in times:
-            times[regime].append(median_ms(steps[regime], 1, device, warm_up=False))
+            times[regime].append(median_ms(steps[regime], 1, warm_up=False))
     return {regime: statistics.median(values) for regime, values in times.items()}
 
 
@@ -184,19 +181,19 @@ def benchmark_inference(args: argparse.Namespace, device: torch.device, samples:
         for horizon in args.horizons:
             cached = lambda h=horizon: generate(model, src, h, num_samples=samples)  # noqa: E731
             naive = lambda h=horizon: naive_generate(model, src, h, num_samples=samples)  # noqa: E731
-            cached_ms = median_ms(cached, args.repeats, device)
+            cached_ms = median_ms(cached, args.repeats)
             cached_peak = _peak_bytes(cached, device)
             row = InferenceRow(horizon, cached_ms, None, None, _megabytes(cached_peak))
             if device.type == "cuda":
                 graphed = lambda h=horizon: generate(model, src, h, num_samples=samples, cuda_graph=True)  # noqa: E731
-                row.graph_ms = median_ms(graphed, args.repeats, device)
+                row.graph_ms = median_ms(graphed, args.repeats)
             expected = naive_seconds and naive_seconds[1] * (horizon / naive_seconds[0]) ** 2
             if expected and expected > args.naive_max_seconds:
                 row.note = f"skipped: ~{expected:.0f} s expected (limit --naive-max-seconds {args.naive_max_seconds:g})"
             else:
                 try:
                     row.naive_peak_mb = _megabytes(_peak_bytes(naive, device))
-                    row.naive_ms = median_ms(naive, 1 if samples else args.repeats, device, warm_up=not samples)
+                    row.naive_ms = median_ms(naive, 1 if samples else args.repeats, warm_up=not samples)
                     row.speedup = row.naive_ms / cached_ms
                     naive_seconds = (horizon, row.naive_ms / 1000)
                 except torch.OutOfMemoryError:
@@ -252,11 +249,6 @@ def _autocast(precision: str, device: torch.device):
     if precision == "32":
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16-mixed" else torch.float16)
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _empty_cache(device: torch.device) -> None:
