@@ -29,6 +29,7 @@ from project.tools.results import (
     best_checkpoint,
     best_epoch,
     clock,
+    ensemble_forecasts,
     fit_seeds,
     hardware,
     markdown_table,
@@ -116,11 +117,22 @@ def train_and_test(name: str, title: str, configs: list[Path], arguments: list[s
         runs = fit_seeds(configs, arguments, args.logs, name, args.seeds, args.jobs)
     row = _row(title, [], [], [seconds for _, seconds in runs])
     row["seeds"], row["best_epoch"] = args.seeds, [best_epoch(best_checkpoint(run)) for run, _ in runs]
+    row["runs"] = [run for run, _ in runs]
     for run, _ in runs:
         tested = read_scalars(run)
         for score in ("mse", "mae", "crps", "coverage", "width"):  # the last three: models with a distribution
             if f"test/{score}" in tested:
                 row.setdefault(score, []).append(float(tested[f"test/{score}"].iloc[-1]))
+    return row
+
+
+def ensemble_row(regime_row: dict, runs: list[Path], data: Path) -> dict:
+    """The mean of the regime's seeds' forecasts as one more row: test MSE and MAE on scaled values."""
+    forecasts = ensemble_forecasts([best_checkpoint(run) for run in runs], datamodule(data), "test")
+    error = (forecasts["point"] - forecasts["target"]) / forecasts["scale"]
+    title = f"{regime_row['model']}, mean of the {len(runs)} seeds' forecasts"
+    row = _row(title, [float(error.pow(2).mean())], [float(error.abs().mean())], [sum(regime_row["seconds"])])
+    row["members"] = len(runs)
     return row
 
 
@@ -176,6 +188,8 @@ def main(argv: list[str] | None = None) -> None:
                 settings = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
                 title = regime.replace("_", " ") + ("" if regime in SEARCHED_REGIMES else " (detach's settings)")
                 rows.append(train_and_test(regime, title, regime_configs(regime), settings + extra, args))
+                if len(args.seeds) > 1:
+                    rows.append(ensemble_row(rows[-1], rows[-1]["runs"], args.data))
             rows += [_row(f"{name} (published)", [mse], [mae]) for name, (mse, mae) in PUBLISHED.items()]
             table = markdown(rows, hardware())
         elif args.experiment == "probabilistic":

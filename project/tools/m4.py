@@ -28,6 +28,7 @@ from project.tools.results import (
     best_checkpoint,
     best_epoch,
     clock,
+    ensemble_forecasts,
     fit_seeds,
     forecast_split,
     hardware,
@@ -123,7 +124,9 @@ def train_and_score(regime: str, windows: WindowDataModule, args: argparse.Names
     settings = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
     arguments = [f"--data.source={args.data}", *settings, *extra]
     runs = fit_seeds([CONFIG], arguments, args.logs, f"m4_hourly_{regime}", args.seeds, args.jobs)
-    return score_checkpoints([best_checkpoint(run) for run, _ in runs], windows, [s for _, s in runs], args.seeds)
+    checkpoints = [best_checkpoint(run) for run, _ in runs]
+    row = score_checkpoints(checkpoints, windows, [s for _, s in runs], args.seeds)
+    return [row, ensemble_row(row, checkpoints, windows)] if len(checkpoints) > 1 else [row]
 
 
 def score_checkpoints(
@@ -151,6 +154,20 @@ def score_checkpoints(
                 row.setdefault(score, []).append(float(forecasts[score].mean()))
             state = read_checkpoint(checkpoint)["state_dict"]
             row.setdefault("interval_scale", []).append(float(state["interval_scale"]))
+    return row
+
+
+def ensemble_row(member_row: dict, checkpoints: list[Path], windows: WindowDataModule) -> dict:
+    """The mean of the seeds' point forecasts as one more row (sMAPE and MASE)."""
+    forecasts = ensemble_forecasts(checkpoints, windows, "test")
+    smape_, mase_ = scores(
+        forecasts["point"][..., 0].double().numpy(),
+        forecasts["target"][..., 0].double().numpy(),
+        insample_values(windows, forecasts["series"]),
+    )
+    title = member_row["model"].replace("(this template)", f"mean of the {len(checkpoints)} seeds' forecasts")
+    row = _row(title, smape_, mase_, [sum(member_row["seconds"])])
+    row["members"] = len(checkpoints)
     return row
 
 
@@ -207,8 +224,11 @@ def main(argv: list[str] | None = None) -> None:
         if args.ckpt_path:  # timed by the events its run logged, from training to test
             seconds = [run_seconds(c.parent.parent) for c in args.ckpt_path]
             rows.append(score_checkpoints(args.ckpt_path, windows, seconds, None))
+            if len(args.ckpt_path) > 1:
+                rows.append(ensemble_row(rows[-1], args.ckpt_path, windows))
         else:
-            rows += [train_and_score(regime, windows, args, extra) for regime in args.regimes]
+            for regime in args.regimes:
+                rows += train_and_score(regime, windows, args, extra)
         rows += [_row(f"{name} (published)", *values) for name, values in PUBLISHED.items()]
         write_table(args.output, markdown(rows, hardware()), argv)
 

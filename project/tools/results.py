@@ -115,8 +115,9 @@ def best_epoch(checkpoint: Path) -> int:
 
 def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 256) -> dict[str, torch.Tensor]:
     """The checkpoint's forecasts of every window of ``split``: ``point``, ``target`` and ``context`` in original
-    units (windows, …) and ``series`` (windows,); for a model with a distribution also, per value and on scaled
-    values, ``crps``, ``covered`` (inside the model's central ``interval``) and ``width`` (of that interval)."""
+    units (windows, …), ``series`` (windows,) and ``scale`` (windows, 1, F); for a model with a distribution also,
+    per value and on scaled values, ``crps``, ``covered`` (inside the model's central ``interval``) and ``width``
+    (of that interval)."""
     model = load_forecaster(checkpoint)
     parts: dict[str, list] = {}
     with torch.no_grad():
@@ -128,6 +129,7 @@ def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 2
                 "target": unscale(batch["target"]),
                 "context": unscale(batch["context"]),
                 "series": batch["series"],
+                "scale": batch["scale"],
             }
             if forecast.samples is not None:
                 lower, upper = central_interval(forecast.samples, model.hparams.interval)
@@ -137,6 +139,14 @@ def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 2
             for key, value in found.items():
                 parts.setdefault(key, []).append(value)
     return {key: torch.cat(values) for key, values in parts.items()}
+
+
+def ensemble_forecasts(checkpoints: list[Path], datamodule, split: str) -> dict[str, torch.Tensor]:
+    """``forecast_split`` of the mean of the checkpoints' point forecasts (an ensemble over seeds): by convexity its
+    absolute and squared errors are at most the members' mean, on any data."""
+    members = [forecast_split(checkpoint, datamodule, split) for checkpoint in checkpoints]
+    mean_point = torch.stack([member["point"] for member in members]).mean(0)
+    return {**{key: members[0][key] for key in ("target", "context", "series", "scale")}, "point": mean_point}
 
 
 def hardware() -> str:
@@ -153,16 +163,18 @@ def clock(row: dict) -> str:
         return "published"
     if not row.get("seconds"):
         return "–"
-    seconds = statistics.mean(row["seconds"])
+    seconds = statistics.mean(row["seconds"])  # an ensemble's is the sum of its members'
     text = f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
     epochs = row.get("best_epoch") or []
     return text + (f" (best epoch {', '.join(map(str, epochs))})" if epochs else "")
 
 
 def seeds_column(row: dict) -> str:
-    """How many seeds a row is over, or why it has none."""
+    """How many seeds a row is over (or ensembles), or why it has none."""
     if row["model"].endswith("(published)"):
         return "–"
+    if row.get("members"):
+        return f"{row['members']}, one ensemble"
     return str(len(row["seeds"])) if row.get("seeds") else "deterministic"
 
 

@@ -46,6 +46,8 @@ def test_etth1_script_trains_tests_and_tabulates_a_regime(etth1, in_repository, 
     assert "| teacher forcing | " in table
     assert " ± " in table
     assert "| least-squares linear map, shared across channels (measured) |" in table
+    assert "| teacher forcing, mean of the 2 seeds' forecasts | " in table
+    assert "| 2, one ensemble |" in table
     assert "| PatchTST/42 (Nie et al. 2023), look-back 336 (published) | 0.375 | 0.399 | – | published |" in table
     assert {run.name for run in tmp_path.glob("teacher_forcing_seed*")} == {
         "teacher_forcing_seed0",
