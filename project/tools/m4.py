@@ -139,7 +139,8 @@ def score_checkpoints(
     if settings["distribution"] != "none":
         name += f", {settings['distribution'].replace('_', '-')} distribution"
     row = _row(f"{name} (this template)", [], [], seconds)
-    row["seeds"], row["best_epoch"] = seeds or [], [best_epoch(checkpoint) for checkpoint in checkpoints]
+    row["seeds"] = seeds or [None] * len(checkpoints)  # checkpoints given by path: one seed each, unknown which
+    row["best_epoch"] = [best_epoch(checkpoint) for checkpoint in checkpoints]
     for checkpoint in checkpoints:
         forecasts = forecast_split(checkpoint, windows, "test")
         smape_, mase_ = scores(
