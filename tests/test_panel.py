@@ -117,6 +117,26 @@ def test_per_series_scaling_uses_each_series_training_rows_and_round_trips_throu
     np.testing.assert_array_equal(restored.scaler.scale, trained.scaler.scale)
 
 
+def test_mean_abs_scaling_divides_each_series_by_its_mean_absolute_training_value_and_round_trips():
+    frame = encoded_panel()
+    frame.loc[frame["series"] == "b", "value"] = 0.0  # only zeros: the mean absolute value of every series' rows
+    frame.loc[frame["series"] == "c", "value"] = 5.0 + 1e-9 * np.arange((frame["series"] == "c").sum())
+    trained = panel_module(frame, scaling="mean_abs")
+    trained.setup("fit")
+    training = [
+        frame[frame["series"] == name].sort_values("time")["value"].to_numpy()[: trained.split_rows[series, 0]]
+        for series, name in enumerate(LENGTHS)
+    ]
+    np.testing.assert_array_equal(trained.scaler.loc[:, 0], 0.0)
+    np.testing.assert_allclose(trained.scaler.scale[0, 0], np.abs(training[0]).mean())
+    all_rows = np.concatenate(training)
+    np.testing.assert_allclose(trained.scaler.scale[1, 0], np.abs(all_rows).mean())  # zeros: all series' value
+    np.testing.assert_allclose(trained.scaler.scale[2, 0], 5.0)  # near constant: finite, where std would be ~1e-8
+    restored = panel_module(frame.assign(value=frame["value"] * 7), scaling="mean_abs")
+    restored.load_state_dict(trained.state_dict())
+    np.testing.assert_array_equal(restored.scaler.scale, trained.scaler.scale)
+
+
 def test_series_too_short_for_a_window_are_skipped_with_one_warning():
     with pytest.warns(UserWarning, match=r"1 of 4 series have fewer than context_length \+ horizon = 7 training rows"):
         datamodule = panel_module(encoded_panel({**LENGTHS, "d": 8}))

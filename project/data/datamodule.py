@@ -74,8 +74,10 @@ class WindowDataModule(L.LightningDataModule):
         test_size: Test rows at the end of each series (e.g. the competition horizon).
         fill_missing: What to do with missing or infinite values in observed rows: ``none`` (an error naming the
             column, row and series), ``ffill`` (carry the last valid value forward) or ``interpolate``.
-        scaling: Standardisation fitted on training rows: ``per_series`` (each series by its own statistics, the
-            default with ``id_columns``), ``global`` (one set for all series, the default without) or ``none``.
+        scaling: Fitted on training rows: ``per_series`` standardisation (each series by its own mean and standard
+            deviation, the default with ``id_columns``), ``global`` (one set for all series, the default without),
+            ``mean_abs`` (each series divided by its mean absolute value, as DeepAR: finite for near-constant or
+            mostly-zero series) or ``none``.
         predict_windows: What ``predict`` forecasts: ``last`` (the future after each series' last target) or
             ``test`` (every test window, to inspect against the truth).
         synthetic_rows: Length of the embedded series, when ``source`` is empty and ``synthetic`` is ``series``.

@@ -1,4 +1,6 @@
-"""Standardisation fitted on training rows only: per series, or one set of statistics for all series.
+"""Scaling fitted on training rows only: standardisation per series or with one set of statistics for all series,
+or, per series, division by the mean absolute value (DeepAR's and GluonTS's mean scaling), which stays finite for
+series that are near constant or mostly zero in their training rows.
 
 The statistics travel in every checkpoint (``state_dict``), keyed by series id, so that ``validate``, ``test`` and
 ``predict`` scale exactly as training did, on the same data or on new data with the same series.
@@ -14,7 +16,8 @@ import numpy as np
 
 from project.data.panel import Panel
 
-Scaling = Literal["per_series", "global", "none"]
+Scaling = Literal["per_series", "global", "mean_abs", "none"]
+PER_SERIES: tuple[Scaling, ...] = ("per_series", "mean_abs")  # modes whose statistics are kept per series id
 
 
 @dataclass
@@ -39,13 +42,14 @@ class Scaler:
         """
         columns = panel.roles.scaled_columns
         means, squared_deviations = np.zeros((panel.n_series, columns)), np.zeros((panel.n_series, columns))
-        counts = np.zeros(panel.n_series)
+        absolute_means, counts = np.zeros((panel.n_series, columns)), np.zeros(panel.n_series)
         for series in range(panel.n_series):
             start = int(panel.series_start[series])
             block = np.asarray(panel.values[start : start + int(train_rows[series]), :columns], dtype=np.float64)
             if len(block):
                 means[series] = block.mean(0)
                 squared_deviations[series] = ((block - means[series]) ** 2).sum(0)
+                absolute_means[series] = np.abs(block).mean(0)
             counts[series] = len(block)
         # All series' training rows together, combined from the per-series sums (Chan et al.'s parallel variance).
         total = max(1.0, counts.sum())
@@ -56,6 +60,12 @@ class Scaler:
             loc, scale = np.zeros((panel.n_series, columns)), np.ones((panel.n_series, columns))
         elif mode == "global":
             loc, scale = np.tile(overall_mean, (panel.n_series, 1)), np.tile(overall_std, (panel.n_series, 1))
+        elif mode == "mean_abs":
+            # A series without training rows, or with only zeros there, takes all series' mean absolute value.
+            overall_absolute = (counts[:, None] * absolute_means).sum(0) / total
+            overall_absolute = np.where(overall_absolute > 0, overall_absolute, 1.0)
+            usable = (counts[:, None] >= 1) & (absolute_means > 0)
+            loc, scale = np.zeros((panel.n_series, columns)), np.where(usable, absolute_means, overall_absolute)
         else:
             enough = counts[:, None] >= 2
             loc = np.where(enough, means, overall_mean)
@@ -74,7 +84,7 @@ class Scaler:
             "static_loc": self.static_loc.tolist(),
             "static_scale": self.static_scale.tolist(),
         }
-        if self.mode == "per_series":
+        if self.mode in PER_SERIES:
             state["series"] = [series_key(panel, s) for s in range(panel.n_series)]
             state["loc"], state["scale"] = self.loc.tolist(), self.scale.tolist()
         else:
@@ -89,11 +99,11 @@ class Scaler:
         """
         loc, scale = np.asarray(state["loc"], dtype=np.float64), np.asarray(state["scale"], dtype=np.float64)
         static = (np.asarray(state["static_loc"]), np.asarray(state["static_scale"]))
-        if state["mode"] != "per_series":
+        if state["mode"] not in PER_SERIES:
             return cls(state["mode"], np.tile(loc, (panel.n_series, 1)), np.tile(scale, (panel.n_series, 1)), *static)
         row_of = {key: row for row, key in enumerate(state["series"])}
         rows = np.array([row_of.get(series_key(panel, s), -1) for s in range(panel.n_series)])
-        own = cls.fit(panel, train_rows, "per_series")
+        own = cls.fit(panel, train_rows, state["mode"])
         unseen = rows < 0
         if unseen.any():
             warnings.warn(
@@ -103,7 +113,7 @@ class Scaler:
             )
         loc = np.where(unseen[:, None], own.loc, loc[np.maximum(rows, 0)])
         scale = np.where(unseen[:, None], own.scale, scale[np.maximum(rows, 0)])
-        return cls("per_series", loc, scale, *static)
+        return cls(state["mode"], loc, scale, *static)
 
 
 def series_key(panel: Panel, series: int) -> str:
