@@ -411,7 +411,8 @@ class Forecaster(L.LightningModule):
     def _compare_with_naive(self, split: str) -> None:
         """Print the model's MAE beside the naive forecasts' (original units, same windows), and one warning line
         when the model is worse than any of them."""
-        print(naive_comparison(split, self.trainer.callback_metrics, self.hparams.season), file=sys.stderr)
+        if f"{split}/mae_original_units" in self.trainer.callback_metrics:  # not when no batch was evaluated
+            print(naive_comparison(split, self.trainer.callback_metrics, self.hparams.season), file=sys.stderr)
 
     def _needed_scale(self, point: Tensor, lower: Tensor, upper: Tensor, target: Tensor) -> Tensor:
         """Per target value, the interval scale at which the calibrated central interval just covers it."""
