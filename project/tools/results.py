@@ -2,7 +2,7 @@
 a user would (one run per seed, several at once with ``jobs``), finding a run's best checkpoint, timing it,
 evaluating it on a split, and writing a Markdown table stamped with the command, the commit and the machine.
 
-    python -m project.tools.results docs/results.md   # copy every results table the page names into it
+    python -m project.tools.results docs/results.md --overwrite   # copy every results table the page names into it
 
 A page names a table with a line ``<!-- results/NAME.md -->``; the table follows, up to ``<!-- end -->``.
 """
@@ -29,7 +29,8 @@ from torch.utils.data import DataLoader
 
 from project.checkpoints import load_forecaster, read_checkpoint
 from project.data import WindowDataModule
-from project.files import write_atomically
+from project.errors import InputError, reported_in_one_line
+from project.files import check_output, write_atomically
 from project.runs import find_runs
 from project.training.metrics import central_interval, crps_from_samples
 
@@ -205,6 +206,7 @@ def write_table(path: Path, table: str, argv: list[str] | None = None) -> None:
 
 
 TABLE_BLOCK = re.compile(r"(<!-- (results/[\w./-]+\.md) -->\n)(.*?)(<!-- end -->)", re.DOTALL)
+TABLE_BLOCK_NAMES = re.compile(r"<!-- (results/[\w./-]+\.md) -->")
 
 
 def with_tables(page: str, root: Path) -> str:
@@ -215,11 +217,18 @@ def with_tables(page: str, root: Path) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m project.tools.results", description=__doc__.split("\n")[0])
     parser.add_argument("pages", type=Path, nargs="+", help="Markdown pages whose results tables to refresh")
+    parser.add_argument("--overwrite", action="store_true", help="rewrite a page whose tables differ from results/")
     args = parser.parse_args(argv)
-    for page in args.pages:
-        text = page.read_text()
-        refreshed = with_tables(text, Path.cwd())
-        if refreshed != text:
+    with reported_in_one_line():
+        for page in args.pages:
+            if not page.is_file():
+                raise InputError(f"{page}: page not found")
+            text = page.read_text()
+            refreshed = with_tables(text, Path.cwd())
+            if refreshed == text:
+                continue
+            tables = [Path(name) for name in TABLE_BLOCK_NAMES.findall(text)]
+            check_output(page, inputs=tables, overwrite=args.overwrite)  # only the table blocks change
             write_atomically(page, lambda temporary, r=refreshed: temporary.write_text(r))
             print(f"Refreshed the tables of {page}")
 

@@ -2,6 +2,7 @@
 
 import re
 
+import pytest
 import torch
 from torch.utils.data import TensorDataset
 
@@ -49,6 +50,21 @@ def test_every_table_in_the_docs_is_its_results_file_as_written():
         text = page.read_text()
         named += len(results.TABLE_BLOCK.findall(text))
         assert results.with_tables(text, REPOSITORY) == text, (
-            f"{page.name}: run python -m project.tools.results {page.name}"
+            f"{page.name}: run python -m project.tools.results {page.name} --overwrite"
         )
     assert named >= 2
+
+
+def test_refreshing_a_page_needs_overwrite_and_changes_only_its_table_blocks(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "a.md").write_text("| new |\n")
+    page = tmp_path / "page.md"
+    page.write_text("intro\n<!-- results/a.md -->\n| old |\n<!-- end -->\n")
+    with pytest.raises(SystemExit) as refused:
+        results.main([str(page)])
+    assert refused.value.code == 2
+    assert "pass --overwrite" in capsys.readouterr().err
+    assert "| old |" in page.read_text()
+    results.main([str(page), "--overwrite"])
+    assert page.read_text() == "intro\n<!-- results/a.md -->\n| new |\n<!-- end -->\n"
