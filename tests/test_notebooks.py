@@ -43,7 +43,7 @@ def test_the_quickstart_notebook_trains_tests_and_forecasts(tmp_path, monkeypatc
     monkeypatch.setenv("QUICKSTART_MAX_STEPS", "5")
     monkeypatch.setenv("QUICKSTART_LOG_DIR", str(tmp_path))
     output = printed(execute("quickstart.ipynb"))
-    assert re.search(r"free-running test MSE \d+\.\d+  vs  repeat-last \d+\.\d+", output)
+    assert re.search(r"free-running test MAE \d+\.\d+  vs  repeat-last \d+\.\d+", output)
     assert "timestamps: ['2025-02-20 16:00'" in output
     assert (tmp_path / "quickstart").is_dir()
 
