@@ -26,6 +26,20 @@ def _changed(settings: dict, defaults: dict, *names: str) -> list[str]:
     return [name for name in names if settings[name] != defaults[name]]
 
 
+def _only_with(setting: str, value: str, *names: str, verb: str = "apply") -> Rule:
+    """The rule that options ``names`` mean something only with ``setting: value``: set to anything but their
+    defaults under another value, they are refused, the error naming those that were set."""
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return Rule(
+        f"{listed} {verb} to {setting}: {value}",
+        lambda s, d: (
+            None
+            if s[setting] == value or not (changed := _changed(s, d, *names))
+            else f"{', '.join(changed)} {verb} to {setting}={value}; got {setting}={s[setting]}"
+        ),
+    )
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "context_length and horizon are multiples of the network's patch_length",
@@ -115,31 +129,10 @@ RULES: tuple[Rule, ...] = (
             "--model.loss=null (a preset may set it)"
         ),
     ),
-    Rule(
-        "huber_delta applies to loss: huber",
-        lambda s, d: (
-            None
-            if s["loss"] == "huber" or not _changed(s, d, "huber_delta")
-            else f"huber_delta applies to loss=huber; got loss={s['loss']}"
-        ),
-    ),
-    Rule(
-        "quantile_levels apply to distribution: quantile",
-        lambda s, d: (
-            None
-            if s["distribution"] == "quantile" or not _changed(s, d, "quantile_levels")
-            else f"quantile_levels apply to distribution=quantile; got distribution={s['distribution']}"
-        ),
-    ),
-    Rule(
-        "teacher_forcing_schedule, schedule_steps and min_teacher_forcing apply to training_mode: scheduled_sampling",
-        lambda s, d: (
-            None
-            if s["training_mode"] == "scheduled_sampling"
-            or not (changed := _changed(s, d, "teacher_forcing_schedule", "schedule_steps", "min_teacher_forcing"))
-            else f"{', '.join(changed)} apply to training_mode=scheduled_sampling; got "
-            f"training_mode={s['training_mode']}"
-        ),
+    _only_with("loss", "huber", "huber_delta", verb="applies"),
+    _only_with("distribution", "quantile", "quantile_levels"),
+    _only_with(
+        "training_mode", "scheduled_sampling", "teacher_forcing_schedule", "schedule_steps", "min_teacher_forcing"
     ),
     Rule(
         "horizon and predict_horizon are at most max_horizon",
