@@ -29,10 +29,11 @@ from project.tools.results import (
     best_checkpoint,
     best_epoch,
     clock,
-    ensemble_forecasts,
     fit_seeds,
+    forecast_split,
     hardware,
     markdown_table,
+    mean_forecast,
     mean_std,
     preset_datamodule,
     seed_runs,
@@ -126,9 +127,10 @@ def train_and_test(name: str, title: str, configs: list[Path], arguments: list[s
     return row
 
 
-def ensemble_row(regime_row: dict, runs: list[Path], data: Path) -> dict:
+def ensemble_row(regime_row: dict, data: Path) -> dict:
     """The mean of the regime's seeds' forecasts as one more row: test MSE and MAE on scaled values."""
-    forecasts = ensemble_forecasts([best_checkpoint(run) for run in runs], datamodule(data), "test")
+    runs, windows = regime_row["runs"], datamodule(data)
+    forecasts = mean_forecast([forecast_split(best_checkpoint(run), windows, "test") for run in runs])
     error = (forecasts["point"] - forecasts["target"]) / forecasts["scale"]
     title = f"{regime_row['model']}, mean of the {len(runs)} seeds' forecasts"
     row = _row(title, [float(error.pow(2).mean())], [float(error.abs().mean())], [sum(regime_row["seconds"])])
@@ -189,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
                 title = regime.replace("_", " ") + ("" if regime in SEARCHED_REGIMES else " (detach's settings)")
                 rows.append(train_and_test(regime, title, regime_configs(regime), settings + extra, args))
                 if len(args.seeds) > 1:
-                    rows.append(ensemble_row(rows[-1], rows[-1]["runs"], args.data))
+                    rows.append(ensemble_row(rows[-1], args.data))
             rows += [_row(f"{name} (published)", [mse], [mae]) for name, (mse, mae) in PUBLISHED.items()]
             table = markdown(rows, hardware())
         elif args.experiment == "probabilistic":

@@ -28,11 +28,11 @@ from project.tools.results import (
     best_checkpoint,
     best_epoch,
     clock,
-    ensemble_forecasts,
     fit_seeds,
     forecast_split,
     hardware,
     markdown_table,
+    mean_forecast,
     mean_std,
     preset_datamodule,
     run_seconds,
@@ -119,21 +119,21 @@ def measure_baselines(windows: WindowDataModule) -> list[dict]:
     return rows
 
 
-def train_and_score(regime: str, windows: WindowDataModule, args: argparse.Namespace, extra: list[str]) -> dict:
-    """One row: the regime trained once per seed, each best checkpoint scored on the test windows."""
+def train_and_score(regime: str, windows: WindowDataModule, args: argparse.Namespace, extra: list[str]) -> list[dict]:
+    """The regime trained once per seed, each best checkpoint scored on the test windows (one row over seeds), and
+    with several seeds the mean of their forecasts (a second row)."""
     settings = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
     arguments = [f"--data.source={args.data}", *settings, *extra]
     runs = fit_seeds([CONFIG], arguments, args.logs, f"m4_hourly_{regime}", args.seeds, args.jobs)
-    checkpoints = [best_checkpoint(run) for run, _ in runs]
-    row = score_checkpoints(checkpoints, windows, [s for _, s in runs], args.seeds)
-    return [row, ensemble_row(row, checkpoints, windows)] if len(checkpoints) > 1 else [row]
+    return score_checkpoints([best_checkpoint(run) for run, _ in runs], windows, [s for _, s in runs], args.seeds)
 
 
 def score_checkpoints(
     checkpoints: list[Path], windows: WindowDataModule, seconds: list[float], seeds: list[int] | None
-) -> dict:
+) -> list[dict]:
     """sMAPE and MASE (and, with a distribution, CRPS, coverage, width and the interval scale calibrated on
-    validation) of checkpoints of one configuration on the test windows: one row, over the checkpoints."""
+    validation) of checkpoints of one configuration on the test windows: one row, over the checkpoints, and with
+    several checkpoints a second row for the mean of their forecasts (each checkpoint forecasts once)."""
     settings = read_checkpoint(checkpoints[0])["hyper_parameters"]
     name = regime_name(settings["training_mode"], settings["feedback_gradient"]).replace("_", " ")
     if settings["distribution"] != "none":
@@ -141,13 +141,9 @@ def score_checkpoints(
     row = _row(f"{name} (this template)", [], [], seconds)
     row["seeds"] = seeds or [None] * len(checkpoints)  # checkpoints given by path: one seed each, unknown which
     row["best_epoch"] = [best_epoch(checkpoint) for checkpoint in checkpoints]
-    for checkpoint in checkpoints:
-        forecasts = forecast_split(checkpoint, windows, "test")
-        smape_, mase_ = scores(
-            forecasts["point"][..., 0].double().numpy(),
-            forecasts["target"][..., 0].double().numpy(),
-            insample_values(windows, forecasts["series"]),
-        )
+    members = [forecast_split(checkpoint, windows, "test") for checkpoint in checkpoints]
+    for checkpoint, forecasts in zip(checkpoints, members):
+        smape_, mase_ = forecast_scores(forecasts, windows)
         row["smape"].append(smape_)
         row["mase"].append(mase_)
         if "crps" in forecasts:
@@ -155,21 +151,21 @@ def score_checkpoints(
                 row.setdefault(score, []).append(float(forecasts[score].mean()))
             state = read_checkpoint(checkpoint)["state_dict"]
             row.setdefault("interval_scale", []).append(float(state["interval_scale"]))
-    return row
+    if len(members) == 1:
+        return [row]
+    title = f"{name}, mean of the {len(members)} seeds' forecasts"
+    ensemble = _row(title, *forecast_scores(mean_forecast(members), windows), [sum(seconds)])
+    ensemble["members"] = len(members)
+    return [row, ensemble]
 
 
-def ensemble_row(member_row: dict, checkpoints: list[Path], windows: WindowDataModule) -> dict:
-    """The mean of the seeds' point forecasts as one more row (sMAPE and MASE)."""
-    forecasts = ensemble_forecasts(checkpoints, windows, "test")
-    smape_, mase_ = scores(
+def forecast_scores(forecasts: dict, windows: WindowDataModule) -> tuple[float, float]:
+    """M4's sMAPE and MASE of ``forecast_split``'s forecasts (original units), averaged over the series."""
+    return scores(
         forecasts["point"][..., 0].double().numpy(),
         forecasts["target"][..., 0].double().numpy(),
         insample_values(windows, forecasts["series"]),
     )
-    title = member_row["model"].replace("(this template)", f"mean of the {len(checkpoints)} seeds' forecasts")
-    row = _row(title, smape_, mase_, [sum(member_row["seconds"])])
-    row["members"] = len(checkpoints)
-    return row
 
 
 def markdown(rows: list[dict], hardware_name: str) -> str:
@@ -224,9 +220,7 @@ def main(argv: list[str] | None = None) -> None:
         rows = measure_baselines(windows)
         if args.ckpt_path:  # timed by the events its run logged, from training to test
             seconds = [run_seconds(c.parent.parent) for c in args.ckpt_path]
-            rows.append(score_checkpoints(args.ckpt_path, windows, seconds, None))
-            if len(args.ckpt_path) > 1:
-                rows.append(ensemble_row(rows[-1], args.ckpt_path, windows))
+            rows += score_checkpoints(args.ckpt_path, windows, seconds, None)
         else:
             for regime in args.regimes:
                 rows += train_and_score(regime, windows, args, extra)

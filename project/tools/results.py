@@ -37,16 +37,19 @@ from project.training.metrics import central_interval, crps_from_samples
 BASE_CONFIG = Path("configs/base.yaml")
 
 
-def fit(configs: list[Path], arguments: list[str], logs: Path, name: str) -> tuple[Path, float]:
-    """``python -m project.cli fit`` with ``configs`` stacked on base.yaml, logged as ``logs/name``; the run's folder
-    and its wall-clock seconds (training and the test that follows)."""
+def fit(
+    configs: list[Path], arguments: list[str], logs: Path, name: str, threads: int | None = None
+) -> tuple[Path, float]:
+    """``python -m project.cli fit`` with ``configs`` stacked on base.yaml, logged as ``logs/name``, with ``threads``
+    CPU threads when given; the run's folder and its wall-clock seconds (training and the test that follows)."""
     command = ["fit", "--config", str(BASE_CONFIG)]
     for config in configs:
         command += ["--config", str(config)]
     command += [f"--trainer.logger.init_args.save_dir={logs}", f"--trainer.logger.init_args.name={name}", *arguments]
     started = time.perf_counter()
     print("$ python -m project.cli", " ".join(command), flush=True)
-    subprocess.run([sys.executable, "-m", "project.cli", *command], check=True)
+    environment = {**os.environ, "OMP_NUM_THREADS": str(threads)} if threads else None  # read by the fit's torch
+    subprocess.run([sys.executable, "-m", "project.cli", *command], check=True, env=environment)
     return find_runs(logs / name)[-1], time.perf_counter() - started
 
 
@@ -55,11 +58,10 @@ def fit_seeds(
 ) -> list[tuple[Path, float]]:
     """``fit`` once per seed (``--seed_everything``), logged as ``logs/name_seedN``; ``jobs`` runs at a time, each
     with its share of the CPU's threads unless ``OMP_NUM_THREADS`` says otherwise."""
-    if jobs > 1 and "OMP_NUM_THREADS" not in os.environ:
-        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))  # read by each fit's torch
+    threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 and "OMP_NUM_THREADS" not in os.environ else None
 
     def one(seed: int) -> tuple[Path, float]:
-        return fit(configs, [*arguments, f"--seed_everything={seed}"], logs, f"{name}_seed{seed}")
+        return fit(configs, [*arguments, f"--seed_everything={seed}"], logs, f"{name}_seed{seed}", threads)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         return list(pool.map(one, seeds))
@@ -142,10 +144,10 @@ def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 2
     return {key: torch.cat(values) for key, values in parts.items()}
 
 
-def ensemble_forecasts(checkpoints: list[Path], datamodule, split: str) -> dict[str, torch.Tensor]:
-    """``forecast_split`` of the mean of the checkpoints' point forecasts (an ensemble over seeds): by convexity its
-    absolute and squared errors are at most the members' mean, on any data."""
-    members = [forecast_split(checkpoint, datamodule, split) for checkpoint in checkpoints]
+def mean_forecast(members: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The ``forecast_split`` results of several checkpoints on the same windows, as one forecast: the mean of their
+    point forecasts (an ensemble over seeds; by convexity its absolute and squared errors are at most the members'
+    mean, on any data)."""
     mean_point = torch.stack([member["point"] for member in members]).mean(0)
     return {**{key: members[0][key] for key in ("target", "context", "series", "scale")}, "point": mean_point}
 
@@ -206,7 +208,6 @@ def write_table(path: Path, table: str, argv: list[str] | None = None) -> None:
 
 
 TABLE_BLOCK = re.compile(r"(<!-- (results/[\w./-]+\.md) -->\n)(.*?)(<!-- end -->)", re.DOTALL)
-TABLE_BLOCK_NAMES = re.compile(r"<!-- (results/[\w./-]+\.md) -->")
 
 
 def with_tables(page: str, root: Path) -> str:
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
             refreshed = with_tables(text, Path.cwd())
             if refreshed == text:
                 continue
-            tables = [Path(name) for name in TABLE_BLOCK_NAMES.findall(text)]
+            tables = [Path(block[2]) for block in TABLE_BLOCK.finditer(text)]
             check_output(page, inputs=tables, overwrite=args.overwrite)  # only the table blocks change
             write_atomically(page, lambda temporary, r=refreshed: temporary.write_text(r))
             print(f"Refreshed the tables of {page}")
