@@ -12,7 +12,7 @@ import torch
 
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
-from project.model.network import build_network
+from project.model.network import build_network, imported_class
 from project.training.module import Forecaster, check_finite_weights
 
 
@@ -26,7 +26,8 @@ def read_checkpoint(path: str | Path) -> dict:
 
 
 def load_forecaster(path: str | Path) -> Forecaster:
-    """The ``Forecaster`` of the checkpoint at ``path`` (read by ``read_checkpoint``), on the CPU, in eval mode."""
+    """The ``Forecaster`` (or the subclass it was trained as) of the checkpoint at ``path``, read by
+    ``read_checkpoint``, on the CPU, in eval mode."""
     return load_checkpoint(path)[1]
 
 
@@ -54,14 +55,20 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
             "hyper_parameters)"
         )
     settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
-    unknown = sorted(set(settings) - set(inspect.signature(Forecaster.__init__).parameters))
+    model_class = recorded_class(checkpoint["hyper_parameters"], Forecaster, path)
+    recorded_class(checkpoint.get("datamodule_hyper_parameters", {}), WindowDataModule, path)  # refused here, not later
+    unknown = sorted(set(settings) - init_arguments(model_class))
     if unknown:
-        raise InputError(f"{path}: written for another model; its settings {', '.join(unknown)} are not Forecaster's")
+        raise InputError(
+            f"{path}: written for another model; its settings {', '.join(unknown)} are not {model_class.__name__}'s"
+        )
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
     try:
-        module = Forecaster(**{**settings, "network": build_network(settings.get("network"), f"{path}: ")})
+        module = model_class(**{**settings, "network": build_network(settings.get("network"), f"{path}: ")})
     except (InputError, TypeError, ValueError) as error:
-        raise InputError(f"{path}: its settings do not build a Forecaster ({str(error).splitlines()[0]})") from None
+        raise InputError(
+            f"{path}: its settings do not build a {model_class.__name__} ({str(error).splitlines()[0]})"
+        ) from None
     state = dict(checkpoint["state_dict"])
     module.on_load_checkpoint({"state_dict": state})
     try:
@@ -74,14 +81,41 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
     return checkpoint, module.eval()
 
 
+def init_arguments(cls: type) -> set[str]:
+    """The argument names ``cls(...)`` takes, also through a subclass's ``**kwargs`` passed on to its parents."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        parameters = inspect.signature(klass.__init__).parameters.values()
+        names |= {p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            break
+    return names - {"self"}
+
+
+def recorded_class(hyper_parameters: dict, base: type, path: str | Path) -> type:
+    """The class a checkpoint was trained with (LightningCLI records it as ``_class_path``), ``base`` when it records
+    none; imported by name like a config's class_path, and refused unless it is ``base`` or a subclass of it."""
+    class_path = hyper_parameters.get("_class_path")
+    if class_path is None:
+        return base
+    recorded = imported_class(class_path) if isinstance(class_path, str) else None
+    if recorded is None:
+        raise InputError(f"{path}: its class {class_path} cannot be imported; put its module on PYTHONPATH")
+    if not (isinstance(recorded, type) and issubclass(recorded, base)):
+        raise InputError(f"{path}: its class {class_path} is not a {base.__name__} subclass")
+    return recorded
+
+
 def datamodule_from_checkpoint(checkpoint: dict, path: str | Path, overrides: dict | None = None) -> WindowDataModule:
-    """The data module with the checkpoint's data settings (its source included) and scaling, ``overrides`` aside."""
-    settings = {k: v for k, v in checkpoint.get("datamodule_hyper_parameters", {}).items() if not k.startswith("_")}
+    """The data module (the class it was trained with) with the checkpoint's data settings, its source included,
+    and scaling, ``overrides`` aside."""
+    trained = checkpoint.get("datamodule_hyper_parameters", {})
+    settings = {k: v for k, v in trained.items() if not k.startswith("_")}
     settings.update(overrides or {})
     state = checkpoint.get(WindowDataModule.__qualname__, {})
     if state.get("from_dataframe") and settings.get("source") is None:
         raise InputError(f"{path}: the checkpoint was trained on a DataFrame, which it does not store; pass the data")
-    datamodule = WindowDataModule(**settings)
+    datamodule = recorded_class(trained, WindowDataModule, path)(**settings)
     if state:
         datamodule.load_state_dict(state)
     return datamodule

@@ -1,13 +1,15 @@
 """Command line: ``python -m project.cli {fit,validate,test,predict} --config configs/base.yaml``.
 
-LightningCLI builds the Trainer, ``Forecaster`` and ``WindowDataModule`` from the configs; this file only wires
-them: values the data decides are linked into the model, the default callbacks are added (and left out when the
-Trainer flag that needs them is off), a checkpoint is checked before anything loads it and compared with what the
-user set, the run is named after its data, and every problem ends in one line and a non-zero exit code.
+LightningCLI builds the Trainer, the model (``Forecaster``, or the subclass ``--model`` names) and the data
+(``WindowDataModule``, or the subclass ``--data`` names) from the configs; this file only wires them: values the
+data decides are linked into the model, the default callbacks are added (and left out when the Trainer flag that
+needs them is off), a checkpoint is checked before anything loads it and compared with what the user set, the run is
+named after its data, and every problem ends in one line and a non-zero exit code.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -32,7 +34,15 @@ from project.training.module import Forecaster
 # class receives those of its __init__ arguments that have these names (jsonargparse skips the others).
 LINKED_FROM_DATA = ("n_targets", "n_past_covariates", "n_future_covariates", "static_cardinalities", "n_static_reals")
 LINKED_SETTINGS = ("context_length", "horizon", "predict_horizon")
-NETWORK = "model.network.init_args"
+MODEL, DATA = "model.init_args", "data.init_args"  # subclass mode: a class_path, and its arguments under init_args
+NETWORK = f"{MODEL}.network.init_args"
+DEFAULT_CLASSES = {
+    "model": {
+        "class_path": "project.training.module.Forecaster",
+        "init_args": {"network": {"class_path": "project.model.ForecastTransformer"}},
+    },
+    "data": {"class_path": "project.data.WindowDataModule"},
+}
 # Settings a checkpoint may be used with at other values: they choose what is forecast (or compared with), not
 # what was learned.
 FREE_AFTER_TRAINING = ("predict_horizon", "max_horizon", "num_samples", "prediction_quantiles", "season")
@@ -45,6 +55,47 @@ SHAPING_DATA_SETTINGS = (
     "context_length", "horizon",
 )  # fmt: skip
 EXIT_SIGTERM = 143  # 143 = 128 + SIGTERM, what schedulers expect of a terminated job
+
+
+class ForecastArgumentParser(LightningArgumentParser):
+    """LightningCLI's parser, with a bad model or data option reported as that option (see ``readable_error``)."""
+
+    def error(self, message: str, ex: Exception | None = None):
+        super().error(readable_error(message), ex)
+
+
+def readable_error(message: str) -> str:
+    """jsonargparse's message for a bad option of the model or the data, as the option and what was expected.
+
+    In subclass mode jsonargparse reports the whole ``model`` (or ``data``) as matching none of ``Forecaster | None``
+    and lists both attempts; the user needs only the first: ``Parser key "model.training_mode": Expected …``."""
+    head = re.match(r'Parser key "(model|data)":', message)
+    if head is None or "Does not validate against any of the Union subtypes" not in message:
+        return message
+    section, given = head.group(1), re.search(r"Given value: (.*)$", message)
+    errors: list[list[str]] = []
+    for line in message.partition("Errors:")[2].partition("\n  Given value type:")[0].splitlines():
+        if line.startswith("    - "):
+            errors.append([line[6:].strip()])
+        elif errors and line.strip():
+            errors[-1].append(line.strip())
+    errors = [error for error in errors if error != ["Expected a <class 'NoneType'>"]]
+    if not errors:
+        return message
+    first, *rest = errors[0]
+    problem = re.match(r"Problem with given class_path '([^']+)':", first)
+    if problem is None:
+        return f'Parser key "{section}": {given.group(1) if given else ""}: {" ".join([first, *rest])}'
+    if rest and rest[0].startswith('Parser key "'):
+        lines = [rest[0].replace('Parser key "', f'Parser key "{section}.', 1), *rest[1:]]
+        while (
+            len(lines) >= 3
+            and lines[1].startswith("Problem with given class_path")
+            and (inner := re.match(r'Parser key "(.+)":', lines[2]))
+        ):  # an error inside the network: named as a config names it, model.network.init_args.d_model
+            lines = [lines[0].removesuffix('":') + f'.init_args.{inner.group(1)}":', *lines[3:]]
+        return "\n  ".join(lines)
+    return f'Parser key "{section}": {" ".join(rest)} ({problem.group(1)})'
 
 
 class RunConfig(SaveConfigCallback):
@@ -67,20 +118,23 @@ class ForecastCLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.epilog = describe_rules()  # the end of `fit --help`: every option rule, from the one list
-        # The transformer unless a config names another network: `predict --ckpt_path X` alone parses, and then
-        # LightningCLI replaces the network with the checkpoint's class and arguments.
-        parser.set_defaults({"model.network": {"class_path": "project.model.ForecastTransformer"}})
-        for name in LINKED_FROM_DATA:
+        # Forecaster, WindowDataModule and the transformer unless a config names other classes, so that configs set
+        # `model.learning_rate` without a class_path, and `predict --ckpt_path X` alone parses (LightningCLI then
+        # replaces the model with the checkpoint's class and arguments).
+        parser.set_defaults(DEFAULT_CLASSES)
+        for name in LINKED_FROM_DATA:  # attributes of the data module, once it has read the data
             parser.link_arguments(f"data.{name}", f"{NETWORK}.{name}", apply_on="instantiate")
         for name in LINKED_SETTINGS:
-            parser.link_arguments(f"data.{name}", f"model.{name}")
+            parser.link_arguments(f"{DATA}.{name}", f"{MODEL}.{name}")
         # The head predicts what the model trains; the positional encoding covers the longest sequence asked of it.
-        parser.link_arguments("model.distribution", f"{NETWORK}.distribution")
+        parser.link_arguments(f"{MODEL}.distribution", f"{NETWORK}.distribution")
         parser.link_arguments(
-            "model.quantile_levels", f"{NETWORK}.quantile_levels", compute_fn=lambda levels: levels or [0.1, 0.5, 0.9]
+            f"{MODEL}.quantile_levels",
+            f"{NETWORK}.quantile_levels",
+            compute_fn=lambda levels: levels or [0.1, 0.5, 0.9],
         )
         parser.link_arguments(
-            ("data.context_length", "data.horizon", "model.max_horizon"),
+            (f"{DATA}.context_length", f"{DATA}.horizon", f"{MODEL}.max_horizon"),
             f"{NETWORK}.max_length",
             compute_fn=lambda context, horizon, longest: max(context, longest or 4 * horizon),
         )
@@ -129,24 +183,31 @@ class ForecastCLI(LightningCLI):
         if config.get("ckpt_path"):
             checkpoint = self.checkpoint = read_checkpoint(config.ckpt_path)
             check_checkpoint_matches(config.ckpt_path, checkpoint, self.explicit)
-            for name, value in checkpoint.get("datamodule_hyper_parameters", {}).items():
-                if name in config.data and name not in self.explicit.get("data", {}):
-                    config.data[name] = value  # the data the checkpoint was trained on, unless told otherwise
-            self._name_the_run(config)
+            self._use_the_checkpoints_data(parser, subcommand, checkpoint)
+            self._name_the_run(self.config[subcommand])
+
+    def _use_the_checkpoints_data(self, parser: LightningArgumentParser, subcommand: str, checkpoint: dict) -> None:
+        """The data the checkpoint was trained on (its class and settings, checked by ``read_checkpoint``), except
+        what the user set: LightningCLI restores the model's settings from a checkpoint, not the data's."""
+        trained, explicit = checkpoint.get("datamodule_hyper_parameters", {}), self.explicit.get("data", {})
+        data: dict = {"init_args": {k: v for k, v in trained.items() if not k.startswith("_") and k not in explicit}}
+        if "_class_path" in trained and "class_path" not in explicit:
+            data["class_path"] = trained["_class_path"]
+        self.config = parser.parse_object({subcommand: {"data": data}}, self.config)
 
     def before_instantiate_classes(self) -> None:
         # LightningCLI has replaced the model's settings with the checkpoint's; what the user chose for
         # forecasting (not learning) stands.
         subcommand = self.config.get("subcommand")
         if subcommand and self.config[subcommand].get("ckpt_path"):
-            config = self.config[subcommand]
+            model, data = self.config[subcommand].model.init_args, self.config[subcommand].data.init_args
             for name in FREE_AFTER_TRAINING:
                 if name in self.explicit.get("model", {}):
-                    config.model[name] = self.explicit["model"][name]
-            if "max_horizon" in self.explicit.get("model", {}) and "max_length" in config.model.network.init_args:
+                    model[name] = self.explicit["model"][name]
+            if "max_horizon" in self.explicit.get("model", {}) and "max_length" in model.network.init_args:
                 # The positional table is not a weight: it is sized again for the longer forecasts asked for.
-                longest = config.model.max_horizon or 4 * config.data.horizon
-                config.model.network.init_args.max_length = max(config.data.context_length, longest)
+                longest = model.max_horizon or 4 * data.horizon
+                model.network.init_args.max_length = max(data.context_length, longest)
 
     def instantiate_trainer(self, **kwargs):
         """The Trainer with the default callbacks, less those whose Trainer feature the user turned off."""
@@ -194,7 +255,7 @@ class ForecastCLI(LightningCLI):
             if name in trained and name in given and given[name] != trained[name]
         ]
         if differing:
-            source = self.config[self.subcommand].data.get("source") or "the embedded data"
+            source = self.config[self.subcommand].data.init_args.get("source") or "the embedded data"
             raise InputError(
                 f"{source} does not fit {self.config[self.subcommand].ckpt_path}: its columns give the network "
                 f"{', '.join(differing)}; use data with the checkpoint's targets, covariates and static categories"
@@ -261,8 +322,9 @@ class ForecastCLI(LightningCLI):
 
     @staticmethod
     def _run_name(config) -> str:
-        source = config.data.get("source")
-        return Path(str(source)).stem if source else f"synthetic_{config.data.get('synthetic', 'series')}"
+        data = config.data.init_args
+        source = data.get("source")
+        return Path(str(source)).stem if source else f"synthetic_{data.get('synthetic', 'series')}"
 
     def _inside(self, path: str) -> bool:
         return Path(self.trainer.logger.log_dir).resolve() in Path(path).resolve().parents
@@ -285,11 +347,12 @@ def explicit_settings(args: list[str], config) -> dict:
             keys.add(key)
     explicit: dict = {}
     for key in sorted(keys):
+        key, stored_at = _in_subclass_mode(key)
         try:
             value = config[key]
         except (KeyError, TypeError):
             continue
-        *sections, name = key.split(".")
+        *sections, name = stored_at.split(".")
         level = explicit
         for section in sections:
             level = level.setdefault(section, {})
@@ -297,10 +360,31 @@ def explicit_settings(args: list[str], config) -> dict:
     return explicit
 
 
+def _in_subclass_mode(key: str) -> tuple[str, str]:
+    """Where an option the user wrote lives in the parsed config, and the name it goes by everywhere else: the
+    model's and data's arguments sit under ``init_args`` (``model.learning_rate`` is ``model.init_args.learning_rate``,
+    ``--model=X`` sets ``model.class_path``)."""
+    section, _, rest = key.partition(".")
+    if section not in ("model", "data"):
+        return key, key
+    rest = rest.removeprefix("init_args.") if rest != "init_args" else ""
+    if rest in ("", "class_path"):
+        return f"{section}.class_path", f"{section}.class_path"
+    return f"{section}.init_args.{rest}", f"{section}.{rest}"
+
+
+def _user_facing(name: str) -> str:
+    """``model.init_args.learning_rate`` as users write it: ``model.learning_rate``."""
+    for section in ("model.", "data."):
+        if name.startswith(section + "init_args."):
+            return section + name.removeprefix(section + "init_args.")
+    return name
+
+
 def check_options(config) -> None:
     """Every numeric option inside its domain (``project.domains``) and an accelerator this machine has, checked
     before anything is built."""
-    flat = dict(config.items())
+    flat = {_user_facing(name): value for name, value in config.items()}
     check_domains({name: flat[name] for name in DOMAINS if name in flat})
     check_accelerator(config.trainer.get("accelerator"))
 
@@ -313,7 +397,9 @@ def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -
     are the data's context and horizon. Settings that only choose what to forecast may differ.
     """
     trained = checkpoint.get("hyper_parameters", {})
-    trained_model, given_model = _flattened(trained), _flattened(explicit.get("model", {}))
+    trained_model = _flattened({name: value for name, value in trained.items() if not name.startswith("_")})
+    trained_model["class_path"] = trained.get("_class_path", "project.training.module.Forecaster")
+    given_model = _flattened(explicit.get("model", {}))
     mismatches = [
         f"model.{name}={value!r} (checkpoint: {trained_model[name]!r})"
         for name, value in given_model.items()
@@ -337,9 +423,9 @@ def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -
 
 
 def _same(name: str, given: object, trained: object) -> bool:
-    """Equal settings; a network's class_path by the class it names (``project.model.ForecastTransformer`` is
-    ``project.model.transformer.ForecastTransformer``)."""
-    if name == "network.class_path" and isinstance(given, str) and isinstance(trained, str):
+    """Equal settings; a model's or network's class_path by the class it names (``project.model.ForecastTransformer``
+    is ``project.model.transformer.ForecastTransformer``)."""
+    if name in ("class_path", "network.class_path") and isinstance(given, str) and isinstance(trained, str):
         return imported_class(given) is not None and imported_class(given) is imported_class(trained)
     return given == trained
 
@@ -362,6 +448,9 @@ def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None)
             return ForecastCLI(
                 Forecaster,
                 WindowDataModule,
+                subclass_mode_model=True,  # --model and --data may name subclasses of the two
+                subclass_mode_data=True,
+                parser_class=ForecastArgumentParser,
                 args=args,
                 extra_callbacks=extra_callbacks,
                 auto_configure_optimizers=False,  # Forecaster.configure_optimizers is the one optimizer setup

@@ -2,8 +2,8 @@
 
 A value outside its domain is refused in one line before any data is read (``python -m project.cli`` checks the
 whole config; ``Forecaster`` and ``WindowDataModule`` check their own sections when built from Python). Empty
-(``null``) values are left to the option's own default. ``tests/test_domains.py`` walks ``fit --help`` and fails
-for a numeric option that is missing here.
+(``null``) values are left to the option's own default. ``tests/test_domains.py`` walks ``fit --help`` (and
+``--model.help``, ``--data.help``) and fails for a numeric option that is missing here.
 """
 
 from __future__ import annotations

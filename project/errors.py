@@ -24,6 +24,19 @@ def reported_in_one_line() -> Iterator[None]:
     stderr and exit code 2."""
     try:
         yield
-    except (InputError, TrainingDiverged) as error:
-        print(f"error: {error}", file=sys.stderr)
+    except Exception as error:
+        reported = reported_cause(error)
+        if reported is None:
+            raise
+        print(f"error: {reported}", file=sys.stderr)
         raise SystemExit(EXIT_ERROR) from None
+
+
+def reported_cause(error: BaseException) -> InputError | TrainingDiverged | None:
+    """``error`` if it is one the user should read, or the one it was raised from: jsonargparse builds the model and
+    the data of the command line inside its type checks, and raises their error as the cause of its own."""
+    while error is not None:
+        if isinstance(error, (InputError, TrainingDiverged)):
+            return error
+        error = error.__cause__
+    return None

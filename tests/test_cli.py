@@ -12,6 +12,8 @@ import pandas as pd
 import pytest
 import torch
 
+from project.checkpoints import load_checkpoint
+from project.cli import cli_main
 from project.runs import read_scalars
 from project.training.module import naive_comparison
 from tests.helpers import (
@@ -138,6 +140,55 @@ def test_predict_with_only_a_checkpoint_forecasts_the_data_it_was_trained_on_in_
     assert forecast["pressure"].between(900, 1100).all()  # original units (about 1000), not standardised
 
 
+USER_CLASSES = """
+from project.data import WindowDataModule
+from project.training.module import Forecaster
+
+
+class DampedForecaster(Forecaster):
+    def __init__(self, network, damping: float = 0.5, **kwargs):
+        super().__init__(network, **kwargs)
+        self.damping = damping
+
+
+class ShiftedData(WindowDataModule):
+    def __init__(self, shift: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.shift = shift
+
+
+class NotAForecaster:
+    def __init__(self, network=None):
+        pass
+"""
+
+
+def test_a_users_own_model_and_data_classes_train_and_forecast_through_the_cli(tmp_path):
+    """Subclass mode: ``--model`` and ``--data`` name the user's own subclasses; their checkpoint rebuilds them."""
+    (tmp_path / "usermod.py").write_text(USER_CLASSES)
+    logs = tmp_path / "logs"
+    own = ["--model=usermod.DampedForecaster", "--model.damping=0.25", "--data=usermod.ShiftedData", "--data.shift=1.5"]
+    result = run_cli("fit", "--config", BASE, *own, *quick_fit_arguments(logs), python_path=(tmp_path,), cwd=tmp_path)
+    assert result.returncode == 0, last_line(result.stderr)
+    (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
+    forecast = tmp_path / "forecast.csv"
+    sys.path.insert(0, str(tmp_path))
+    try:
+        _, module = load_checkpoint(checkpoint)
+        predicted = cli_main(["predict", f"--ckpt_path={checkpoint}", f"--predictions.output={forecast}",
+                              "--trainer.logger=false"])  # fmt: skip
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert (type(module).__name__, module.damping) == ("DampedForecaster", 0.25)
+    assert (type(predicted.model).__name__, predicted.model.damping) == ("DampedForecaster", 0.25)
+    assert (type(predicted.datamodule).__name__, predicted.datamodule.shift) == ("ShiftedData", 1.5)
+    assert len(pd.read_csv(forecast)) > 0
+
+    refused = run_cli("fit", "--config", BASE, "--model=usermod.NotAForecaster", python_path=(tmp_path,), cwd=tmp_path)
+    assert refused.returncode != 0
+    assert "NotAForecaster" in refused.stderr
+
+
 def test_predict_forecasts_beyond_the_trained_horizon_up_to_max_horizon(trained_run, tmp_path, capsys):
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
     output = tmp_path / "longer.csv"
@@ -258,27 +309,22 @@ def test_the_debug_preset_runs_one_batch_of_everything():
 
 
 def test_fit_help_documents_every_option():
-    result = run_cli("fit", "--help")
-    assert_ok(result)
-    for expected in (
-        "--model.training_mode",
-        "teacher-forcing memory",
-        "--model.feedback_gradient",
-        "--model.distribution",
-        "--model.feedback_value",
-        "--model.rollout_dropout",
-        "--model.max_horizon",
-        "--data.context_length",
-        "look-back window",
-        "--data.id_columns",
-        "--data.future_covariates",
-        "--data.static_covariates",
-        "--forecast_figures.every_n_epochs",
-        "--predictions.output",
-        "--checkpoint.monitor",
-        "--overwrite",
-    ):
-        assert expected in result.stdout
+    """`fit --help` lists the Trainer's and the callbacks' options; the model's and the data's are listed by
+    `--model.help` and `--data.help` with the class (subclass mode: they depend on the class chosen)."""
+    expected_in = {
+        ("--help",): ["--model CONFIG | CLASS_PATH_OR_NAME", "--data CONFIG | CLASS_PATH_OR_NAME", "--overwrite",
+                      "--forecast_figures.every_n_epochs", "--predictions.output", "--checkpoint.monitor"],
+        ("--model.help", "Forecaster"): ["--model.training_mode", "teacher-forcing memory", "--model.feedback_gradient",
+                                         "--model.distribution", "--model.feedback_value", "--model.rollout_dropout",
+                                         "--model.max_horizon"],
+        ("--data.help", "WindowDataModule"): ["--data.context_length", "look-back window", "--data.id_columns",
+                                              "--data.future_covariates", "--data.static_covariates"],
+    }  # fmt: skip
+    for arguments, expected in expected_in.items():
+        result = run_cli("fit", *arguments)
+        assert_ok(result)
+        for option in expected:
+            assert option in result.stdout, (arguments, option)
 
 
 def test_the_ddp_preset_uses_every_gpu_of_the_node():
@@ -287,3 +333,21 @@ def test_the_ddp_preset_uses_every_gpu_of_the_node():
     assert "strategy: ddp" in result.stdout
     assert "devices: -1" in result.stdout
     assert "num_nodes: 1" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("argument", "expected"),
+    [
+        ("--model.training_mode=bogus", 'error: Parser key "model.training_mode":\n  Expected a typing.Literal'),
+        ("--data.batch_size=abc", "error: Parser key \"data.batch_size\":\n  Expected a <class 'int'>. Got value: abc"),
+        ("--model.network.init_args.d_model=abc", 'error: Parser key "model.network.init_args.d_model":'),
+        ("--model.nonexistent=3", "error: Parser key \"model\": Option 'nonexistent' is not accepted"),
+    ],
+)
+def test_a_bad_model_or_data_option_is_named_as_a_config_names_it(argument, expected, capsys):
+    """Subclass mode: jsonargparse reports the whole model as matching neither Forecaster nor None; the CLI says
+    which option, as before."""
+    assert cli("fit", "--config", BASE, argument) == 2
+    printed = capsys.readouterr().err
+    assert expected in printed
+    assert "Union subtypes" not in printed

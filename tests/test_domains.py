@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from project.cli import LINKED_INTO_NETWORK
+from project.cli import LINKED_INTO_NETWORK, LINKED_SETTINGS
 from project.domains import DOMAINS, check_domains
 from project.errors import InputError
 from tests.helpers import BASE, cli, last_line
@@ -34,23 +34,28 @@ def numeric_options(help_text: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def help_options(tmp_path_factory) -> dict[str, str]:
-    """The numeric options of ``fit --help`` and of each network's ``--model.network.help``, by the dotted names a
-    config gives them (``model.network.init_args.d_model``); the network's linked arguments are not options."""
+    """The numeric options of ``fit --help``, ``--model.help Forecaster``, ``--data.help WindowDataModule`` and each
+    network's ``--model.network.help``, by the dotted names a config gives them (``model.network.init_args.d_model``);
+    the linked arguments are not options."""
     import contextlib
     import io
 
     options = {}
-    for network in (None, *NETWORKS):
+    helps = [["--help"], ["--model.help", "Forecaster"], ["--data.help", "WindowDataModule"]]
+    for arguments in [*helps, *(["--model.network.help", network] for network in NETWORKS)]:
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            assert cli("fit", *(["--model.network.help", network] if network else ["--help"])) == 0
+            assert cli("fit", *arguments) == 0
         for name, kind in numeric_options(printed.getvalue()).items():
-            option = name.removeprefix("model.network.").removeprefix("init_args.")
-            if not name.startswith("model.network."):
+            if name in {f"model.{linked}" for linked in LINKED_SETTINGS}:
+                continue  # set under data: and linked into the model
+            if not name.startswith(("model.network.", "network.")):
                 options[name] = kind
-            elif option not in LINKED_INTO_NETWORK:
+                continue
+            option = name.removeprefix("model.").removeprefix("network.").removeprefix("init_args.")
+            if option not in LINKED_INTO_NETWORK:
                 options[f"model.network.init_args.{option}"] = kind
-                NETWORK_OF.setdefault(f"model.network.init_args.{option}", network)
+                NETWORK_OF.setdefault(f"model.network.init_args.{option}", arguments[-1])
     return options
 
 

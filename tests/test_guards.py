@@ -100,6 +100,14 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
             lambda c: c["hyper_parameters"]["network"].update(class_path="subprocess.Popen"),
             "its network subprocess.Popen is not an nn.Module subclass",
         ),
+        (
+            lambda c: c["hyper_parameters"].update(_class_path="subprocess.Popen"),
+            "its class subprocess.Popen is not a Forecaster subclass",
+        ),
+        (
+            lambda c: c["datamodule_hyper_parameters"].update(_class_path="subprocess.Popen"),
+            "its class subprocess.Popen is not a WindowDataModule subclass",
+        ),
     ],
 )
 def test_a_foreign_checkpoint_is_refused_in_one_line(user_run, tmp_path, capsys, change, message):

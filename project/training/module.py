@@ -195,7 +195,7 @@ class Forecaster(L.LightningModule):
 
     @classmethod
     def _defaults(cls) -> dict:
-        parameters = inspect.signature(cls.__init__).parameters.items()
+        parameters = inspect.signature(Forecaster.__init__).parameters.items()  # a subclass's own arguments aside
         defaults = {n: p.default for n, p in parameters if n not in ("self", "network")}
         defaults["quantile_levels"] = defaults["prediction_quantiles"] = [0.1, 0.5, 0.9]
         return defaults
