@@ -5,7 +5,7 @@
 
 One model for all 414 series (``configs/m4_hourly.yaml``), trained by ``python -m project.cli fit``; its best
 checkpoint (by validation loss on the 48 hours before the test hours) forecasts each series' test hours from the
-two weeks before them. Scores are M4's: sMAPE and MASE (seasonality 24, scaled by each series' in-sample
+look-back before them (the config's ``context_length``). Scores are M4's: sMAPE and MASE (seasonality 24, scaled by each series' in-sample
 seasonal-naive error), averaged over the series. Seasonal naive on the same windows must reproduce M4's published
 13.912 / 1.193: that checks the metric code. The table is printed and written to ``--output``.
 """
@@ -88,7 +88,7 @@ def insample_values(windows: WindowDataModule, series: torch.Tensor) -> list[np.
 
 
 def measure_baselines(windows: WindowDataModule) -> list[dict]:
-    """The deterministic baselines on the test windows: naive forecasts, and linear maps on the two weeks before
+    """The deterministic baselines on the test windows: naive forecasts, and linear maps on the look-back before
     them, fitted on every series' training windows (values scaled per series)."""
     test = windows.split("test")
     if len(test) != windows.panel.n_series:
