@@ -38,6 +38,7 @@ from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
 from project.model.decoding import generate, rollout
 from project.model.transformer import ForecastTransformer
+from project.tools.results import stamp
 from project.training.memory import SavedTensorsMeter
 from project.training.naive import naive_free_running, naive_generate
 from project.training.regimes import REGIMES, RegimeOptions
@@ -490,10 +491,12 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     with reported_in_one_line():
-        run(parse_arguments(argv))
+        run(parse_arguments(argv), argv)
 
 
-def run(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace, argv: list[str] | None = None) -> None:
+    """The suites ``args`` names; ``argv`` is the command line the tables are stamped with (this process's when
+    None)."""
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(args.device)
@@ -526,7 +529,7 @@ def run(args: argparse.Namespace) -> None:
     inference = benchmark_inference(args, device, None) if "inference" in args.suite else []
     sampling = benchmark_inference(args, device, args.samples) if "sampling" in args.suite else []
     if training or inference or sampling:
-        outputs["bench.md"] = markdown(training, inference, sampling, f"`python -m project.tools.bench` — {header}")
+        outputs["bench.md"] = markdown(training, inference, sampling, f"{stamp(argv)}\n\n{header}")
         print("\n" + outputs["bench.md"])
     tables = {"training.csv": training, "inference.csv": inference, "sampling.csv": sampling}
     for name, text in outputs.items():
