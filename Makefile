@@ -13,7 +13,7 @@ CONFIG ?= configs/base.yaml
 # The tests that compare float32 results across process layouts and batch shapes, run again at fixed thread counts.
 THREAD_TESTS ?= tests/test_ddp.py tests/test_regimes.py $(wildcard tests/tools/test_backtest.py)
 
-.PHONY: train test test-threads test-without-tools lint format clean
+.PHONY: train test test-slow test-threads test-without-tools lint format clean
 
 $(BIN)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 is required, found " + sys.version.split()[0]'
@@ -27,15 +27,19 @@ $(BIN)/.installed: pyproject.toml
 train: $(BIN)/.installed
 	$(BIN)/python -m project.cli fit --config $(CONFIG)
 
+# The suite less the tests marked slow (DDP processes, notebooks, SIGTERM, the longer tool runs); CI runs both.
 test: $(BIN)/.installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not slow"
+
+test-slow: $(BIN)/.installed
+	$(BIN)/python -m pytest -m slow
 
 test-threads: $(BIN)/.installed
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q $(THREAD_TESTS)
 	OMP_NUM_THREADS=2 $(BIN)/python -m pytest -q $(THREAD_TESTS)
 
 # The core alone: the tracked tree without project/tools and tests/tools, copied aside (nothing here is deleted);
-# the slow tests ran with everything in `make test`.
+# the slow tests ran with everything in `make test-slow`.
 test-without-tools: $(BIN)/.installed
 	@core=$$(mktemp -d) && \
 	git ls-files --cached --others --exclude-standard | grep -v -e '^project/tools/' -e '^tests/tools/' | \

@@ -59,6 +59,7 @@ def test_k_origins_give_k_rows_an_overall_row_every_forecast_and_a_figure(traine
     assert (tmp_path / "backtest.png").read_bytes().startswith(b"\x89PNG")
 
 
+@pytest.mark.slow
 def test_refitting_trains_a_model_per_origin_on_the_rows_before_it(trained, tmp_path):
     _, checkpoint = trained
     backtest.main(["--ckpt_path", str(checkpoint), "--origins", "2", "--refit", "--output", str(tmp_path)])

@@ -40,6 +40,7 @@ def test_the_benchmark_does_not_replace_earlier_results_without_overwrite(tmp_pa
     assert (tmp_path / "training.csv").read_text() == "earlier\n"
 
 
+@pytest.mark.slow
 def test_the_panel_suite_reports_memory_against_the_matrix_and_the_first_batch(tmp_path):
     arguments = ["--suite", "panel", "--panel-rows", "40000", "--panel-series", "40", "--output", str(tmp_path)]
     bench.main(arguments)
@@ -48,6 +49,7 @@ def test_the_panel_suite_reports_memory_against_the_matrix_and_the_first_batch(t
     assert "serve the first training batch" in table
 
 
+@pytest.mark.slow
 def test_the_profile_suite_profiles_the_rollout_and_bptt(tmp_path):
     bench.main(["--suite", "profile", "--batch-size", "2", "--d-model", "16", "--output", str(tmp_path)])
     profile = (tmp_path / "profile.txt").read_text()

@@ -90,6 +90,7 @@ def test_the_shipped_search_space_is_valid():
     assert yaml.safe_load(open(config("search/default.yaml")))  # noqa: SIM115
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_study_with_exit_code_143_and_records_its_running_trial_as_failed(tmp_path):
     logs, space = tmp_path / "logs", float_space(tmp_path)
     arguments = ["--config", BASE, "--search", space, "--logs", logs, "--study", "tiny", "--trials", "3"]
