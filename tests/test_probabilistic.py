@@ -54,7 +54,7 @@ def test_on_a_gaussian_ar1_the_80_percent_interval_covers_80_percent_and_crps_is
 
 
 def test_a_checkpoint_with_a_distribution_restores_it_and_predict_writes_its_quantiles(tmp_path):
-    arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path), "--model.distribution=quantile",
+    arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path), "--model.distribution=quantile", "--model.loss=null",
                  "--model.num_samples=20", "--model.feedback_value=sample"]  # fmt: skip
     assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments) == 0
     checkpoint = only_run(tmp_path, "synthetic_panel") / "checkpoints" / "last.ckpt"

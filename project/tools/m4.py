@@ -5,9 +5,9 @@
 
 One model for all 414 series (``configs/m4_hourly.yaml``), trained by ``python -m project.cli fit``; its best
 checkpoint (by validation loss on the 48 hours before the test hours) forecasts each series' test hours from the
-look-back before them (the config's ``context_length``). Scores are M4's: sMAPE and MASE (seasonality 24, scaled by each series' in-sample
-seasonal-naive error), averaged over the series. Seasonal naive on the same windows must reproduce M4's published
-13.912 / 1.193: that checks the metric code. The table is printed and written to ``--output``.
+look-back before them (the config's ``context_length``). Scores are M4's: sMAPE and MASE (seasonality 24, scaled
+by each series' in-sample seasonal-naive error), averaged over the series. Seasonal naive on the same windows must
+reproduce M4's published 13.912 / 1.193: that checks the metric code. The table is printed and written to ``--output``.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ from tests.helpers import BASE, REPOSITORY, SMALL_MODEL, cli, config, only_run, 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    """A tiny panel model with past, future and static covariates and instance normalisation."""
+    """A tiny panel model with past, future and static covariates and per-window normalisation (panel.yaml's)."""
     log_dir = tmp_path_factory.mktemp("logs")
-    arguments = [*SMALL_MODEL, *quick_fit_arguments(log_dir, steps=3), "--model.instance_norm=true"]
+    arguments = [*SMALL_MODEL, *quick_fit_arguments(log_dir, steps=3)]  # panel.yaml normalises each window
     assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments) == 0
     return only_run(log_dir, "synthetic_panel") / "checkpoints" / "last.ckpt"
 
