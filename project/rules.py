@@ -61,11 +61,14 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        "feedback_gradient: bptt needs training_mode: free_running (scheduled sampling feeds back without gradient)",
+        "training_mode and feedback_gradient select one of the REGIMES (project/training/regimes.py): bptt is "
+        "free_running's (scheduled sampling feeds back without gradient)",
         lambda s, d: (
             None
-            if s["feedback_gradient"] == "detach" or s["training_mode"] == "free_running"
-            else f"feedback_gradient=bptt applies to training_mode=free_running; got training_mode={s['training_mode']}"
+            if (s["training_mode"], s["feedback_gradient"]) in s["regimes"].values()
+            else f"feedback_gradient={s['feedback_gradient']} applies to training_mode="
+            + " or ".join(mode for mode, gradient in s["regimes"].values() if gradient == s["feedback_gradient"])
+            + f"; got training_mode={s['training_mode']}"
         ),
     ),
     Rule(

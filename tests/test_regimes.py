@@ -13,6 +13,9 @@ from tests.helpers import forecaster
 from tests.test_model import COVARIATES, covariates_for
 
 DISTRIBUTIONS = ("normal", "student_t", "quantile")
+TINY_SIZES = dict(
+    n_targets=2, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, context_length=8, horizon=4
+)
 
 
 def loss_and_gradients(model, forecast_fn, target):
@@ -46,6 +49,25 @@ def test_every_regime_is_registered_once_with_a_description():
     assert all(entry.description for entry in REGIMES.values())
     assert regimes.regime_name("free_running", "bptt") == "free_running_bptt"
     assert regimes.regime_name("scheduled_sampling", "detach") == "scheduled_sampling"
+    assert regimes.regime_name("scheduled_sampling", "bptt") is None
+    for name in REGIMES:
+        assert regimes.regime_name(**regimes.regime_settings(name)) == name
+
+
+def test_a_regime_registered_in_REGIMES_trains_with_no_other_edit(monkeypatch):
+    calls = []
+
+    def half_teacher_forced(model, encoded, start, target, options):
+        calls.append(options.teacher_forcing_probability)
+        return regimes.teacher_forcing(model, encoded, start, target, options)
+
+    entry = regimes.Regime(half_teacher_forced, "a user's regime", "half_teacher_forced", teacher_forcing=0.5)
+    monkeypatch.setitem(REGIMES, "half_teacher_forced", entry)
+    module = forecaster(**TINY_SIZES, training_mode="half_teacher_forced")
+    loss = module.training_loss({"context": torch.randn(2, 8, 2), "target": torch.randn(2, 4, 2)})
+    loss.backward()
+    assert calls == [0.5]
+    assert module.teacher_forcing_probability() == 0.5
 
 
 @pytest.mark.parametrize("with_covariates", [False, True], ids=["targets-only", "covariates"])

@@ -28,7 +28,9 @@ from project.training import regimes
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import SymmetricMAPE, central_interval, crps_from_samples
 
-TrainingMode = Literal["teacher_forcing", "free_running", "scheduled_sampling"]
+# The choices of training_mode and feedback_gradient are the registry's (project/training/regimes.py).
+TrainingMode = Literal[regimes.TRAINING_MODES]
+FeedbackGradient = Literal[regimes.FEEDBACK_GRADIENTS]
 COVARIATES = ("past_covariates", "future_covariates", "static_categorical", "static_real")
 
 
@@ -132,7 +134,7 @@ class Forecaster(L.LightningModule):
         max_horizon: int | None = None,
         instance_norm: bool = False,
         training_mode: TrainingMode = "free_running",
-        feedback_gradient: Literal["detach", "bptt"] = "detach",
+        feedback_gradient: FeedbackGradient = "detach",
         feedback_value: regimes.FeedbackValue = "mean",
         rollout_dropout: bool = True,
         distribution: DistributionName = "none",
@@ -164,6 +166,7 @@ class Forecaster(L.LightningModule):
         settings = {**self.hparams, "max_horizon": max_horizon or 4 * horizon, "patch_length": network.patch_length}
         settings["quantile_levels"] = quantile_levels or [0.1, 0.5, 0.9]
         settings["prediction_quantiles"] = prediction_quantiles or [0.1, 0.5, 0.9]
+        settings["regimes"] = {name: (r.training_mode, r.feedback_gradient) for name, r in regimes.REGIMES.items()}
         check_domains(settings, prefix="model.")
         check_settings(settings, self._defaults())
         self.max_horizon = settings["max_horizon"]
@@ -255,8 +258,9 @@ class Forecaster(L.LightningModule):
         return self.distribution.loss(self.training_forecast(batch, regime), batch["target"])
 
     def teacher_forcing_probability(self) -> float:
-        if self.hparams.training_mode != "scheduled_sampling":
-            return 1.0 if self.hparams.training_mode == "teacher_forcing" else 0.0
+        """The regime's share of true previous values: its constant, or the schedule's value at this step."""
+        if self.regime.teacher_forcing is not None:
+            return self.regime.teacher_forcing
         return regimes.teacher_forcing_probability(
             self.global_step,
             self.hparams.teacher_forcing_schedule,
@@ -294,7 +298,7 @@ class Forecaster(L.LightningModule):
         self.step_loss.update(loss.detach())
         self.epoch_loss.update(loss.detach())
         self.log("train/loss_epoch", self.epoch_loss, on_step=False, on_epoch=True)
-        if self.hparams.training_mode == "scheduled_sampling":
+        if self.regime.teacher_forcing is None:  # a schedule: its curve is worth seeing beside the loss
             self.log("train/teacher_forcing_probability", self.teacher_forcing_probability())
         return loss
 

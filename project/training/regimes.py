@@ -93,34 +93,59 @@ RegimeFunction = Callable[[ForecastNetwork, Any, Tensor, Tensor, RegimeOptions],
 
 @dataclass(frozen=True)
 class Regime:
+    """A way of driving the decoder in training, and the ``Forecaster`` settings that select it.
+
+    ``training_mode`` and ``feedback_gradient`` are the settings (their choices in ``--help`` are read from this
+    registry); ``teacher_forcing`` is the share of true previous values the regime is given as
+    ``RegimeOptions.teacher_forcing_probability``: a constant, or None for the decaying schedule of scheduled
+    sampling (``teacher_forcing_probability`` below, logged as ``train/teacher_forcing_probability``).
+    """
+
     forecast: RegimeFunction
     description: str
+    training_mode: str
+    feedback_gradient: str = "detach"
+    teacher_forcing: float | None = 0.0
 
 
+# A new regime is one entry here: its function and the settings that select it.
 REGIMES: dict[str, Regime] = {
-    "teacher_forcing": Regime(teacher_forcing, "true previous values in, one parallel pass"),
+    "teacher_forcing": Regime(
+        teacher_forcing, "true previous values in, one parallel pass", "teacher_forcing", teacher_forcing=1.0
+    ),
     "free_running_detach": Regime(
-        free_running_detach, "own predictions fed back without gradient: no-grad cached rollout + one parallel pass"
+        free_running_detach,
+        "own predictions fed back without gradient: no-grad cached rollout + one parallel pass",
+        "free_running",
     ),
     "free_running_bptt": Regime(
-        free_running_bptt, "own predictions fed back with gradient: a differentiable cached unroll"
+        free_running_bptt,
+        "own predictions fed back with gradient: a differentiable cached unroll",
+        "free_running",
+        "bptt",
     ),
     "scheduled_sampling": Regime(
-        scheduled_sampling, "a per-position coin between the true value and the rolled-out prediction"
+        scheduled_sampling,
+        "a per-position coin between the true value and the rolled-out prediction",
+        "scheduled_sampling",
+        teacher_forcing=None,
     ),
 }
+TRAINING_MODES = tuple(dict.fromkeys(regime.training_mode for regime in REGIMES.values()))
+FEEDBACK_GRADIENTS = tuple(dict.fromkeys(regime.feedback_gradient for regime in REGIMES.values()))
 
 
-def regime_name(training_mode: str, feedback_gradient: str) -> str:
-    """The registry name of a ``Forecaster``'s ``training_mode`` and ``feedback_gradient`` settings."""
-    return f"free_running_{feedback_gradient}" if training_mode == "free_running" else training_mode
+def regime_name(training_mode: str, feedback_gradient: str) -> str | None:
+    """The registry name of a ``Forecaster``'s ``training_mode`` and ``feedback_gradient`` settings (None when no
+    regime has them: a start-up error of ``project.rules``)."""
+    selected = (training_mode, feedback_gradient)
+    return next((name for name, r in REGIMES.items() if (r.training_mode, r.feedback_gradient) == selected), None)
 
 
 def regime_settings(name: str) -> dict[str, str]:
     """The ``Forecaster`` settings that select the regime ``name`` (the inverse of ``regime_name``)."""
-    if name.startswith("free_running_"):
-        return {"training_mode": "free_running", "feedback_gradient": name.removeprefix("free_running_")}
-    return {"training_mode": name, "feedback_gradient": "detach"}
+    regime = REGIMES[name]
+    return {"training_mode": regime.training_mode, "feedback_gradient": regime.feedback_gradient}
 
 
 def _no_grad_rollout(
