@@ -2,9 +2,11 @@
 
     python -m project.tools.tune --config configs/base.yaml --search configs/search/default.yaml --trials 20
 
-Optuna's TPE sampler proposes the options named in the search space (``configs/search/default.yaml``); a median pruner
-stops trials whose validation loss falls behind (Optuna's Lightning callback, reading ``val/loss`` after every
-validation). The study lives in an RDB storage, a SQLite file by default, so several processes (or nodes, with a
+Optuna's TPE sampler proposes the options named in the search space (``configs/search/default.yaml``). A trial is
+scored by the validation metric its checkpoints are chosen by (``checkpoint.monitor``: ``val/loss`` unless a config
+or ``--checkpoint.monitor=val/mse`` says otherwise, which lets trials with different losses compare), at its best
+checkpoint; a median pruner stops trials whose metric falls behind (Optuna's Lightning callback, reading it after
+every validation). The study lives in an RDB storage, a SQLite file by default, so several processes (or nodes, with a
 database server's URL) can work on one study at once, and a study that was stopped resumes: ``--trials`` is the
 number of finished trials the study should have, and trials of processes that died are retried. SIGTERM (or
 Ctrl+C) stops the study: its running trial is recorded as failed and the process exits with code 143 (130). Trial N
@@ -203,7 +205,9 @@ def command_line_overrides(arguments: list[str]) -> dict:
     return overrides
 
 
-def objective(trial, args: argparse.Namespace, extra: list[str], space: dict[str, dict], signals: StopSignals) -> float:
+def objective(
+    trial, args: argparse.Namespace, extra: list[str], space: dict[str, dict], monitor: str, signals: StopSignals
+) -> float:
     from optuna_integration import PyTorchLightningPruningCallback
 
     from project.cli import cli_main
@@ -222,7 +226,7 @@ def objective(trial, args: argparse.Namespace, extra: list[str], space: dict[str
         f"--trainer.logger.init_args.version=trial_{trial.number}",
         "--test_after_fit=false",
     ]
-    pruning = PyTorchLightningPruningCallback(trial, monitor="val/loss")
+    pruning = PyTorchLightningPruningCallback(trial, monitor=monitor)
     try:
         cli = cli_main(arguments, extra_callbacks=[pruning, signals.callback()])
     except SystemExit as stopped:
@@ -239,7 +243,7 @@ def objective(trial, args: argparse.Namespace, extra: list[str], space: dict[str
     signals.trial = None  # a signal from here on stops the study, not this trial
     score = cli.trainer.checkpoint_callback.best_model_score if cli.trainer.checkpoint_callback else None
     if score is None:
-        score = cli.trainer.callback_metrics.get("val/loss")
+        score = cli.trainer.callback_metrics.get(monitor)
     if score is None:
         raise InputError("the trial validated nothing: set trainer.limit_val_batches and check_val_every_n_epoch")
     return float(score)
@@ -285,6 +289,7 @@ def _run(args: argparse.Namespace, extra: list[str], signals: StopSignals) -> No
 
     space = load_space(args.search)
     overrides = command_line_overrides(extra)
+    monitor = scored_metric(args.config, overrides)
     url = args.storage or f"sqlite:///{args.logs / f'{args.study}.db'}"
     output = args.output or args.logs / f"{args.study}-best.yaml"
     check_output(output, inputs=[args.search, *args.config, _sqlite_file(url)], overwrite=args.overwrite)
@@ -308,7 +313,7 @@ def _run(args: argparse.Namespace, extra: list[str], signals: StopSignals) -> No
     if remaining > 0:
         with signals.deferred():
             study.optimize(
-                lambda trial: objective(trial, args, extra, space, signals),
+                lambda trial: objective(trial, args, extra, space, monitor, signals),
                 n_trials=remaining,
                 callbacks=[MaxTrialsCallback(args.trials, states=finished), signals.end_study],
                 catch=(TrialFailed,),
@@ -321,10 +326,17 @@ def _run(args: argparse.Namespace, extra: list[str], signals: StopSignals) -> No
     config = merged_config(args.config, {**overrides, **best.params})
     text = yaml.safe_dump(config, sort_keys=False)
     count = len(study.get_trials(states=finished))
-    header = f"# The best of {count} trials of study '{args.study}': val/loss {best.value:.6g}\n"
+    header = f"# The best of {count} trials of study '{args.study}': {monitor} {best.value:.6g}\n"
     write_atomically(output, lambda temporary: temporary.write_text(header + text))
-    print(f"best trial {best.number}: val/loss {best.value:.6g}, {best.params}")
+    print(f"best trial {best.number}: {monitor} {best.value:.6g}, {best.params}")
     print(f"Wrote {output}; train it with: python -m project.cli fit --config {output}")
+
+
+def scored_metric(configs: list[Path], overrides: dict) -> str:
+    """The metric trials are scored by: what their checkpoints are chosen by, so that a trial's score is the one
+    of the checkpoint it would hand on."""
+    checkpoint = merged_config(configs, overrides).get("checkpoint") or {}
+    return str(checkpoint.get("monitor") or "val/loss")
 
 
 def _none_completed(study: str, trials: list) -> str:

@@ -73,6 +73,23 @@ def test_a_study_completes_resumes_and_its_best_config_trains(tmp_path):
     )
 
 
+def test_trials_with_different_losses_are_scored_by_the_metric_their_checkpoints_monitor(tmp_path):
+    from project.runs import read_scalars
+
+    space = tmp_path / "space.yaml"
+    space.write_text("model.loss: {choice: [mse, mae]}\n")
+    logs = tmp_path / "logs"
+    arguments = ["--config", BASE, "--search", str(space), "--logs", str(logs), "--study", "losses", "--trials", "2"]
+    tune.main([*arguments, "--checkpoint.monitor=val/mse", "--early_stopping.monitor=val/mse", *TINY_TRIALS])
+    study = load(tmp_path, "losses")
+    for trial in study.trials:
+        logged = read_scalars(logs / "losses" / f"trial_{trial.number}")
+        assert trial.value == pytest.approx(float(logged["val/mse"].min()), rel=1e-6)
+    output = logs / "losses-best.yaml"
+    assert output.read_text().startswith("# The best of 2 trials of study 'losses': val/mse ")
+    assert yaml.safe_load(output.read_text())["checkpoint"]["monitor"] == "val/mse"
+
+
 def test_a_search_space_entry_must_name_an_option_and_a_kind(tmp_path, capsys):
     space = tmp_path / "space.yaml"
     space.write_text("learning_rate: [0.001, 0.01]\n")
@@ -82,12 +99,9 @@ def test_a_search_space_entry_must_name_an_option_and_a_kind(tmp_path, capsys):
     assert "'learning_rate' must be a model./data./trainer. option" in capsys.readouterr().err
 
 
-def test_the_shipped_search_space_is_valid():
-    assert set(tune.load_space(tune.Path(config("search/default.yaml")))) >= {
-        "model.learning_rate",
-        "model.network.init_args.d_model",
-    }
-    assert yaml.safe_load(open(config("search/default.yaml")))  # noqa: SIM115
+@pytest.mark.parametrize("name", ["default", "etth1", "m4_hourly"])
+def test_the_shipped_search_spaces_are_valid(name):
+    assert set(tune.load_space(tune.Path(config(f"search/{name}.yaml")))) >= {"model.learning_rate"}
 
 
 @pytest.mark.slow
