@@ -15,10 +15,21 @@ from project.checkpoints import load_forecaster
 from project.data import WindowDataModule
 from project.model import ForecastNetwork, ForecastTransformer, GRUForecaster
 from project.model.decoding import generate
+from project.runs import read_scalars
 from project.training.module import Forecaster
 from project.training.naive import naive_free_running
-from project.training.regimes import REGIMES, RegimeOptions
-from tests.helpers import BASE, last_line, learnable_series, quick_fit_arguments, quiet_trainer, run_cli
+from project.training.regimes import REGIMES, RegimeOptions, regime_settings
+from tests.helpers import (
+    BASE,
+    cli,
+    config,
+    last_line,
+    learnable_series,
+    only_run,
+    quick_fit_arguments,
+    quiet_trainer,
+    run_cli,
+)
 
 NETWORKS = {
     "transformer": lambda **sizes: ForecastTransformer(
@@ -110,6 +121,20 @@ def test_free_running_has_the_loss_and_every_gradient_of_the_naive_loop(name, gr
     assert len(fast_gradients) == len(list(model.parameters()))
     for fast_gradient, slow_gradient in zip(fast_gradients, slow_gradients):
         torch.testing.assert_close(fast_gradient, slow_gradient, rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("regime", REGIMES)
+@pytest.mark.parametrize("name", NETWORKS)
+def test_every_regime_trains_the_network(name, regime):
+    module = Forecaster(
+        network(name).float().train(), context_length=CONTEXT, horizon=HORIZON, **regime_settings(regime)
+    )
+    batch = {key: value.float() if value.is_floating_point() else value for key, value in inputs().items()}
+    batch["target"] = torch.randn(4, HORIZON, TARGETS)
+    module.training_loss(batch).backward()
+    gradients = [parameter.grad for parameter in module.parameters()]
+    assert all(gradient is not None and torch.isfinite(gradient).all() for gradient in gradients)
+    assert any(gradient.abs().sum() > 0 for gradient in gradients)
 
 
 @pytest.mark.parametrize("name", NETWORKS)
@@ -212,3 +237,21 @@ def test_a_users_own_network_trains_through_the_cli(tmp_path):
     spec = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]
     assert spec["class_path"] == "usermod.MyNetwork"
     assert spec["init_args"]["n_targets"] == 5
+
+
+def test_the_gru_config_trains_tests_and_predicts_through_the_cli_and_its_checkpoint_restores_a_gru(tmp_path):
+    logs, network = (
+        tmp_path / "logs",
+        ["--model.network.init_args.hidden_size=8", "--model.network.init_args.num_layers=1"],
+    )
+    # fit tests the best checkpoint after training (test_after_fit), as `make train` does
+    assert (
+        cli("fit", "--config", BASE, "--config", config("networks/gru.yaml"), *network, *quick_fit_arguments(logs)) == 0
+    )
+    run = only_run(logs)
+    assert "test/mse" in read_scalars(run)
+    checkpoint = run / "checkpoints" / "last.ckpt"
+    assert type(load_forecaster(checkpoint).network) is GRUForecaster
+    output = tmp_path / "predictions.csv"
+    assert cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false") == 0
+    assert output.is_file() and len(output.read_text().splitlines()) > 1
