@@ -254,4 +254,5 @@ def test_the_gru_config_trains_tests_and_predicts_through_the_cli_and_its_checkp
     assert type(load_forecaster(checkpoint).network) is GRUForecaster
     output = tmp_path / "predictions.csv"
     assert cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false") == 0
-    assert output.is_file() and len(output.read_text().splitlines()) > 1
+    assert output.is_file()
+    assert len(output.read_text().splitlines()) > 1

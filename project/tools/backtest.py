@@ -33,8 +33,11 @@ from project.data.windows import PanelWindows
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output_folder, write_atomically
 from project.model.network import build_network
-from project.training.metrics import central_interval, crps_from_samples, symmetric_percentage_errors
+from project.training.metrics import forecast_scores, unscale
 from project.training.module import Forecaster
+
+# The scores of a backtest table, as ``forecast_scores`` names them (the last two: models with a distribution).
+BACKTEST_SCORES = ("mse", "mae", "mae_original_units", "smape_original_units", "crps", "coverage")
 
 
 def origin_windows(datamodule: WindowDataModule, origin: int, step: int) -> PanelWindows:
@@ -57,26 +60,22 @@ def evaluate(module: Forecaster, windows: PanelWindows, origin: int, datamodule:
         for batch in DataLoader(windows, batch_size=256):
             batch = {key: value.to(module.device) for key, value in batch.items()}
             forecast = module.forecast(batch, datamodule.horizon)
-            target, point = batch["target"], forecast.point
-            original = lambda x, b=batch: (x * b["scale"] + b["loc"]).cpu()  # noqa: E731
-            error = (point - target).cpu()
-            _add(sums, "mse", error.pow(2).sum())
-            _add(sums, "mae", error.abs().sum())
-            actual, predicted = original(target), original(point)
-            _add(sums, "mae_original_units", (predicted - actual).abs().sum())
-            _add(sums, "smape_original_units", symmetric_percentage_errors(predicted, actual).sum())
-            if forecast.samples is not None:
-                _add(sums, "crps", crps_from_samples(forecast.samples, target).sum())
-                lower, upper = central_interval(forecast.samples, module.hparams.interval)
-                _add(sums, "coverage", ((lower <= target) & (target <= upper)).sum())
+            target, loc, scale = batch["target"], batch["loc"], batch["scale"]
+            scores = forecast_scores(forecast.point, target, loc, scale, forecast.samples, module.hparams.interval)
+            for name in BACKTEST_SCORES:
+                if name in scores:
+                    _add(sums, name, scores[name].sum())
+            predicted, actual = unscale(forecast.point, loc, scale).cpu(), unscale(target, loc, scale).cpu()
             count += target.numel()
             rows += _forecast_rows(batch, predicted, actual, origin, windows, datamodule)
     metrics = {"origin": origin, "windows": len(windows), **{k: float(v) / count for k, v in sums.items()}}
     return metrics, rows
 
 
-def refit(checkpoint: dict, datamodule: WindowDataModule, origin: int, step: int, epochs: int) -> tuple:
-    """A fresh model with the checkpoint's settings, trained on the rows before ``origin`` of each series."""
+def refit(
+    checkpoint: dict, model_class: type[Forecaster], datamodule: WindowDataModule, origin: int, step: int, epochs: int
+) -> tuple:
+    """A fresh model of the checkpoint's class and settings, trained on the rows before ``origin`` of each series."""
     refitted = copy.copy(datamodule)
     rows = datamodule.split_rows.copy()
     cut = rows[:, 1] + origin * step  # each series' origin
@@ -86,7 +85,7 @@ def refit(checkpoint: dict, datamodule: WindowDataModule, origin: int, step: int
     refitted.setup("fit")
     L.seed_everything(0)
     settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
-    module = Forecaster(**{**settings, "network": build_network(settings["network"])})
+    module = model_class(**{**settings, "network": build_network(settings["network"])})
     trainer = L.Trainer(
         max_epochs=epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False,
@@ -108,7 +107,9 @@ def backtest(args: argparse.Namespace, checkpoint: dict, module: Forecaster) -> 
                 f"{datamodule.horizon} steps; use fewer --origins or a smaller --step"
             )
         model, data = (
-            refit(checkpoint, datamodule, origin, step, args.refit_epochs) if args.refit else (module, datamodule)
+            refit(checkpoint, type(module), datamodule, origin, step, args.refit_epochs)
+            if args.refit
+            else (module, datamodule)
         )
         row, rows = evaluate(model, origin_windows(data, origin, step), origin, data)
         metrics.append(row)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from torch.utils.data import DataLoader
 
+from project.checkpoints import read_checkpoint
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.files import check_output
@@ -42,6 +43,7 @@ from project.tools.results import (
     write_table,
 )
 from project.training.baselines import repeat_last, seasonal_naive
+from project.training.metrics import forecast_scores
 from project.training.regimes import REGIMES, regime_settings
 
 CONFIG = Path("configs/etth1.yaml")  # a preset on configs/base.yaml: free-running detach's settings
@@ -49,6 +51,7 @@ CONFIG = Path("configs/etth1.yaml")  # a preset on configs/base.yaml: free-runni
 REGIME_CONFIGS = {"teacher_forcing": Path("configs/etth1_teacher_forcing.yaml")}
 SEARCHED_REGIMES = ["teacher_forcing", "free_running_detach"]
 SEASON = 24
+SPLITS = ("val", "test")
 PUBLISHED = {  # multivariate ETTh1, horizon 96, each paper's own figures (MSE, MAE) at its own look-back
     "PatchTST/42 (Nie et al. 2023), look-back 336": (0.375, 0.399),
     "PatchTST/64 (Nie et al. 2023), look-back 512": (0.370, 0.400),
@@ -79,9 +82,9 @@ def datamodule(data: Path, **overrides) -> WindowDataModule:
 
 
 def measure_baselines(windows: WindowDataModule, suffix: str = "") -> list[dict]:
-    """The deterministic baselines on the test windows: naive forecasts, and linear maps fitted on the training
-    windows (fitted once, as a user would)."""
-    test, train = windows.split("test"), windows.split("train")
+    """The deterministic baselines on the validation and test windows: naive forecasts, and linear maps fitted on
+    the training windows (fitted once, as a user would)."""
+    train = windows.split("train")
     baselines = {  # name → how to get the forecast function
         "repeat-last": lambda: lambda context: repeat_last(context, windows.horizon),
         f"seasonal naive (season {SEASON})": lambda: lambda context: seasonal_naive(context, windows.horizon, SEASON),
@@ -92,68 +95,100 @@ def measure_baselines(windows: WindowDataModule, suffix: str = "") -> list[dict]
     }
     rows = []
     for name, fitted in baselines.items():
-        mse, mae = errors(fitted(), test)
-        row = _row(f"{name} (measured{suffix})", [mse], [mae])
-        row["crps"] = [mae]  # a point forecast's CRPS is its absolute error
+        forecast = fitted()
+        row = _row(f"{name} (measured{suffix})")
+        for split in SPLITS:
+            mse, mae = errors(forecast, windows.split(split))
+            row[f"{split}_mse"], row[f"{split}_mae"] = [mse], [mae]
+        row["crps"] = row["test_mae"]  # a point forecast's CRPS is its absolute error
         rows.append(row)
     return rows
 
 
 def errors(forecast, windows) -> tuple[float, float]:
     """Mean squared and mean absolute error of ``forecast(context)`` over every window, on scaled values."""
-    squared = absolute = count = 0.0
+    sums, count = {"mse": 0.0, "mae": 0.0}, 0
     for batch in DataLoader(windows, batch_size=512):
-        error = forecast(batch["context"]).float() - batch["target"]
-        squared, absolute, count = squared + error.pow(2).sum(), absolute + error.abs().sum(), count + error.numel()
-    return float(squared / count), float(absolute / count)
+        scores = forecast_scores(forecast(batch["context"]).float(), batch["target"])
+        sums = {name: total + float(scores[name].sum()) for name, total in sums.items()}
+        count += batch["target"].numel()
+    return sums["mse"] / count, sums["mae"] / count
 
 
-def train_and_test(name: str, title: str, configs: list[Path], arguments: list[str], args: argparse.Namespace) -> dict:
-    """Train the run ``name`` once per seed and read its test scores (one row, over seeds); with ``--trained``,
-    read those of the latest runs already in ``--logs``."""
+def forecast_errors(forecasts: dict) -> tuple[float, float]:
+    """Mean squared and mean absolute error on scaled values of ``forecast_split``'s forecasts (original units)."""
+    scale = forecasts["scale"]  # the data's loc cancels in the error
+    scores = forecast_scores(forecasts["point"] / scale, forecasts["target"] / scale)
+    return float(scores["mse"].mean()), float(scores["mae"].mean())
+
+
+def train_and_test(
+    name: str, title: str, configs: list[Path], arguments: list[str], args: argparse.Namespace, windows
+) -> dict:
+    """Train the run ``name`` once per seed (one row, over seeds): the test scores its ``fit`` logged, and the
+    validation scores of the checkpoint it chose (by validation); with ``--trained``, those of the latest runs
+    already in ``--logs``."""
     if args.trained:
         runs = seed_runs(args.logs, name, args.seeds)
     else:
         arguments = [f"--data.source={args.data}", *arguments]
         runs = fit_seeds(configs, arguments, args.logs, name, args.seeds, args.jobs)
-    row = _row(title, [], [], [seconds for _, seconds in runs])
+    row = _row(title, [seconds for _, seconds in runs])
     row["seeds"], row["best_epoch"] = args.seeds, [best_epoch(best_checkpoint(run)) for run, _ in runs]
     row["runs"] = [run for run, _ in runs]
+    row["interval"] = read_checkpoint(best_checkpoint(row["runs"][0]))["hyper_parameters"].get("interval")
     for run, _ in runs:
+        mse, mae = forecast_errors(forecast_split(best_checkpoint(run), windows, "val"))
+        row["val_mse"].append(mse)
+        row["val_mae"].append(mae)
         tested = read_scalars(run)
         for score in ("mse", "mae", "crps", "coverage", "width"):  # the last three: models with a distribution
             if f"test/{score}" in tested:
-                row.setdefault(score, []).append(float(tested[f"test/{score}"].iloc[-1]))
+                row.setdefault(score if score not in ("mse", "mae") else f"test_{score}", []).append(
+                    float(tested[f"test/{score}"].iloc[-1])
+                )
     return row
 
 
-def ensemble_row(regime_row: dict, data: Path) -> dict:
-    """The mean of the regime's seeds' forecasts as one more row: test MSE and MAE on scaled values."""
-    runs, windows = regime_row["runs"], datamodule(data)
-    forecasts = mean_forecast([forecast_split(best_checkpoint(run), windows, "test") for run in runs])
-    error = (forecasts["point"] - forecasts["target"]) / forecasts["scale"]
-    title = f"{regime_row['model']}, mean of the {len(runs)} seeds' forecasts"
-    row = _row(title, [float(error.pow(2).mean())], [float(error.abs().mean())], [sum(regime_row["seconds"])])
+def ensemble_row(regime_row: dict, windows: WindowDataModule) -> dict:
+    """The mean of the regime's seeds' forecasts as one more row: validation and test MSE and MAE on scaled
+    values (whether the mean of the seeds does better is read on validation like any other choice)."""
+    runs = regime_row["runs"]
+    row = _row(f"{regime_row['model']}, mean of the {len(runs)} seeds' forecasts", [sum(regime_row["seconds"])])
+    for split in SPLITS:
+        mse, mae = forecast_errors(
+            mean_forecast([forecast_split(best_checkpoint(run), windows, split) for run in runs])
+        )
+        row[f"{split}_mse"], row[f"{split}_mae"] = [mse], [mae]
     row["members"] = len(runs)
     return row
 
 
-def _row(name: str, mse: list[float], mae: list[float], seconds: list[float] | None = None) -> dict:
-    return {"model": name, "mse": mse, "mae": mae, "seconds": seconds}
+def published_row(name: str, mse: float, mae: float) -> dict:
+    return {**_row(f"{name} (published)"), "test_mse": [mse], "test_mae": [mae]}
+
+
+def _row(name: str, seconds: list[float] | None = None) -> dict:
+    return {"model": name, "val_mse": [], "val_mae": [], "test_mse": [], "test_mae": [], "seconds": seconds}
 
 
 def markdown(rows: list[dict], hardware_name: str, what: str = "") -> str:
-    """The table, each trained row the mean ± standard deviation over its seeds; with a probabilistic model also
-    CRPS, coverage and width of the central 80% interval (scaled values; a point forecast's CRPS is its MAE)."""
-    probabilistic = any("coverage" in row for row in rows)
-    header = ["model", "test MSE", "test MAE"] + (["CRPS", "80% coverage", "80% width"] if probabilistic else [])
+    """The table, each trained row the mean ± standard deviation over its seeds, validation (what settings are
+    chosen by) beside test; with a probabilistic model also CRPS, coverage and width of its central interval
+    (scaled values; a point forecast's CRPS is its MAE)."""
+    interval = next((row["interval"] for row in rows if row.get("interval")), None)
+    probabilistic = interval is not None and any("coverage" in row for row in rows)
+    header = ["model", "validation MSE", "validation MAE", "test MSE", "test MAE"]
+    if probabilistic:
+        header += ["CRPS", f"{interval:.0%} coverage", f"{interval:.0%} width"]
     cells = []
     for row in rows:
-        line = [row["model"], mean_std(row["mse"]), mean_std(row["mae"])]
+        line = [row["model"], *(mean_std(row[k]) if row[k] else "–" for k in ("val_mse", "val_mae"))]
+        line += [mean_std(row["test_mse"]), mean_std(row["test_mae"])]
         if probabilistic:
             line += [mean_std(row[k]) if k in row else "–" for k in ("crps", "coverage", "width")]
         cells.append([*line, seeds_column(row), clock(row)])
-    caption = f"ETTh1{what}, horizon 96, look-back 336, test scores on scaled values; {hardware_name}."
+    caption = f"ETTh1{what}, horizon 96, look-back 336, scores on scaled values; {hardware_name}."
     return markdown_table(caption, [*header, "seeds", "wall-clock (train + test)"], cells)
 
 
@@ -185,17 +220,19 @@ def main(argv: list[str] | None = None) -> None:
     with reported_in_one_line():
         check_output(output, [args.data], args.overwrite)  # before hours of training, not after
         if args.experiment == "regimes":
-            rows = measure_baselines(datamodule(args.data))
+            windows = datamodule(args.data)
+            rows = measure_baselines(windows)
             for regime in args.regimes:
                 settings = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
                 title = regime.replace("_", " ") + ("" if regime in SEARCHED_REGIMES else " (detach's settings)")
-                rows.append(train_and_test(regime, title, regime_configs(regime), settings + extra, args))
+                rows.append(train_and_test(regime, title, regime_configs(regime), settings + extra, args, windows))
                 if len(args.seeds) > 1:
-                    rows.append(ensemble_row(rows[-1], args.data))
-            rows += [_row(f"{name} (published)", [mse], [mae]) for name, (mse, mae) in PUBLISHED.items()]
+                    rows.append(ensemble_row(rows[-1], windows))
+            rows += [published_row(name, mse, mae) for name, (mse, mae) in PUBLISHED.items()]
             table = markdown(rows, hardware())
         elif args.experiment == "probabilistic":
-            rows = measure_baselines(datamodule(args.data))
+            windows = datamodule(args.data)
+            rows = measure_baselines(windows)
             distribution = next(
                 (a.split("=", 1)[1] for a in extra if a.startswith("--model.distribution=")), "quantile"
             )
@@ -203,13 +240,15 @@ def main(argv: list[str] | None = None) -> None:
             settings = [] if "--model.distribution" in given else [f"--model.distribution={distribution}"]
             title = f"free-running detach, {distribution.replace('_', '-')} distribution (this template)"
             settings = without_point_loss(settings + extra)
-            rows.append(train_and_test(f"probabilistic_{distribution}", title, [CONFIG], settings, args))
+            rows.append(train_and_test(f"probabilistic_{distribution}", title, [CONFIG], settings, args, windows))
             table = markdown(rows, hardware(), ", probabilistic")
         else:
             rows = measure_baselines(datamodule(args.data, target_columns=["OT"], calendar_features=False), ", OT")
             for title, (name, data) in COVARIATE_RUNS.items():
                 settings = [f"--data.{key}={value}".replace("'", "") for key, value in data.items()]
-                rows.append(train_and_test(name, f"{title} (this template)", [CONFIG], settings + extra, args))
+                windows = datamodule(args.data, **data)  # each run's own inputs, the same OT windows
+                run = train_and_test(name, f"{title} (this template)", [CONFIG], settings + extra, args, windows)
+                rows.append(run)
             table = markdown(rows, hardware(), ", target OT only")
         write_table(output, table, argv)
 

@@ -32,7 +32,7 @@ from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
 from project.runs import find_runs
-from project.training.metrics import central_interval, crps_from_samples
+from project.training.metrics import forecast_scores, unscale
 
 BASE_CONFIG = Path("configs/base.yaml")
 
@@ -125,20 +125,20 @@ def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 2
     parts: dict[str, list] = {}
     with torch.no_grad():
         for batch in DataLoader(datamodule.split(split), batch_size=batch_size):
-            unscale = lambda x, b=batch: x * b["scale"] + b["loc"]  # noqa: E731
             forecast = model.forecast(batch, batch["target"].shape[1])
+            loc, scale = batch["loc"], batch["scale"]
             found = {
-                "point": unscale(forecast.point),
-                "target": unscale(batch["target"]),
-                "context": unscale(batch["context"]),
+                "point": unscale(forecast.point, loc, scale),
+                "target": unscale(batch["target"], loc, scale),
+                "context": unscale(batch["context"], loc, scale),
                 "series": batch["series"],
-                "scale": batch["scale"],
+                "scale": scale,
             }
             if forecast.samples is not None:
-                lower, upper = central_interval(forecast.samples, model.hparams.interval)
-                found["crps"] = crps_from_samples(forecast.samples, batch["target"])
-                found["covered"] = ((lower <= batch["target"]) & (batch["target"] <= upper)).float()
-                found["width"] = upper - lower
+                scores = forecast_scores(
+                    forecast.point, batch["target"], samples=forecast.samples, interval=model.hparams.interval
+                )
+                found.update(crps=scores["crps"], covered=scores["coverage"], width=scores["width"])
             for key, value in found.items():
                 parts.setdefault(key, []).append(value)
     return {key: torch.cat(values) for key, values in parts.items()}

@@ -1,4 +1,5 @@
-"""Scores written once with their formulas: sMAPE as M4 defines it, and the scores of probabilistic forecasts.
+"""Scores written once with their formulas: every score of a forecast (``forecast_scores``, what the module logs,
+the results tables and backtesting average), sMAPE as M4 defines it, and the scores of probabilistic forecasts.
 
 Not torchmetrics' ``ContinuousRankedProbabilityScore``: it forms all K² pairwise differences of the draws (1.7 GB
 for one batch of 64 × 96 × 7 values with 100 paths) and returns only their mean; the sorted form below is
@@ -49,3 +50,44 @@ def central_interval(samples: Tensor, coverage: float) -> tuple[Tensor, Tensor]:
     levels = samples.new_tensor([tail, 1 - tail])
     lower, upper = torch.quantile(samples, levels, dim=1)
     return lower, upper
+
+
+def unscale(values: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
+    """Scaled values back in original units (``loc``/``scale`` of the batch, (N, 1, F), broadcast)."""
+    return values * scale + loc
+
+
+def forecast_scores(
+    point: Tensor,
+    target: Tensor,
+    loc: Tensor | None = None,
+    scale: Tensor | None = None,
+    samples: Tensor | None = None,
+    interval: float = 0.8,
+) -> dict[str, Tensor]:
+    """Every score of a batch of forecasts, per value: the mean of each is the metric of that name.
+
+    ``point`` and ``target`` (N, T, F) and ``samples`` (N, K, T, F) are on the batch's scaled values. Keys: ``mse``,
+    ``mae`` and ``smape`` (squared and absolute errors, sMAPE in percent); with ``samples`` also ``crps``,
+    ``coverage`` (1 where the target is inside the central ``interval`` of the draws) and ``width`` (of that
+    interval); with ``loc`` and ``scale`` (N, 1, F) the same point scores and CRPS in original units, named
+    ``*_original_units``.
+    """
+    error = point - target
+    scores = {"mse": error.square(), "mae": error.abs(), "smape": symmetric_percentage_errors(point, target)}
+    if samples is not None:
+        lower, upper = central_interval(samples, interval)
+        scores["crps"] = crps_from_samples(samples, target)
+        scores["coverage"] = ((lower <= target) & (target <= upper)).to(point.dtype)
+        scores["width"] = upper - lower
+    if loc is not None and scale is not None:
+        forecast, actual = unscale(point, loc, scale), unscale(target, loc, scale)
+        original = {
+            "mse": (forecast - actual).square(),
+            "mae": (forecast - actual).abs(),
+            "smape": symmetric_percentage_errors(forecast, actual),
+        }
+        if samples is not None:  # CRPS moves with a shift of every value and scales with their scale (> 0)
+            original["crps"] = scores["crps"] * scale
+        scores.update({f"{name}_original_units": values for name, values in original.items()})
+    return scores

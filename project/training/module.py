@@ -16,7 +16,7 @@ from lightning.pytorch.core.saving import save_hparams_to_yaml
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from torch import Tensor, nn
-from torchmetrics import CatMetric, MeanAbsoluteError, MeanMetric, MeanSquaredError, MetricCollection
+from torchmetrics import CatMetric, MeanMetric
 
 from project.domains import check_domains
 from project.errors import InputError, TrainingDiverged
@@ -26,7 +26,7 @@ from project.model.network import ForecastNetwork, build_network, network_spec
 from project.rules import check_settings
 from project.training import regimes
 from project.training.baselines import repeat_last, seasonal_naive
-from project.training.metrics import SymmetricMAPE, central_interval, crps_from_samples
+from project.training.metrics import central_interval, forecast_scores, unscale
 
 # The choices of training_mode and feedback_gradient are the registry's (project/training/regimes.py).
 TrainingMode = Literal[regimes.TRAINING_MODES]
@@ -176,15 +176,13 @@ class Forecaster(L.LightningModule):
         self.distribution = make_distribution(distribution, loss or "mse", huber_delta, settings["quantile_levels"])
         check_head(network, self.distribution, cuda_graph)
         self.has_distribution = distribution != "none"
-        point = MetricCollection({"mse": MeanSquaredError(), "mae": MeanAbsoluteError(), "smape": SymmetricMAPE()})
-        self.val_metrics = point.clone(prefix="val/")
-        self.test_metrics = point.clone(prefix="test/")
-        self.val_original_metrics = point.clone(prefix="val/", postfix="_original_units")
-        self.test_original_metrics = point.clone(prefix="test/", postfix="_original_units")
-        # Losses and scores as sums and counts synchronised across processes: exact under DDP, unlike the mean of
-        # per-process means that self.log(..., sync_dist=True) would give. The naive forecasts' MAE, in original
-        # units on the same windows, is what the model must beat (``naive_comparison``).
-        scores = ["loss", "loss_teacher_forced", *(f"mae_{name}_original_units" for name in self._naive_forecasts())]
+        # Every score as a sum and a count synchronised across processes: exact under DDP, unlike the mean of
+        # per-process means that self.log(..., sync_dist=True) would give. The point scores on scaled values and in
+        # original units (``forecast_scores``); the naive forecasts' MAE, in original units on the same windows, is
+        # what the model must beat (``naive_comparison``).
+        scores = ["loss", "loss_teacher_forced", "mse", "mae", "smape"]
+        scores += [f"{name}_original_units" for name in ("mse", "mae", "smape")]
+        scores += [f"mae_{name}_original_units" for name in self._naive_forecasts()]
         scores += ["crps", "coverage", "width", "crps_original_units"] if self.has_distribution else []
         self.val_scores = torch.nn.ModuleDict({name: MeanMetric() for name in scores})
         self.test_scores = torch.nn.ModuleDict({name: MeanMetric() for name in scores})
@@ -309,17 +307,10 @@ class Forecaster(L.LightningModule):
         self.step_loss.reset()
 
     def validation_step(self, batch: dict[str, Tensor], batch_index: int) -> None:
-        self._evaluate(batch, "val", self.val_metrics, self.val_scores)
+        self._evaluate(batch, "val", self.val_scores)
 
     def test_step(self, batch: dict[str, Tensor], batch_index: int) -> None:
-        forecast = self._evaluate(batch, "test", self.test_metrics, self.test_scores)
-        original = (batch["loc"], batch["scale"])
-        if self.has_distribution:
-            crps = crps_from_samples(
-                _unscale(forecast.samples, *(x.unsqueeze(1) for x in original)), _unscale(batch["target"], *original)
-            )
-            self.test_scores["crps_original_units"].update(crps)
-            self.log("test/crps_original_units", self.test_scores["crps_original_units"])
+        self._evaluate(batch, "test", self.test_scores)
 
     def predict_step(self, batch: dict[str, Tensor], batch_index: int) -> dict[str, Tensor]:
         """The forecast in original units, with the window and series it belongs to."""
@@ -327,10 +318,10 @@ class Forecaster(L.LightningModule):
         prediction = {
             "window": batch["window"],
             "series": batch["series"],
-            "point": _unscale(forecast.point, batch["loc"], batch["scale"]),
+            "point": unscale(forecast.point, batch["loc"], batch["scale"]),
         }
         if forecast.quantiles is not None:
-            prediction["quantiles"] = _unscale(
+            prediction["quantiles"] = unscale(
                 forecast.quantiles, batch["loc"].unsqueeze(-1), batch["scale"].unsqueeze(-1)
             )
         return prediction
@@ -364,38 +355,29 @@ class Forecaster(L.LightningModule):
         path = callback and (callback.last_model_path or callback.best_model_path)
         return f"; the last good checkpoint is {path}" if path else "; no checkpoint was saved before"
 
-    def _evaluate(self, batch: dict, split: str, metrics: MetricCollection, scores: torch.nn.ModuleDict) -> Forecast:
-        context, target = batch["context"], batch["target"]
+    def _evaluate(self, batch: dict, split: str, scores: torch.nn.ModuleDict) -> None:
+        context, target, loc, scale = batch["context"], batch["target"], batch["loc"], batch["scale"]
         forecast = self.forecast(batch, target.shape[1])
+        per_value = forecast_scores(forecast.point, target, loc, scale, forecast.samples, self.hparams.interval)
         if self.has_distribution:
-            crps = crps_from_samples(forecast.samples, target)
-            lower, upper = central_interval(forecast.samples, self.hparams.interval)
             if split == "val" and self.hparams.interval_calibration == "validation":
+                lower, upper = central_interval(forecast.samples, self.hparams.interval)
                 self.val_needed_scale.update(self._needed_scale(forecast.point, lower, upper, target).flatten())
-            scores["crps"].update(crps)
-            scores["coverage"].update(((lower <= target) & (target <= upper)).float())
-            scores["width"].update(upper - lower)
             # The free-running loss of a distribution is its CRPS: a proper score of the forecast paths.
-            scores["loss"].update(crps)
+            scores["loss"].update(per_value["crps"])
         else:
             scores["loss"].update(self.distribution.loss(forecast.point.unsqueeze(-1), target), target.numel())
         teacher_forced = self.distribution.loss(self.training_forecast(batch, "teacher_forcing"), target)
         scores["loss_teacher_forced"].update(teacher_forced, target.numel())
-        metrics.update(forecast.point, target)
-        self.log_dict(metrics)
-        original_metrics = self.val_original_metrics if split == "val" else self.test_original_metrics
-        unscaled_target = _unscale(target, batch["loc"], batch["scale"])
-        original_metrics.update(_unscale(forecast.point, batch["loc"], batch["scale"]), unscaled_target)
-        self.log_dict(original_metrics)
-        unscaled_context = _unscale(context, batch["loc"], batch["scale"])
+        for name, values in per_value.items():
+            scores[name].update(values)
+        unscaled_context, unscaled_target = unscale(context, loc, scale), unscale(target, loc, scale)
         for name, naive in self._naive_forecasts().items():
             scores[f"mae_{name}_original_units"].update(
                 (naive(unscaled_context, target.shape[1]) - unscaled_target).abs()
             )
         for name, score in scores.items():
-            if name != "crps_original_units":
-                self.log(f"{split}/{name}", score, prog_bar=split == "val" and name == "loss")
-        return forecast
+            self.log(f"{split}/{name}", score, prog_bar=split == "val" and name == "loss")
 
     def _naive_forecasts(self) -> dict[str, Callable[[Tensor, int], Tensor]]:
         """The naive forecasts the model is compared with: (context, horizon) → forecast."""
@@ -515,8 +497,3 @@ def naive_comparison(split: str, metrics: dict, season: int | None) -> str:
     if better:
         line += f"\nwarning: the model's {split} MAE is worse than {' and '.join(better)} on the same windows"
     return line
-
-
-def _unscale(values: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
-    """Scaled values back in original units (``loc``/``scale`` broadcast from the batch's (N, 1, F))."""
-    return values * scale + loc
