@@ -141,9 +141,10 @@ def score_checkpoints(
     row = _row(f"{name} (this template)", [], [], seconds)
     row["seeds"] = seeds or [None] * len(checkpoints)  # checkpoints given by path: one seed each, unknown which
     row["best_epoch"] = [best_epoch(checkpoint) for checkpoint in checkpoints]
+    row["interval"] = settings.get("interval") if settings["distribution"] != "none" else None
     members = [forecast_split(checkpoint, windows, "test") for checkpoint in checkpoints]
     for checkpoint, forecasts in zip(checkpoints, members):
-        smape_, mase_ = forecast_scores(forecasts, windows)
+        smape_, mase_ = m4_scores(forecasts, windows)
         row["smape"].append(smape_)
         row["mase"].append(mase_)
         if "crps" in forecasts:
@@ -154,12 +155,12 @@ def score_checkpoints(
     if len(members) == 1:
         return [row]
     title = f"{name}, mean of the {len(members)} seeds' forecasts"
-    ensemble = _row(title, *forecast_scores(mean_forecast(members), windows), [sum(seconds)])
+    ensemble = _row(title, *m4_scores(mean_forecast(members), windows), [sum(seconds)])
     ensemble["members"] = len(members)
     return [row, ensemble]
 
 
-def forecast_scores(forecasts: dict, windows: WindowDataModule) -> tuple[float, float]:
+def m4_scores(forecasts: dict, windows: WindowDataModule) -> tuple[float, float]:
     """M4's sMAPE and MASE of ``forecast_split``'s forecasts (original units), averaged over the series."""
     return scores(
         forecasts["point"][..., 0].double().numpy(),
@@ -170,12 +171,14 @@ def forecast_scores(forecasts: dict, windows: WindowDataModule) -> tuple[float, 
 
 def markdown(rows: list[dict], hardware_name: str) -> str:
     """The table, each trained row the mean ± standard deviation over its seeds; with a probabilistic model also
-    CRPS, coverage and width of the central 80% interval, on values scaled per series (a point forecast's CRPS is
+    CRPS, coverage and width of its central interval, on values scaled per series (a point forecast's CRPS is
     its mean absolute error), and the factor by which validation calibrated the intervals (1: not calibrated)."""
-    probabilistic = any("covered" in row for row in rows)
+    interval = next((row["interval"] for row in rows if row.get("interval")), None)
+    probabilistic = interval is not None and any("covered" in row for row in rows)
     header = ["model", "sMAPE", "MASE"]
     scored = ("crps", "covered", "width", "interval_scale")
-    header += ["CRPS (scaled)", "80% coverage", "80% width (scaled)", "interval scale"] if probabilistic else []
+    if probabilistic:
+        header += ["CRPS (scaled)", f"{interval:.0%} coverage", f"{interval:.0%} width (scaled)", "interval scale"]
     cells = []
     for row in rows:
         line = [row["model"], mean_std(row["smape"]), mean_std(row["mase"])]

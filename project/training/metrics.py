@@ -63,7 +63,7 @@ def forecast_scores(
     loc: Tensor | None = None,
     scale: Tensor | None = None,
     samples: Tensor | None = None,
-    interval: float = 0.8,
+    interval: float | None = None,
 ) -> dict[str, Tensor]:
     """Every score of a batch of forecasts, per value: the mean of each is the metric of that name.
 
@@ -76,6 +76,8 @@ def forecast_scores(
     error = point - target
     scores = {"mse": error.square(), "mae": error.abs(), "smape": symmetric_percentage_errors(point, target)}
     if samples is not None:
+        if interval is None:
+            raise ValueError("forecast_scores needs the interval (the model's hparams.interval) to score samples")
         lower, upper = central_interval(samples, interval)
         scores["crps"] = crps_from_samples(samples, target)
         scores["coverage"] = ((lower <= target) & (target <= upper)).to(point.dtype)
