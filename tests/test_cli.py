@@ -37,6 +37,17 @@ def readme_command(prefix: str) -> list[str]:
     raise AssertionError(f"the README has no command starting with {prefix!r}")
 
 
+def readme_full_command(prefix: str) -> list[str]:
+    """The README's command that starts with ``prefix`` with its continued lines, split as a shell would."""
+    lines = (REPOSITORY / "README.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith(prefix))
+    command = lines[start]
+    while command.rstrip().endswith("\\"):
+        start += 1
+        command = command.rstrip()[:-1] + " " + lines[start].strip()
+    return shlex.split(command, comments=True)
+
+
 def assert_ok(result):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
@@ -68,6 +79,50 @@ def test_the_readme_panel_fit_then_predict_then_runs_commands_work_as_written(tm
                             env={**os.environ, "PYTHONPATH": str(REPOSITORY)})  # fmt: skip
     assert_ok(result)
     assert "synthetic_panel" in result.stdout
+
+
+def test_the_readme_column_roles_command_trains_on_a_sales_table(tmp_path):
+    """The README's column-roles example, as written, on a small table with those columns (shortened)."""
+    (tmp_path / "configs").symlink_to(REPOSITORY / "configs")
+    (tmp_path / "data").mkdir()
+    rows = []
+    for store in ("north", "south"):
+        for product in ("tea", "cake"):
+            for day, date in enumerate(pd.date_range("2024-01-01", periods=200, freq="D")):
+                price = 2.0 + (day % 7 == 5)
+                rows.append(dict(date=date, store=store, product=product, sales=10 + day % 7 + 3 * (product == "tea"),
+                                 footfall=100 + day % 7, price=price, promotion=int(day % 14 == 0),
+                                 region=store, store_size=1.5 if store == "north" else 2.5))  # fmt: skip
+    pd.DataFrame(rows).to_csv(tmp_path / "data" / "sales.csv", index=False)
+    command = readme_full_command("python -m project.cli fit --config configs/base.yaml --data.source data/sales.csv")
+    assert command[:3] == ["python", "-m", "project.cli"]
+    logs = tmp_path / "logs"
+    assert_ok(run_cli(*command[3:], *SMALL_MODEL, *quick_fit_arguments(logs), cwd=tmp_path))
+    (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
+    data = load_checkpoint(checkpoint)[0]["datamodule_hyper_parameters"]
+    assert data["future_covariates"] == ["price", "promotion"]
+    assert data["static_covariates"] == ["region", "store_size"]
+
+
+def test_the_readme_tensorboard_command_reads_a_runs_curves(trained_run):
+    command = readme_command("tensorboard --logdir lightning_logs")
+    executable = Path(sys.executable).parent / command[0]
+    # --inspect: TensorBoard's own digest of what it would show, instead of a server that never exits.
+    result = subprocess.run([str(executable), "--inspect", "--logdir", str(trained_run)], capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    assert_ok(result)
+    assert "train/loss" in result.stdout
+    assert "val/loss" in result.stdout
+
+
+def test_the_readme_pre_commit_command_installs_the_hook(tmp_path):
+    command = readme_command(".venv/bin/pre-commit install")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".pre-commit-config.yaml").write_text((REPOSITORY / ".pre-commit-config.yaml").read_text())
+    executable = Path(sys.executable).parent / "pre-commit"
+    result = subprocess.run([str(executable), *command[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert_ok(result)
+    assert (tmp_path / ".git" / "hooks" / "pre-commit").is_file()
 
 
 def test_test_from_a_checkpoint_restores_the_model_and_data_settings(trained_run, tmp_path):

@@ -1,4 +1,5 @@
-"""The README is read once, top to bottom: short, and every page and file it or the docs link to exists."""
+"""The README is read once, top to bottom: short, every page and file it or the docs link to exists, and every
+command it shows runs in a test or in CI."""
 
 import re
 
@@ -34,3 +35,53 @@ def test_the_readme_benchmark_table_is_the_horizon_48_rows_of_its_results_file()
         row = next(line for line in bench.splitlines() if line.startswith(f"| 48 | {regime} |"))
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         assert (cells[3], cells[5]) == (step_time, saved), f"README row {regime} differs from results: {row}"
+
+
+# Every command of the README's code blocks, and where it runs as written: a test of tests/test_cli.py, or CI
+# (a line of .ci/run).
+PANEL_STEPS = "test_the_readme_panel_fit_then_predict_then_runs_commands_work_as_written"
+README_COMMANDS = {
+    "make train": "ci",
+    "make test": "ci",
+    "tensorboard --logdir lightning_logs": "test_the_readme_tensorboard_command_reads_a_runs_curves",
+    "python -m project.runs lightning_logs/": PANEL_STEPS,
+    "python -m project.cli fit --config configs/base.yaml": (
+        "test_the_readme_fit_command_writes_a_checkpoint_the_config_and_event_files"
+    ),
+    "python -m project.cli fit --config configs/base.yaml --config configs/panel.yaml": PANEL_STEPS,
+    "python -m project.cli predict --ckpt_path lightning_logs/synthetic_panel/version_0/checkpoints/last.ckpt": (
+        PANEL_STEPS
+    ),
+    "python -m project.cli fit --config configs/base.yaml --data.source data/sales.csv --data.time_column date": (
+        "test_the_readme_column_roles_command_trains_on_a_sales_table"
+    ),
+    "make test-slow": "ci",
+    "make lint": "ci",
+    "make format": "ci",
+    ".venv/bin/pre-commit install": "test_the_readme_pre_commit_command_installs_the_hook",
+}
+
+
+def readme_code_commands() -> list[str]:
+    """The commands of the README's bash blocks, comments dropped, continued lines given by their first line."""
+    commands, continued = [], False
+    for block in re.findall(r"```bash\n(.*?)```", (REPOSITORY / "README.md").read_text(), re.DOTALL):
+        for line in block.splitlines():
+            command = line.split("  #")[0].split(" # ")[0].strip().rstrip("\\").strip()
+            if command and not continued:
+                commands.append(command)
+            continued = line.rstrip().endswith("\\")
+    return commands
+
+
+def test_every_command_of_the_readme_runs_in_a_test_or_in_ci():
+    ci = (REPOSITORY / ".ci" / "run").read_text()
+    commands = readme_code_commands()
+    assert set(README_COMMANDS) <= set(commands), "README_COMMANDS names a command the README no longer has"
+    for command in commands:
+        assert command in README_COMMANDS, f"the README command {command!r} is run by no test and not in CI"
+        where = README_COMMANDS[command]
+        if where == "ci":
+            assert re.search(rf"^{re.escape(command)}$", ci, re.MULTILINE), f"{command!r} is not a line of .ci/run"
+        else:
+            assert f"def {where}(" in (REPOSITORY / "tests" / "test_cli.py").read_text(), f"{where} does not exist"
