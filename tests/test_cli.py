@@ -272,7 +272,7 @@ def test_resuming_the_last_run_continues_at_the_saved_step_in_the_same_folder(tm
 def test_sigterm_stops_fit_with_last_ckpt_at_the_current_step_and_a_non_zero_exit(tmp_path):
     terminate = ["--trainer.callbacks+=tests.test_training.Terminate", "--trainer.callbacks.step=3"]
     arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=6)]
-    result = run_cli("fit", "--config", "configs/base.yaml", *arguments, *terminate)
+    result = run_cli("fit", "--config", BASE, *arguments, *terminate)
     assert result.returncode == 143
     run = only_run(tmp_path)
     assert last_line(result.stderr) == (
@@ -280,14 +280,14 @@ def test_sigterm_stops_fit_with_last_ckpt_at_the_current_step_and_a_non_zero_exi
         "--ckpt_path last"
     )
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 3
-    assert_ok(run_cli("fit", "--config", "configs/base.yaml", *arguments, "--ckpt_path=last"))
+    assert_ok(run_cli("fit", "--config", BASE, *arguments, "--ckpt_path=last"))
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 6
 
 
 def test_sigterm_with_checkpointing_off_says_that_no_checkpoint_holds_the_step(tmp_path):
     terminate = ["--trainer.callbacks+=tests.test_training.Terminate", "--trainer.callbacks.step=2"]
     arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=4), "--trainer.enable_checkpointing=false"]
-    result = run_cli("fit", "--config", "configs/base.yaml", *arguments, *terminate)
+    result = run_cli("fit", "--config", BASE, *arguments, *terminate)
     assert result.returncode == 143
     assert last_line(result.stderr) == "error: stopped by SIGTERM; no checkpoint holds the current step"
     assert not list(tmp_path.rglob("*.ckpt"))
@@ -349,7 +349,7 @@ def test_the_panel_preset_trains_and_predicts_every_series_with_its_ids_and_futu
 
 def test_the_amp_preset_trains_with_bf16_on_cpu(tmp_path):
     result = run_cli(
-        "fit", "--config", "configs/base.yaml", "--config", "configs/amp.yaml", *SMALL_MODEL,
+        "fit", "--config", BASE, "--config", config("amp.yaml"), *SMALL_MODEL,
         *quick_fit_arguments(tmp_path),
     )  # fmt: skip
     assert_ok(result)
@@ -383,7 +383,7 @@ def test_fit_help_documents_every_option():
 
 
 def test_the_ddp_preset_uses_every_gpu_of_the_node():
-    result = run_cli("fit", "--config", "configs/base.yaml", "--config", "configs/ddp.yaml", "--print_config")
+    result = run_cli("fit", "--config", BASE, "--config", config("ddp.yaml"), "--print_config")
     assert_ok(result)
     assert "strategy: ddp" in result.stdout
     assert "devices: -1" in result.stdout

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from project.runs import read_scalars
-from tests.helpers import BASE, SMALL_MODEL, assert_close_in_float32, only_run, quick_fit_arguments, run_cli
+from tests.helpers import BASE, SMALL_MODEL, assert_close_in_float32, config, only_run, quick_fit_arguments, run_cli
 
 DDP = ["--trainer.strategy=ddp", "--trainer.accelerator=cpu", "--trainer.devices=2"]
 
@@ -42,5 +42,5 @@ def test_two_processes_score_and_predict_exactly_what_one_process_does(tmp_path)
 @pytest.mark.slow
 def test_two_processes_train_on_a_panel(tmp_path):
     arguments = [*SMALL_MODEL, *DDP, *quick_fit_arguments(tmp_path), "--data.num_workers=1"]
-    ok(run_cli("fit", "--config", "configs/base.yaml", "--config", "configs/panel.yaml", *arguments))
+    ok(run_cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments))
     assert (only_run(tmp_path, "synthetic_panel") / "checkpoints" / "last.ckpt").is_file()
