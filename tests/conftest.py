@@ -4,8 +4,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from project.model.transformer import ForecastTransformer
-from tests.helpers import BASE, SMALL_MODEL, cli, only_run, quick_fit_arguments
+from tests.helpers import BASE, SMALL_MODEL, cli, config, only_run, quick_fit_arguments
 from tests.test_data import frame_of_row_numbers
 
 
@@ -46,18 +45,6 @@ def _cache_in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
-def small_model(dtype: torch.dtype = torch.float64, **overrides) -> ForecastTransformer:
-    """A small model in eval mode: dropout off, so cached and parallel decoding compute the same function."""
-    arguments = dict(n_targets=5, d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=2)
-    arguments.update(dropout=0.0, dim_feedforward=64)
-    arguments.update(overrides)
-    return ForecastTransformer(**arguments).to(dtype).eval()
-
-
-def relative_difference(actual: torch.Tensor, expected: torch.Tensor) -> float:
-    return ((actual - expected).abs().max() / expected.abs().max()).item()
-
-
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory) -> Path:
     """One short CLI fit on the embedded data, tested after training: the run folder that the CLI and bad-input
@@ -65,6 +52,28 @@ def trained_run(tmp_path_factory) -> Path:
     log_dir = tmp_path_factory.mktemp("logs")
     assert cli("fit", "--config", BASE, *quick_fit_arguments(log_dir, steps=4)) == 0
     return only_run(log_dir)
+
+
+@pytest.fixture(scope="session")
+def panel_run(tmp_path_factory) -> Path:
+    """One short CLI fit of configs/panel.yaml's model (past, future and static covariates, per-window
+    normalisation), its test period three horizons (42 days) of every series: the checkpoint that the predict,
+    export and backtest tests share. Leave it as found."""
+    log_dir = tmp_path_factory.mktemp("panel")
+    arguments = [*SMALL_MODEL, "--data.val_size=14", "--data.test_size=42", *quick_fit_arguments(log_dir, steps=3)]
+    assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments, "--test_after_fit=false") == 0
+    return only_run(log_dir, "synthetic_panel") / "checkpoints" / "last.ckpt"
+
+
+@pytest.fixture(scope="session")
+def quantile_panel_run(tmp_path_factory) -> Path:
+    """The same panel model with a quantile head and sampled feedback: the checkpoint of the tests of sample paths,
+    quantiles and bands (predict, figures). Leave it as found."""
+    log_dir = tmp_path_factory.mktemp("quantile_panel")
+    arguments = [*SMALL_MODEL, *quick_fit_arguments(log_dir), "--model.distribution=quantile", "--model.loss=null",
+                 "--model.num_samples=20", "--model.feedback_value=sample"]  # fmt: skip
+    assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments) == 0
+    return only_run(log_dir, "synthetic_panel") / "checkpoints" / "last.ckpt"
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ import lightning as L
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from project.cli import cli_main
 from project.model.transformer import ForecastTransformer
@@ -105,6 +106,18 @@ def assert_close_in_float32(actual, expected, scale: float | None = None) -> Non
     expected = np.asarray(expected, dtype=np.float64)
     scale = float(np.abs(expected).max()) if scale is None else scale
     np.testing.assert_allclose(np.asarray(actual, dtype=np.float64), expected, rtol=0, atol=float32_tolerance(scale))
+
+
+def small_model(dtype: torch.dtype = torch.float64, **overrides) -> ForecastTransformer:
+    """A small model in eval mode: dropout off, so cached and parallel decoding compute the same function."""
+    arguments = dict(n_targets=5, d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=2)
+    arguments.update(dropout=0.0, dim_feedforward=64)
+    arguments.update(overrides)
+    return ForecastTransformer(**arguments).to(dtype).eval()
+
+
+def relative_difference(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    return ((actual - expected).abs().max() / expected.abs().max()).item()
 
 
 TINY = dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32, dropout=0.0)

@@ -6,7 +6,7 @@ from project.model.cache import attend
 from project.model.decoding import generate
 from project.model.transformer import Encoded
 from project.training.naive import naive_generate
-from tests.conftest import relative_difference, small_model
+from tests.helpers import relative_difference, small_model
 
 VARIANTS = {
     "step-tokens": {},

@@ -8,8 +8,7 @@ from project.errors import InputError
 from project.rules import RULES
 from project.training.module import ContextNorm, Forecaster
 from project.training.regimes import REGIMES, RegimeOptions
-from tests.conftest import relative_difference
-from tests.helpers import learnable_series, quiet_trainer, tiny_module
+from tests.helpers import learnable_series, quiet_trainer, relative_difference, tiny_module
 
 
 def random_batch(n=3, context=8, horizon=4, channels=2):

@@ -11,7 +11,7 @@ import torch
 
 from project.data import WindowDataModule
 from project.training.module import Forecaster
-from tests.helpers import BASE, SMALL_MODEL, cli, config, only_run, quick_fit_arguments, quiet_trainer, tiny_module
+from tests.helpers import cli, quiet_trainer, tiny_module
 
 PHI, SIGMA = 0.8, 1.0
 
@@ -53,11 +53,8 @@ def test_on_a_gaussian_ar1_the_80_percent_interval_covers_80_percent_and_crps_is
     assert abs(scores["test/crps"] - truth.item()) <= 0.1 * truth.item()
 
 
-def test_a_checkpoint_with_a_distribution_restores_it_and_predict_writes_its_quantiles(tmp_path):
-    arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path), "--model.distribution=quantile", "--model.loss=null",
-                 "--model.num_samples=20", "--model.feedback_value=sample"]  # fmt: skip
-    assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments) == 0
-    checkpoint = only_run(tmp_path, "synthetic_panel") / "checkpoints" / "last.ckpt"
+def test_a_checkpoint_with_a_distribution_restores_it_and_predict_writes_its_quantiles(quantile_panel_run, tmp_path):
+    checkpoint = quantile_panel_run
     restored = Forecaster.load_from_checkpoint(checkpoint)
     assert restored.distribution.name == "quantile"
     assert restored.hparams.feedback_value == "sample"
@@ -82,17 +79,10 @@ def test_a_checkpoint_written_before_interval_calibration_loads_uncalibrated(tmp
     assert Forecaster.load_from_checkpoint(path).interval_scale.item() == 1.0  # Lightning's own loader too
 
 
-def test_validation_logs_crps_coverage_and_width_beside_the_point_metrics(tmp_path):
+def test_validation_and_test_log_crps_coverage_and_width_beside_the_point_metrics(quantile_panel_run):
     from project.runs import read_scalars
 
-    arguments = [
-        *SMALL_MODEL,
-        *quick_fit_arguments(tmp_path),
-        "--model.distribution=student_t",
-        "--model.num_samples=10",
-    ]
-    assert cli("fit", "--config", BASE, *arguments) == 0
-    logged = read_scalars(only_run(tmp_path))
+    logged = read_scalars(quantile_panel_run.parents[1])  # the run was tested after fitting
     for split in ("val", "test"):
         assert {f"{split}/crps", f"{split}/coverage", f"{split}/width", f"{split}/mse"} <= set(logged)
     assert "test/crps_original_units" in logged

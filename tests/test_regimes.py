@@ -8,14 +8,10 @@ from project.training import regimes
 from project.training.memory import SavedTensorsMeter
 from project.training.naive import naive_free_running
 from project.training.regimes import REGIMES, RegimeOptions
-from tests.conftest import relative_difference, small_model
-from tests.helpers import forecaster
+from tests.helpers import forecaster, relative_difference, small_model, tiny_module
 from tests.test_model import COVARIATES, covariates_for
 
 DISTRIBUTIONS = ("normal", "student_t", "quantile")
-TINY_SIZES = dict(
-    n_targets=2, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, context_length=8, horizon=4
-)
 
 
 def loss_and_gradients(model, forecast_fn, target):
@@ -63,7 +59,7 @@ def test_a_regime_registered_in_REGIMES_trains_with_no_other_edit(monkeypatch):
 
     entry = regimes.Regime(half_teacher_forced, "a user's regime", "half_teacher_forced", teacher_forcing=0.5)
     monkeypatch.setitem(REGIMES, "half_teacher_forced", entry)
-    module = forecaster(**TINY_SIZES, training_mode="half_teacher_forced")
+    module = tiny_module(training_mode="half_teacher_forced")
     loss = module.training_loss({"context": torch.randn(2, 8, 2), "target": torch.randn(2, 4, 2)})
     loss.backward()
     assert calls == [0.5]

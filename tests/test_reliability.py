@@ -8,23 +8,12 @@ import torch
 from project.data import WindowDataModule
 from project.errors import InputError
 from project.files import write_atomically
-from tests.helpers import BASE, SMALL_MODEL, cli, last_line, only_run, quick_fit_arguments
+from tests.helpers import BASE, SMALL_MODEL, cli, last_line, quick_fit_arguments
 from tests.test_data import frame_of_row_numbers
 
 
-@pytest.fixture(scope="module")
-def trained_on_a_file(tmp_path_factory):
-    """A short fit on a user's CSV; the CSV and the run's checkpoint."""
-    folder = tmp_path_factory.mktemp("user")
-    source = folder / "meters.csv"
-    frame_of_row_numbers(400).to_csv(source, index=False)
-    arguments = [f"--data.source={source}", "--data.time_column=time", *SMALL_MODEL, *quick_fit_arguments(folder)]
-    assert cli("fit", "--config", BASE, *arguments) == 0
-    return source, only_run(folder, "meters") / "checkpoints" / "last.ckpt"
-
-
-def test_a_predict_aimed_at_the_input_csv_leaves_it_untouched(trained_on_a_file, capsys):
-    source, checkpoint = trained_on_a_file
+def test_a_predict_aimed_at_the_input_csv_leaves_it_untouched(user_run, capsys):
+    _, source, checkpoint = user_run
     before = source.read_bytes()
     for overwrite in ("false", "true"):  # not even --overwrite replaces the data
         code = cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={source}",
@@ -34,8 +23,8 @@ def test_a_predict_aimed_at_the_input_csv_leaves_it_untouched(trained_on_a_file,
     assert source.read_bytes() == before
 
 
-def test_an_existing_output_survives_unless_overwrite_is_given(trained_on_a_file, tmp_path, capsys):
-    _, checkpoint = trained_on_a_file
+def test_an_existing_output_survives_unless_overwrite_is_given(user_run, tmp_path, capsys):
+    _, _, checkpoint = user_run
     output = tmp_path / "forecast.csv"
     output.write_text("my earlier forecast\n")
     arguments = ["predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from project import runs
-from tests.helpers import BASE, REPOSITORY, SMALL_MODEL, cli, config, only_run, quick_fit_arguments
+from tests.helpers import BASE, REPOSITORY, SMALL_MODEL, cli, quick_fit_arguments
 
 
 def test_runs_prints_a_table_of_runs(tmp_path, capsys):
@@ -26,11 +26,10 @@ def figures(*arguments: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_figures_draws_a_checkpoints_forecasts_with_a_band_on_its_own_data_and_keeps_existing_files(tmp_path):
-    arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path), "--model.distribution=normal", "--model.loss=null",
-                 "--model.num_samples=8"]  # fmt: skip
-    assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments) == 0
-    checkpoint = only_run(tmp_path, "synthetic_panel") / "checkpoints" / "last.ckpt"
+def test_figures_draws_a_checkpoints_forecasts_with_a_band_on_its_own_data_and_keeps_existing_files(
+    quantile_panel_run, tmp_path
+):
+    checkpoint = quantile_panel_run
     output = tmp_path / "forecast.png"
     result = figures(str(checkpoint), "--output", str(output))  # no --source: the checkpoint's own data
     assert result.returncode == 0, result.stderr[-2000:]

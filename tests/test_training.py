@@ -10,8 +10,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project.data import WindowDataModule
 from project.training.callbacks import ForecastCheckpoint, RandomState
-from tests.conftest import relative_difference
-from tests.helpers import learnable_series, quiet_trainer, tiny_module
+from tests.helpers import learnable_series, quiet_trainer, relative_difference, tiny_module
 
 
 class RecordFirstStep(L.Callback):

@@ -7,17 +7,14 @@ import pytest
 
 from project.runs import read_scalars
 from project.tools import backtest
-from tests.helpers import BASE, SMALL_MODEL, assert_close_in_float32, cli, config, only_run, quick_fit_arguments
+from tests.helpers import assert_close_in_float32, cli, only_run
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A tiny panel model whose test period is three horizons (42 days) of every series."""
-    log_dir = tmp_path_factory.mktemp("logs")
-    split = ["--data.val_size=14", "--data.test_size=42"]
-    assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *SMALL_MODEL, *split,
-               *quick_fit_arguments(log_dir, steps=3), "--test_after_fit=false") == 0  # fmt: skip
-    return log_dir, only_run(log_dir, "synthetic_panel") / "checkpoints" / "last.ckpt"
+@pytest.fixture
+def trained(panel_run):
+    """The suite's panel model, whose test period is three horizons (42 days) of every series: its log folder and
+    checkpoint."""
+    return panel_run.parents[3], panel_run
 
 
 def scores_of_test(checkpoint, folder, eval_stride: int) -> dict:

@@ -9,16 +9,13 @@ import torch
 
 from project.tools import export
 from project.training.module import Forecaster
-from tests.helpers import BASE, REPOSITORY, SMALL_MODEL, cli, config, only_run, quick_fit_arguments
+from tests.helpers import REPOSITORY
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    """A tiny panel model with past, future and static covariates and per-window normalisation (panel.yaml's)."""
-    log_dir = tmp_path_factory.mktemp("logs")
-    arguments = [*SMALL_MODEL, *quick_fit_arguments(log_dir, steps=3)]  # panel.yaml normalises each window
-    assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments) == 0
-    return only_run(log_dir, "synthetic_panel") / "checkpoints" / "last.ckpt"
+@pytest.fixture
+def checkpoint(panel_run):
+    """The suite's panel model: past, future and static covariates and per-window normalisation (panel.yaml's)."""
+    return panel_run
 
 
 def expected_forecast(checkpoint, inputs, horizon) -> np.ndarray:
