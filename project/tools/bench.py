@@ -5,9 +5,11 @@
     python -m project.tools.bench --suite panel                     # a 10-million-row panel: memory and first batch
     python -m project.tools.bench --suite profile                   # where a 96-step rollout and BPTT spend their time
 
-Training: one optimizer step per regime (forward, loss, backward, AdamW), median over ``--repeats`` steps after a
-warm-up, timed round-robin over the regimes, and the bytes autograd saves for backward (each storage once,
-parameters excluded): a deterministic memory measure that is the same on every machine. Inference: ``generate`` with
+Every time is the median of ``--repeats`` calls after a warm-up, the naive loops' and re-decoding's too, so that
+both sides of a ratio are measured alike. Training: one optimizer step per regime (forward, loss, backward,
+AdamW), timed round-robin over the regimes (the posted loop after them, alone), and the bytes autograd saves for
+backward (each storage once, parameters excluded): a deterministic memory measure that is the same on every
+machine. Inference: ``generate`` with
 the cache against re-decoding the whole prefix at every step. Sampling: 100 sample paths per series, cached, against
 re-decoding the prefix of the same N·100 rows (what Hugging Face's ``TimeSeriesTransformer.generate`` does). Results
 are printed and saved as CSV and Markdown under ``--output``.
@@ -111,7 +113,9 @@ def benchmark_training(args: argparse.Namespace, device: torch.device) -> list[T
         if skip:
             measured[NAIVE] = TrainingRow(horizon, NAIVE, None, None, None, None, None, note=skip)
         else:
-            measured[NAIVE] = _training_step(NAIVE, model, src, target, args, device, time_once=True)[0]
+            measured[NAIVE], naive_step = _training_step(NAIVE, model, src, target, args, device)
+            if naive_step is not None:  # timed like the others: warmed up, the median of --repeats steps
+                measured[NAIVE].step_ms = median_ms(naive_step, args.repeats, warm_up=False)
             if measured[NAIVE].step_ms is not None:
                 naive_cost = (horizon, measured[NAIVE].step_ms / 1000, measured[NAIVE].saved_mb * 2**20)
         ordered = [measured[regime] for regime in rows_here]
@@ -125,10 +129,9 @@ def benchmark_training(args: argparse.Namespace, device: torch.device) -> list[T
     return rows
 
 
-def _training_step(regime, model, src, target, args, device, time_once: bool = False):
+def _training_step(regime, model, src, target, args, device):
     """The regime's row with its saved bytes (and GPU peak) measured, and its optimizer step, warmed up, to time;
-    None for the step when measuring ran out of memory. ``time_once``: time one step here instead (the naive
-    loop is slow enough that one suffices, and measuring its memory was its warm-up)."""
+    None for the step when measuring ran out of memory."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "16-mixed")
 
@@ -148,9 +151,7 @@ def _training_step(regime, model, src, target, args, device, time_once: bool = F
         del forecast
         model.zero_grad(set_to_none=True)
         peak = _peak_bytes(step, device)
-        step_ms = median_ms(step, 1, warm_up=False) if time_once else None
-        if not time_once:
-            step()  # warm-up: allocator, kernels, caches
+        step()  # warm-up: allocator, kernels, caches
     except torch.OutOfMemoryError:
         out_of_memory = True
     else:
@@ -160,7 +161,7 @@ def _training_step(regime, model, src, target, args, device, time_once: bool = F
         _empty_cache(device)
         return TrainingRow(horizon, regime, None, None, None, None, None, note="out of memory"), None
     peak_mb = None if peak is None else peak / 2**20
-    return TrainingRow(horizon, regime, step_ms, None, meter.bytes / 2**20, None, peak_mb), step
+    return TrainingRow(horizon, regime, None, None, meter.bytes / 2**20, None, peak_mb), step
 
 
 def _interleaved_median_ms(steps: dict[str, Callable[[], None] | None], repeats: int) -> dict[str, float]:
@@ -194,7 +195,7 @@ def benchmark_inference(args: argparse.Namespace, device: torch.device, samples:
             else:
                 try:
                     row.naive_peak_mb = _megabytes(_peak_bytes(naive, device))
-                    row.naive_ms = median_ms(naive, 1 if samples else args.repeats, warm_up=not samples)
+                    row.naive_ms = median_ms(naive, args.repeats)  # as the cached side: warm-up, median
                     row.speedup = row.naive_ms / cached_ms
                     naive_seconds = (horizon, row.naive_ms / 1000)
                 except torch.OutOfMemoryError:
@@ -472,7 +473,12 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, … (auto: cuda when available)")
     parser.add_argument("--precision", choices=["32", "bf16-mixed", "16-mixed"], default="32")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's choice)")
-    parser.add_argument("--naive-max-seconds", type=float, default=60.0, help="skip naive runs expected to take longer")
+    parser.add_argument(
+        "--naive-max-seconds",
+        type=float,
+        default=60.0,
+        help="skip a naive measurement whose single call is expected to take longer",
+    )
     parser.add_argument("--naive-max-gb", type=float, default=8.0, help="skip naive steps expected to save more")
     parser.add_argument(
         "--gpu-memory-gb", type=float, default=None, help="cap this process's GPU memory, e.g. 4 to emulate a 4 GB card"
