@@ -9,10 +9,9 @@ Every time is the median of ``--repeats`` calls after a warm-up, the naive loops
 both sides of a ratio are measured alike. Training: one optimizer step per regime (forward, loss, backward,
 AdamW), timed round-robin over the regimes (the posted loop after them, alone), and the bytes autograd saves for
 backward (each storage once, parameters excluded): a deterministic memory measure that is the same on every
-machine. Inference: ``generate`` with
-the cache against re-decoding the whole prefix at every step. Sampling: 100 sample paths per series, cached, against
-re-decoding the prefix of the same N·100 rows (what Hugging Face's ``TimeSeriesTransformer.generate`` does). Results
-are printed and saved as CSV and Markdown under ``--output``.
+machine. Inference: ``generate`` with the cache against re-decoding the whole prefix at every step. Sampling: 100
+sample paths per series, cached, against re-decoding the prefix of the same N·100 rows (what Hugging Face's
+``TimeSeriesTransformer.generate`` does). Results are printed and saved as CSV and Markdown under ``--output``.
 """
 
 from __future__ import annotations
