@@ -29,6 +29,7 @@ import yaml
 
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
+from project.tools.results import stamp
 
 SPACE_KINDS = ("float", "int", "choice")
 EXIT_SIGTERM = 143  # 128 + the signal's number, as for the CLI: what schedulers expect of a terminated job
@@ -263,6 +264,7 @@ def main(argv: list[str] | None = None) -> None:
         "--seed", type=int, default=0, help="the sampler's seed: trial N draws from (seed, N), in any process"
     )
     args, extra = parser.parse_known_args(argv)  # anything else goes to every trial's fit
+    args.argv = argv  # for the stamp of the config it writes (None: this process's command line)
     with reported_in_one_line():
         if args.trials < 1:
             raise InputError(f"--trials must be at least 1; got {args.trials}")
@@ -326,7 +328,7 @@ def _run(args: argparse.Namespace, extra: list[str], signals: StopSignals) -> No
     config = merged_config(args.config, {**overrides, **best.params})
     text = yaml.safe_dump(config, sort_keys=False)
     count = len(study.get_trials(states=finished))
-    header = f"# The best of {count} trials of study '{args.study}': {monitor} {best.value:.6g}\n"
+    header = f"# {stamp(args.argv)}\n# The best of {count} trials of study '{args.study}': {monitor} {best.value:.6g}\n"
     write_atomically(output, lambda temporary: temporary.write_text(header + text))
     print(f"best trial {best.number}: {monitor} {best.value:.6g}, {best.params}")
     print(f"Wrote {output}; train it with: python -m project.cli fit --config {output}")

@@ -86,7 +86,10 @@ def test_trials_with_different_losses_are_scored_by_the_metric_their_checkpoints
         logged = read_scalars(logs / "losses" / f"trial_{trial.number}")
         assert trial.value == pytest.approx(float(logged["val/mse"].min()), rel=1e-6)
     output = logs / "losses-best.yaml"
-    assert output.read_text().startswith("# The best of 2 trials of study 'losses': val/mse ")
+    stamp, header = output.read_text().splitlines()[:2]
+    assert stamp.startswith("# Written by `python -m ")
+    assert " at commit " in stamp
+    assert header.startswith("# The best of 2 trials of study 'losses': val/mse ")
     assert yaml.safe_load(output.read_text())["checkpoint"]["monitor"] == "val/mse"
 
 
