@@ -263,7 +263,7 @@ def _training_line(row: TrainingRow) -> str:
         return f"training   horizon {row.horizon:>3} {row.regime:<24} {row.note}"
     return (
         f"training   horizon {row.horizon:>3} {row.regime:<24} {row.step_ms:9.1f} ms ({row.time_ratio:5.2f}x)"
-        f" {row.saved_mb:9.1f} MB saved ({row.memory_ratio:5.2f}x)"
+        f" {row.saved_mb:9.1f} MiB saved ({row.memory_ratio:5.2f}x)"
     )
 
 
@@ -286,9 +286,9 @@ def markdown(
                 f"`{row.regime}`",
                 row.note or _format(row.step_ms, " ms"),
                 _format(row.time_ratio, "x", 2),
-                _format(row.saved_mb, " MB"),
+                _format(row.saved_mb, " MiB"),
                 _format(row.memory_ratio, "x", 2),
-            ] + ([_format(row.peak_mb, " MB")] if gpu else [])
+            ] + ([_format(row.peak_mb, " MiB")] if gpu else [])
             lines.append("| " + " | ".join(cells) + " |")
     for rows, title in ((inference, "`generate`, one path"), (sampling, "`generate(num_samples=100)`")):
         if not rows:
@@ -301,7 +301,7 @@ def markdown(
             cells.append(_format(r.speedup, "x"))
             if gpu:
                 cells.append(_format(r.graph_ms, " ms"))
-                cells.append(f"{_format(r.cached_peak_mb, ' MB')} / {_format(r.naive_peak_mb, ' MB')}")
+                cells.append(f"{_format(r.cached_peak_mb, ' MiB')} / {_format(r.naive_peak_mb, ' MiB')}")
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -347,14 +347,14 @@ def benchmark_panel(args: argparse.Namespace) -> str:
         "\n".join(
             [
                 f"`python -m project.tools.bench --suite panel`: {int(lengths.sum()):,} rows × 8 columns, "
-                f"{series:,} series, float32 matrix {matrix_mb:,.0f} MB; {platform.machine()} CPU",
+                f"{series:,} series, float32 matrix {matrix_mb:,.0f} MiB; {platform.machine()} CPU",
                 "",
                 "| step | result |",
                 "|---|---:|",
                 f"| read the Parquet file, check it, write the memory-mapped cache (once) | {build_seconds:.1f} s |",
                 f"| open the cache, serve the first training batch (2 workers) | {float(measured['first_s']):.2f} s |",
                 f"| read {measured['batches']} batches of 256 windows | {float(measured['read_s']):.1f} s |",
-                f"| peak memory above the start (PSS of process and 2 workers) | {peak_mb:,.0f} MB = "
+                f"| peak memory above the start (PSS of process and 2 workers) | {peak_mb:,.0f} MiB = "
                 f"{peak_mb / matrix_mb:.2f}× the matrix |",
             ]
         )
@@ -420,7 +420,7 @@ class _PeakMemory:
                 for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
                     if line.startswith("Pss:"):
                         total += int(line.split()[1])
-        return total / 1024  # kilobytes → MB
+        return total / 1024  # kibibytes → MiB
 
 
 # -- Where the rollout spends its time ---------------------------------------------------------------------------
