@@ -524,11 +524,11 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> None:
     for name in planned:  # before measuring, so that a refused output costs nothing
         check_output(args.output / name, overwrite=args.overwrite)
     outputs: dict[str, str] = {}
-    if "profile" in args.suite:
-        outputs["profile.txt"] = profile_rollouts(args, device)
+    if "profile" in args.suite:  # every file starts with the command, commit and machine that wrote it
+        outputs["profile.txt"] = f"{stamp(argv)}\n\n{header}\n\n{profile_rollouts(args, device)}"
         print(outputs["profile.txt"])
     if "panel" in args.suite:
-        outputs["panel.md"] = benchmark_panel(args)
+        outputs["panel.md"] = f"{stamp(argv)}\n\n{benchmark_panel(args)}"
         print(outputs["panel.md"])
     training = benchmark_training(args, device) if "training" in args.suite else []
     inference = benchmark_inference(args, device, None) if "inference" in args.suite else []

@@ -53,6 +53,7 @@ def test_the_panel_suite_reports_memory_against_the_matrix_and_the_first_batch(t
 def test_the_profile_suite_profiles_the_rollout_and_bptt(tmp_path):
     bench.main(["--suite", "profile", "--batch-size", "2", "--d-model", "16", "--output", str(tmp_path)])
     profile = (tmp_path / "profile.txt").read_text()
+    assert profile.startswith("Written by `python -m ")
     assert "96-step no-grad cached rollout" in profile
     assert "96-step differentiable unroll (BPTT) and its backward" in profile
     assert "_AttendOverCacheBackward" in profile.split("(BPTT)")[1]
