@@ -318,7 +318,7 @@ def test_the_single_query_attention_path_equals_scaled_dot_product_attention(len
 
 @pytest.mark.parametrize("distribution", ["none", "normal"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_static_shape_decoding_equals_cached_decoding(variant, distribution):
+def test_fixed_shape_decoding_equals_cached_decoding(variant, distribution):
     """The form a CUDA graph captures (fixed buffers, the position as a tensor), run eagerly on the CPU."""
     model = small_model(**VARIANTS[variant], **COVARIATES, distribution=distribution)
     patch = model.patch_length

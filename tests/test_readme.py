@@ -85,3 +85,37 @@ def test_every_command_of_the_readme_runs_in_a_test_or_in_ci():
             assert re.search(rf"^{re.escape(command)}$", ci, re.MULTILINE), f"{command!r} is not a line of .ci/run"
         else:
             assert f"def {where}(" in (REPOSITORY / "tests" / "test_cli.py").read_text(), f"{where} does not exist"
+
+
+# Figures the prose may name that are goals, not results.
+TARGETS = {"9.5": "M4 Hourly's sMAPE target", "1.5": "detach's step-time target, as a multiple of teacher forcing"}
+DECIMAL = re.compile(r"(?<![\w.,])(\d+\.\d+)(?![\w.]*\d)")
+PROSE_WITH_RESULTS = [REPOSITORY / "docs" / "results.md", REPOSITORY / "docs" / "benchmark.md"]
+
+
+def results_figures() -> set[str]:
+    """Every number of the files under results/, at every rounding from 1 to 6 decimals: what prose may quote."""
+    figures = set()
+    for path in (REPOSITORY / "results").rglob("*"):
+        if path.suffix in (".md", ".csv", ".yaml", ".txt"):
+            for number in re.findall(r"\d+(?:,\d{3})*\.\d+", path.read_text()):
+                value = float(number.replace(",", ""))
+                figures.update(f"{value:.{digits}f}" for digits in range(1, 7))
+    return figures
+
+
+def prose(text: str) -> str:
+    """A page without its copied results tables, code blocks and inline code (settings, not figures)."""
+    text = re.sub(r"<!-- results/.*?<!-- end -->", "", text, flags=re.DOTALL)
+    text = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+    return re.sub(r"`[^`]*`", "", text)
+
+
+def test_every_figure_in_the_results_prose_is_in_a_file_under_results():
+    figures = results_figures()
+    readme = (REPOSITORY / "README.md").read_text()
+    accuracy = readme[readme.index("**Accuracy") :].split("\n\n")[0]
+    missing = []
+    for name, text in [*((page.name, page.read_text()) for page in PROSE_WITH_RESULTS), ("README.md", accuracy)]:
+        missing += [f"{name}: {f}" for f in DECIMAL.findall(prose(text)) if f not in figures | set(TARGETS)]
+    assert not missing, f"figures no file under results/ holds: {missing}"

@@ -293,8 +293,8 @@ def _scores(query: Tensor, keys: Tensor) -> Tensor:
     return scores if mask is None else scores.masked_fill(~mask, float("-inf"))
 
 
-class StaticLayerCache:
-    """``LayerCache`` with static shapes: buffers sized for the whole forecast and the position as a tensor.
+class FixedShapeLayerCache:
+    """``LayerCache`` with fixed shapes: buffers sized for the whole forecast and the position as a tensor.
 
     Attention reads every slot of the buffers and masks the ones not yet written, so a step's shapes never change
     and the step can be captured as a CUDA graph (``in_place``: slots written with ``index_copy_``) or exported
@@ -326,14 +326,14 @@ class StaticLayerCache:
         return scores.softmax(dim=-1) @ self.values
 
 
-class StaticKVCache:
-    """The decoder's cache with static shapes (see ``StaticLayerCache``); ``length`` is the position tensor.
+class FixedShapeKVCache:
+    """The decoder's cache with fixed shapes (see ``FixedShapeLayerCache``); ``length`` is the position tensor.
 
-    Made by ``ForecastTransformer.new_static_cache`` with every layer's cross-attention keys/values computed
+    Made by ``ForecastTransformer.new_fixed_shape_cache`` with every layer's cross-attention keys/values computed
     once; the caller advances ``position`` (in place) between steps.
     """
 
-    def __init__(self, layers: list[StaticLayerCache], position: Tensor) -> None:
+    def __init__(self, layers: list[FixedShapeLayerCache], position: Tensor) -> None:
         self.layers, self.position = layers, position
         self.encoded = None
 

@@ -32,15 +32,16 @@ def rollout(
 
     ``start`` (N, P, F) is the first decoder input, usually ``network.start_of(context)``. Differentiable when
     gradients are enabled (back-propagation through the fed-back values; draws are reparameterised).
-    ``cuda_graph`` decodes with static shapes (the network's ``new_static_cache``) and, on a GPU, captures the step once
-    as a CUDA graph and replays it: the same values, without a kernel launch per operation. Without gradients only.
+    ``cuda_graph`` decodes with fixed shapes (the network's ``new_fixed_shape_cache``) and, on a GPU, captures the
+    step once as a CUDA graph and replays it: the same values, without a kernel launch per operation. Without
+    gradients only.
     """
     if horizon <= 0:
         raise ValueError(f"horizon must be a positive integer; got {horizon}")
     if cuda_graph and torch.is_grad_enabled():
         raise ValueError("decoding with cuda_graph records no gradients; use it under torch.no_grad()")
     tokens = math.ceil(horizon / network.patch_length)
-    cache = static_cache(network, encoded, horizon) if cuda_graph else network.new_cache(horizon)
+    cache = fixed_shape_cache(network, encoded, horizon) if cuda_graph else network.new_cache(horizon)
     step_input = start.clone() if cuda_graph else start
     decode_step = _captured_step(network, step_input, encoded, cache) if cuda_graph else None
     parameters, values = [], []
@@ -95,13 +96,14 @@ def encode_for_samples(network: ForecastNetwork, samples: int, context: Tensor, 
     return network.encode(context.repeat_interleave(samples, dim=0), **repeated)
 
 
-def static_cache(network: ForecastNetwork, encoded: Any, steps: int) -> Any:
-    """The network's static-shape cache (``new_static_cache``), or a one-line refusal for a network without one."""
-    if not hasattr(network, "new_static_cache"):
+def fixed_shape_cache(network: ForecastNetwork, encoded: Any, steps: int) -> Any:
+    """The network's fixed-shape cache (``new_fixed_shape_cache``), or a one-line refusal for a network without one."""
+    if not hasattr(network, "new_fixed_shape_cache"):
         raise ValueError(
-            f"{type(network).__name__} has no new_static_cache: static decoding (cuda_graph, export) needs one"
+            f"{type(network).__name__} has no new_fixed_shape_cache, which fixed-shape decoding (cuda_graph, export) "
+            "needs"
         )
-    return network.new_static_cache(encoded, steps)
+    return network.new_fixed_shape_cache(encoded, steps)
 
 
 def _captured_step(network: ForecastNetwork, step_input: Tensor, encoded: Any, cache: Any) -> Callable[[], Tensor]:

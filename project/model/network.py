@@ -50,7 +50,7 @@ class ForecastNetwork(Protocol):
         ``share_encoded(encoded, samples)``: the same conditioning for ``samples`` sample paths per series, rows
             ordered (series, sample), without copying the encoder's output. Without it, ``generate`` encodes the
             inputs repeated ``samples`` times: the same paths, more work.
-        ``new_static_cache(encoded, steps)``: a cache of fixed shapes with a ``position`` tensor (0-dim, long) that
+        ``new_fixed_shape_cache(encoded, steps)``: a cache of fixed shapes with a ``position`` tensor (0-dim, long) that
             the caller sets before each one-token ``decode``: what CUDA graphs (``cuda_graph``) and export need.
             Without it, those refuse the network in one line.
     """

@@ -31,7 +31,7 @@ from torch.utils.checkpoint import checkpoint
 
 from project.domains import check_domains
 from project.errors import InputError
-from project.model.cache import KVCache, LayerCache, StaticKVCache, StaticLayerCache
+from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache, KVCache, LayerCache
 from project.model.distributions import DistributionName, make_distribution
 from project.model.network import init_args
 
@@ -203,7 +203,7 @@ class DecoderLayer(nn.Module):
 
 class ForecastTransformer(nn.Module):
     """Encoder–decoder transformer forecaster with covariates and an incremental (cached) decoder: a
-    ``ForecastNetwork`` (``project.model.network``) with its optional ``share_encoded`` and ``new_static_cache``.
+    ``ForecastNetwork`` (``project.model.network``) with its optional ``share_encoded`` and ``new_fixed_shape_cache``.
 
     ``decode(tgt, encoded)[:, t]`` holds the parameters of the forecast of the target P steps after ``tgt[:, t]``
     (the next value for the default P = 1), and depends only on ``encoded`` and the patches of ``tgt`` up to and
@@ -292,9 +292,9 @@ class ForecastTransformer(nn.Module):
         capacity = None if steps is None else math.ceil(steps / self.patch_length)
         return KVCache(len(self.decoder_layers), capacity)
 
-    def new_static_cache(self, encoded: Encoded, steps: int, in_place: bool = True) -> StaticKVCache:
-        """A cache of static shapes for decoding ``steps`` time steps one token at a time, without gradients: the
-        form a CUDA graph can capture and an exporter can trace (``StaticLayerCache``)."""
+    def new_fixed_shape_cache(self, encoded: Encoded, steps: int, in_place: bool = True) -> FixedShapeKVCache:
+        """A cache of fixed shapes for decoding ``steps`` time steps one token at a time, without gradients: the
+        form a CUDA graph can capture and an exporter can trace (``FixedShapeLayerCache``)."""
         capacity = math.ceil(steps / self.patch_length)
         memory, rows = encoded.memory, encoded.memory.shape[0] * encoded.samples
         nhead = self.decoder_layers[0].self_attention.nhead
@@ -306,10 +306,10 @@ class ForecastTransformer(nn.Module):
         layers = []
         for layer in self.decoder_layers:
             buffers = (torch.zeros(shape, dtype=dtype, device=memory.device) for _ in range(2))
-            cache = StaticLayerCache(*buffers, position, in_place)
+            cache = FixedShapeLayerCache(*buffers, position, in_place)
             cache.memory_keys, cache.memory_values = layer.cross_attention.memory_keys_values(memory)
             layers.append(cache)
-        return StaticKVCache(layers, position)
+        return FixedShapeKVCache(layers, position)
 
     def encode(
         self,
@@ -347,7 +347,7 @@ class ForecastTransformer(nn.Module):
         """
         offset = 0 if cache is None else cache.length  # a tensor for a static cache
         tokens = self._tokens("tgt", tgt, self._future_steps(encoded, offset, tgt.shape[1]), encoded.samples)
-        if not isinstance(cache, StaticKVCache):
+        if not isinstance(cache, FixedShapeKVCache):
             self._check_memory(encoded, tokens, cache)
         x = self.decoder_embedding(tokens) + self._positions("tgt", tokens, offset)
         x = self.embedding_dropout(x if encoded.static is None else x + encoded.static)

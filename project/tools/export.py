@@ -3,13 +3,13 @@
     python -m project.tools.export lightning_logs/…/checkpoints/best-….ckpt --format onnx --batch-size 32 --horizon 96
     python -m project.tools.export <checkpoint> --format torch_export
 
-Both graphs have static shapes for the given batch size and horizon. The decoder step takes the key/value cache as
-explicit inputs and returns it updated, with the position as a tensor (the static-shape decoding of
-``ForecastTransformer.new_static_cache``), so a driver loops over the forecast steps: ``project/tools/serve.py`` does it
-with NumPy and onnxruntime alone. ``--benchmark`` times one batch through the driver against ``generate``.
-Written to ``--output`` (default: ``export/`` beside the checkpoint's run): ``encoder.onnx``/``decoder_step.onnx``
-(or ``.pt2``) and ``model.json``. The folder may exist: files of these names in it are replaced only with
-``--overwrite``, and nothing else in it is touched.
+Both graphs have fixed shapes for the given batch size and horizon. The decoder step takes the key/value cache as
+explicit inputs and returns it updated, with the position as a tensor (the fixed-shape decoding of
+``ForecastTransformer.new_fixed_shape_cache``), so a driver loops over the forecast steps: ``project/tools/serve.py``
+does it with NumPy and onnxruntime alone. ``--benchmark`` times one batch through the driver against ``generate``.
+Written to ``--output`` (default: ``export/`` beside the checkpoint's run): ``encoder.onnx``/``decoder_step.onnx`` (or
+``.pt2``) and ``model.json``. The folder may exist: files of these names in it are replaced only with ``--overwrite``,
+and nothing else in it is touched.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from project.checkpoints import load_checkpoint
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output_folder, write_atomically
-from project.model.cache import StaticKVCache, StaticLayerCache
+from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache
 from project.model.transformer import Encoded, ForecastTransformer
 from project.training.module import Forecaster
 
@@ -59,10 +59,10 @@ class DecoderStepGraph(nn.Module):
     def forward(self, step_input, position, keys, values, memory_keys, memory_values, static, future=None):
         layers = []
         for layer in range(keys.shape[0]):
-            layer_cache = StaticLayerCache(keys[layer], values[layer], position, in_place=False)
+            layer_cache = FixedShapeLayerCache(keys[layer], values[layer], position, in_place=False)
             layer_cache.memory_keys, layer_cache.memory_values = memory_keys[layer], memory_values[layer]
             layers.append(layer_cache)
-        cache = StaticKVCache(layers, position)
+        cache = FixedShapeKVCache(layers, position)
         # The memory itself is not read when the cache holds its keys and values; its first layer stands in.
         encoded = Encoded(memory=memory_keys[0, :, 0], static=static, future=future)
         parameters = self.model.decode(step_input, encoded, cache)
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m project.tools.export", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint", type=Path, help="a .ckpt written by `python -m project.cli fit`")
     parser.add_argument("--format", dest="export_format", choices=["onnx", "torch_export"], default="onnx")
-    parser.add_argument("--batch-size", type=int, default=1, help="rows per forecast call (static shape)")
+    parser.add_argument("--batch-size", type=int, default=1, help="rows per forecast call (fixed shape)")
     parser.add_argument("--horizon", type=int, default=None, help="steps to forecast (default: the trained horizon)")
     parser.add_argument("--output", type=Path, default=None, help="folder to write (default: <run>/export)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output folder")

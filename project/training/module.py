@@ -110,7 +110,7 @@ class Forecaster(L.LightningModule):
             (24 for hourly data with a daily cycle, 12 for monthly data); at most ``context_length``. Empty:
             repeat-last only.
         cuda_graph: Decode the no-grad rollouts (free-running training's first pass, evaluation, predict) with
-            static shapes, capturing one decode step as a CUDA graph and replaying it: the same forecasts with
+            fixed shapes, capturing one decode step as a CUDA graph and replaying it: the same forecasts with
             far fewer kernel launches. Needs a CUDA device.
         loss: Training loss of ``distribution: none``: ``mse`` (empty means mse), ``mae`` or ``huber``. Leave it
             empty with a distribution, which trains by its own likelihood or pinball loss.
@@ -473,8 +473,8 @@ def check_head(network: nn.Module, distribution, cuda_graph: bool) -> None:
             f"network {name} predicts distribution={head.name} but the model trains distribution="
             f"{distribution.name}; give the network the model's distribution (and quantile_levels)"
         )
-    if cuda_graph and not hasattr(network, "new_static_cache"):
-        raise InputError(f"cuda_graph needs a network with new_static_cache; {name} has none")
+    if cuda_graph and not hasattr(network, "new_fixed_shape_cache"):
+        raise InputError(f"cuda_graph needs a network with new_fixed_shape_cache; {name} has none")
 
 
 def check_finite_weights(state: dict[str, Tensor], where: str = "") -> None:

@@ -43,7 +43,7 @@ class RegimeOptions:
     teacher_forcing_probability: float = 0.5
     rollout_dropout: bool = True
     generator: torch.Generator | None = None
-    cuda_graph: bool = False  # decode the no-grad rollouts with static shapes (CUDA graphs on a GPU)
+    cuda_graph: bool = False  # decode the no-grad rollouts with fixed shapes (CUDA graphs on a GPU)
 
 
 def teacher_forcing(
