@@ -24,6 +24,7 @@ from project.data import WindowDataModule
 from project.domains import DOMAINS, check_accelerator, check_domains
 from project.errors import InputError, reported_in_one_line
 from project.figures import ForecastFigures
+from project.model.distributions import DEFAULT_QUANTILES
 from project.model.network import imported_class
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
@@ -131,7 +132,7 @@ class ForecastCLI(LightningCLI):
         parser.link_arguments(
             f"{MODEL}.quantile_levels",
             f"{NETWORK}.quantile_levels",
-            compute_fn=lambda levels: levels or [0.1, 0.5, 0.9],
+            compute_fn=lambda levels: levels or list(DEFAULT_QUANTILES),
         )
         parser.link_arguments(
             (f"{DATA}.context_length", f"{DATA}.horizon", f"{MODEL}.max_horizon"),

@@ -107,6 +107,11 @@ class StudentT:
         return torch.stack([parameters[..., 0] * scale + loc, parameters[..., 1] * scale, parameters[..., 2]], dim=-1)
 
 
+# The quantile levels a quantile head predicts, and predict reports, unless told others: the 80% interval and the
+# median.
+DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
+
+
 class Quantiles:
     """A fixed set of quantiles of the predictive distribution, trained with the pinball (quantile) loss.
 
@@ -117,7 +122,7 @@ class Quantiles:
 
     name, reparameterised = "quantile", False
 
-    def __init__(self, levels: Sequence[float] = (0.1, 0.5, 0.9)) -> None:
+    def __init__(self, levels: Sequence[float] = DEFAULT_QUANTILES) -> None:
         levels = [float(level) for level in levels]
         if sorted(set(levels)) != levels or not all(0 < level < 1 for level in levels) or 0.5 not in levels:
             raise InputError(
@@ -169,7 +174,7 @@ def make_distribution(
     name: DistributionName,
     loss: PointLoss = "mse",
     huber_delta: float = 1.0,
-    quantile_levels: Sequence[float] = (0.1, 0.5, 0.9),
+    quantile_levels: Sequence[float] = DEFAULT_QUANTILES,
 ) -> OutputDistribution:
     """The output distribution called ``name`` (``none`` is a point forecast trained with ``loss``)."""
     if name == "none":

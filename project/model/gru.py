@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from project.domains import check_domains
 from project.errors import InputError
-from project.model.distributions import DistributionName, make_distribution
+from project.model.distributions import DEFAULT_QUANTILES, DistributionName, make_distribution
 from project.model.network import init_args
 from project.model.transformer import StaticEmbedding
 
@@ -76,7 +76,7 @@ class GRUForecaster(nn.Module):
         num_layers: int = 2,
         dropout: float = 0.0,
         distribution: DistributionName = "none",
-        quantile_levels: Sequence[float] = (0.1, 0.5, 0.9),
+        quantile_levels: Sequence[float] = DEFAULT_QUANTILES,
     ) -> None:
         super().__init__()
         self.init_args = init_args(locals())

@@ -32,7 +32,7 @@ from torch.utils.checkpoint import checkpoint
 from project.domains import check_domains
 from project.errors import InputError
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache, KVCache, LayerCache
-from project.model.distributions import DistributionName, make_distribution
+from project.model.distributions import DEFAULT_QUANTILES, DistributionName, make_distribution
 from project.model.network import init_args
 
 
@@ -255,7 +255,7 @@ class ForecastTransformer(nn.Module):
         channel_independent: bool = False,
         checkpoint_layers: bool = False,
         distribution: DistributionName = "none",
-        quantile_levels: Sequence[float] = (0.1, 0.5, 0.9),
+        quantile_levels: Sequence[float] = DEFAULT_QUANTILES,
     ) -> None:
         super().__init__()
         self.init_args = init_args(locals())

@@ -21,7 +21,7 @@ from torchmetrics import CatMetric, MeanMetric
 from project.domains import check_domains
 from project.errors import InputError, TrainingDiverged
 from project.model.decoding import generate
-from project.model.distributions import DistributionName, PointLoss, make_distribution
+from project.model.distributions import DEFAULT_QUANTILES, DistributionName, PointLoss, make_distribution
 from project.model.network import ForecastNetwork, build_network, network_spec
 from project.rules import check_settings
 from project.training import regimes
@@ -164,8 +164,8 @@ class Forecaster(L.LightningModule):
         self.save_hyperparameters(ignore=["network"])
         self.save_hyperparameters({**self.hparams, "network": network_spec(network)})  # logged with the others
         settings = {**self.hparams, "max_horizon": max_horizon or 4 * horizon, "patch_length": network.patch_length}
-        settings["quantile_levels"] = quantile_levels or [0.1, 0.5, 0.9]
-        settings["prediction_quantiles"] = prediction_quantiles or [0.1, 0.5, 0.9]
+        settings["quantile_levels"] = quantile_levels or list(DEFAULT_QUANTILES)
+        settings["prediction_quantiles"] = prediction_quantiles or list(DEFAULT_QUANTILES)
         settings["regimes"] = {name: (r.training_mode, r.feedback_gradient) for name, r in regimes.REGIMES.items()}
         check_domains(settings, prefix="model.")
         check_settings(settings, self._defaults())
@@ -198,7 +198,7 @@ class Forecaster(L.LightningModule):
     def _defaults(cls) -> dict:
         parameters = inspect.signature(Forecaster.__init__).parameters.items()  # a subclass's own arguments aside
         defaults = {n: p.default for n, p in parameters if n not in ("self", "network")}
-        defaults["quantile_levels"] = defaults["prediction_quantiles"] = [0.1, 0.5, 0.9]
+        defaults["quantile_levels"] = defaults["prediction_quantiles"] = list(DEFAULT_QUANTILES)
         return defaults
 
     # -- Forecasting -------------------------------------------------------------------------------------------
