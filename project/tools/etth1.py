@@ -136,8 +136,12 @@ def train_and_test(
     row = _row(title, [seconds for _, seconds in runs])
     row["seeds"], row["best_epoch"] = args.seeds, [best_epoch(best_checkpoint(run)) for run, _ in runs]
     row["runs"] = [run for run, _ in runs]
-    row["interval"] = read_checkpoint(best_checkpoint(row["runs"][0]))["hyper_parameters"].get("interval")
+    settings = read_checkpoint(best_checkpoint(row["runs"][0]))["hyper_parameters"]
+    row["interval"] = settings.get("interval") if settings.get("distribution", "none") != "none" else None
     for run, _ in runs:
+        if row["interval"] is not None:  # the factor validation calibrated the intervals by (1: not calibrated)
+            state = read_checkpoint(best_checkpoint(run))["state_dict"]
+            row.setdefault("interval_scale", []).append(float(state["interval_scale"]))
         mse, mae = forecast_errors(forecast_split(best_checkpoint(run), windows, "val"))
         row["val_mse"].append(mse)
         row["val_mae"].append(mae)
@@ -175,18 +179,19 @@ def _row(name: str, seconds: list[float] | None = None) -> dict:
 def markdown(rows: list[dict], hardware_name: str, what: str = "") -> str:
     """The table, each trained row the mean ± standard deviation over its seeds, validation (what settings are
     chosen by) beside test; with a probabilistic model also CRPS, coverage and width of its central interval
-    (scaled values; a point forecast's CRPS is its MAE)."""
+    (scaled values; a point forecast's CRPS is its MAE) and the factor by which validation calibrated the
+    intervals (1: not calibrated)."""
     interval = next((row["interval"] for row in rows if row.get("interval")), None)
     probabilistic = interval is not None and any("coverage" in row for row in rows)
     header = ["model", "validation MSE", "validation MAE", "test MSE", "test MAE"]
     if probabilistic:
-        header += ["CRPS", f"{interval:.0%} coverage", f"{interval:.0%} width"]
+        header += ["CRPS", f"{interval:.0%} coverage", f"{interval:.0%} width", "interval scale"]
     cells = []
     for row in rows:
         line = [row["model"], *(mean_std(row[k]) if row[k] else "–" for k in ("val_mse", "val_mae"))]
         line += [mean_std(row["test_mse"]), mean_std(row["test_mae"])]
         if probabilistic:
-            line += [mean_std(row[k]) if k in row else "–" for k in ("crps", "coverage", "width")]
+            line += [mean_std(row[k]) if k in row else "–" for k in ("crps", "coverage", "width", "interval_scale")]
         cells.append([*line, seeds_column(row), clock(row)])
     caption = f"ETTh1{what}, horizon 96, look-back 336, scores on scaled values; {hardware_name}."
     return markdown_table(caption, [*header, "seeds", "wall-clock (train + test)"], cells)
