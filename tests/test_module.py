@@ -185,3 +185,45 @@ def test_forecaster_is_a_lightning_module_with_documented_arguments():
     documented = Forecaster.__doc__
     for name in Forecaster._defaults():
         assert f"{name}:" in documented, f"{name} is not documented"
+
+
+NO_EFFECT = {  # option → settings under which it means nothing, and the words of its refusal
+    "feedback_value": (dict(training_mode="teacher_forcing", distribution="normal", feedback_value="sample"),
+                       "training_mode=teacher_forcing feeds back nothing"),
+    "rollout_dropout": (dict(training_mode="teacher_forcing", rollout_dropout=False),
+                        "training_mode=teacher_forcing feeds back nothing"),
+    "num_samples": (dict(num_samples=10), "distribution=none forecasts points"),
+    "prediction_quantiles": (dict(prediction_quantiles=[0.05, 0.5, 0.95]), "distribution=none forecasts points"),
+    "interval": (dict(interval=0.9), "distribution=none forecasts points"),
+    "interval_calibration": (dict(interval_calibration="none"), "distribution=none forecasts points"),
+    "loss": (dict(distribution="student_t", loss="huber"), "applies to distribution=none"),
+    "huber_delta": (dict(loss="mse", huber_delta=0.5), "applies to loss=huber"),
+    "quantile_levels": (dict(distribution="normal", quantile_levels=[0.2, 0.5, 0.8]), "apply to distribution=quantile"),
+    "teacher_forcing_schedule": (dict(teacher_forcing_schedule="linear"), "apply to training_mode=scheduled_sampling"),
+    "schedule_steps": (dict(schedule_steps=10), "apply to training_mode=scheduled_sampling"),
+    "min_teacher_forcing": (dict(min_teacher_forcing=0.2), "apply to training_mode=scheduled_sampling"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("option", NO_EFFECT)
+def test_an_option_that_would_have_no_effect_is_refused_naming_it(option):
+    settings, words = NO_EFFECT[option]
+    with pytest.raises(InputError) as refused:
+        tiny_module(**settings)
+    message = str(refused.value)
+    assert option in message
+    assert words in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        (dict(synthetic="panel"), "synthetic choose the embedded data"),
+        (dict(synthetic_rows=500), "synthetic_rows choose the embedded data"),
+        (dict(calendar_features=True), "calendar_features=true derives features from the timestamps"),
+    ],
+)
+def test_a_data_option_that_would_have_no_effect_is_refused_naming_it(settings, words):
+    with pytest.raises(InputError, match=words):
+        WindowDataModule(learnable_series(200), context_length=8, horizon=4, **settings)
