@@ -99,7 +99,7 @@ def preset_datamodule(preset: Path, data: Path, **overrides) -> WindowDataModule
 
 def without_point_loss(arguments: list[str]) -> list[str]:
     """The arguments, plus ``--model.loss=null`` when they ask for a distribution and name no loss: the presets
-    train point forecasts with MAE, and a distribution trains by its own likelihood or pinball loss."""
+    set a point loss (MSE or MAE), and a distribution trains by its own likelihood or pinball loss."""
     given = {argument.split("=", 1)[0] for argument in arguments}
     wants_distribution = any(
         argument.startswith("--model.distribution=") and not argument.endswith("=none") for argument in arguments
