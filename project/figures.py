@@ -21,7 +21,7 @@ from torch.utils.data import default_collate
 from project.domains import check_domains
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
-from project.training.metrics import central_interval
+from project.training.metrics import central_interval, unscale
 
 
 def plot_forecasts(
@@ -72,7 +72,7 @@ def forecast_figure(model: L.LightningModule, datamodule, split: str, num_window
     with torch.no_grad():
         forecast = model.forecast(batch, batch["target"].shape[1])
     loc, scale = batch["loc"].cpu(), batch["scale"].cpu()
-    original = lambda x: x.float().cpu() * scale + loc  # noqa: E731
+    original = lambda x: unscale(x.float().cpu(), loc, scale)  # noqa: E731
     band = None
     if forecast.samples is not None:
         band = tuple(original(end) for end in central_interval(forecast.samples.float(), model.hparams.interval))

@@ -102,13 +102,12 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        "feedback_value and rollout_dropout apply to free running and scheduled sampling (not teacher_forcing)",
+        "feedback_value and rollout_dropout apply to a regime that feeds predictions back (not teacher_forcing)",
         lambda s, d: (
             None
-            if s["training_mode"] != "teacher_forcing"
-            or not (changed := _changed(s, d, "feedback_value", "rollout_dropout"))
+            if s["teacher_forcing_share"] != 1.0 or not (changed := _changed(s, d, "feedback_value", "rollout_dropout"))
             else f"{', '.join(changed)} apply to what free running and scheduled sampling feed back; "
-            "training_mode=teacher_forcing feeds back nothing"
+            f"training_mode={s['training_mode']} feeds back nothing"
         ),
     ),
     Rule(
@@ -134,8 +133,16 @@ RULES: tuple[Rule, ...] = (
     ),
     _only_with("loss", "huber", "huber_delta", verb="applies"),
     _only_with("distribution", "quantile", "quantile_levels"),
-    _only_with(
-        "training_mode", "scheduled_sampling", "teacher_forcing_schedule", "schedule_steps", "min_teacher_forcing"
+    Rule(
+        "teacher_forcing_schedule, schedule_steps and min_teacher_forcing apply to a regime with a schedule "
+        "(training_mode: scheduled_sampling)",
+        lambda s, d: (
+            None
+            if s["teacher_forcing_share"] is None
+            or not (changed := _changed(s, d, "teacher_forcing_schedule", "schedule_steps", "min_teacher_forcing"))
+            else f"{', '.join(changed)} apply to a regime with a schedule (training_mode=scheduled_sampling); got "
+            f"training_mode={s['training_mode']}"
+        ),
     ),
     Rule(
         "horizon and predict_horizon are at most max_horizon",

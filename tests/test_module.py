@@ -130,7 +130,7 @@ def test_every_rule_has_a_description_and_every_rejected_combination_is_one_line
         "loss=mae applies to distribution=none": dict(distribution="normal", loss="mae"),
         "huber_delta applies to loss=huber": dict(huber_delta=2.0),
         "quantile_levels apply to distribution=quantile": dict(quantile_levels=[0.2, 0.5, 0.8]),
-        "schedule_steps apply to training_mode=scheduled_sampling": dict(schedule_steps=50),
+        "schedule_steps apply to a regime with a schedule": dict(schedule_steps=50),
         "predict_horizon=50 exceeds max_horizon=16": dict(predict_horizon=50),
         "d_model must be divisible by nhead; got d_model=30, nhead=4": dict(d_model=30, nhead=4),
         "horizon=6 must be a multiple of patch_length=4": dict(context_length=8, horizon=6, patch_length=4),
@@ -199,9 +199,9 @@ NO_EFFECT = {  # option → settings under which it means nothing, and the words
     "loss": (dict(distribution="student_t", loss="huber"), "applies to distribution=none"),
     "huber_delta": (dict(loss="mse", huber_delta=0.5), "applies to loss=huber"),
     "quantile_levels": (dict(distribution="normal", quantile_levels=[0.2, 0.5, 0.8]), "apply to distribution=quantile"),
-    "teacher_forcing_schedule": (dict(teacher_forcing_schedule="linear"), "apply to training_mode=scheduled_sampling"),
-    "schedule_steps": (dict(schedule_steps=10), "apply to training_mode=scheduled_sampling"),
-    "min_teacher_forcing": (dict(min_teacher_forcing=0.2), "apply to training_mode=scheduled_sampling"),
+    "teacher_forcing_schedule": (dict(teacher_forcing_schedule="linear"), "apply to a regime with a schedule"),
+    "schedule_steps": (dict(schedule_steps=10), "apply to a regime with a schedule"),
+    "min_teacher_forcing": (dict(min_teacher_forcing=0.2), "apply to a regime with a schedule"),
 }  # fmt: skip
 
 

@@ -2,6 +2,7 @@
 command it shows runs in a test or in CI."""
 
 import re
+from pathlib import Path
 
 from tests.helpers import REPOSITORY
 
@@ -93,14 +94,25 @@ DECIMAL = re.compile(r"(?<![\w.,])(\d+\.\d+)(?![\w.]*\d)")
 PROSE_WITH_RESULTS = [REPOSITORY / "docs" / "results.md", REPOSITORY / "docs" / "benchmark.md"]
 
 
-def results_figures() -> set[str]:
-    """Every number of the files under results/, at every rounding from 1 to 6 decimals: what prose may quote."""
+def cited_results(page: Path) -> list[Path]:
+    """The files under results/ that a page links to (a folder: every file in it) or embeds as a table block."""
+    text, root = page.read_text(), (REPOSITORY / "results").resolve()
+    targets = [page.parent / t for t in re.findall(r"\]\(([^)#]+?)(?:#[^)]*)?\)", text) if "://" not in t]
+    targets += [REPOSITORY / name for name in re.findall(r"<!-- (results/[\w./-]+) -->", text)]
+    files = []
+    for target in (t.resolve() for t in targets):
+        if target.is_relative_to(root):
+            files += sorted(f for f in target.rglob("*") if f.is_file()) if target.is_dir() else [target]
+    return files
+
+
+def figures_of(files: list[Path]) -> set[str]:
+    """Every number of the files, at every rounding from 1 to 6 decimals: what prose citing them may quote."""
     figures = set()
-    for path in (REPOSITORY / "results").rglob("*"):
-        if path.suffix in (".md", ".csv", ".yaml", ".txt"):
-            for number in re.findall(r"\d+(?:,\d{3})*\.\d+", path.read_text()):
-                value = float(number.replace(",", ""))
-                figures.update(f"{value:.{digits}f}" for digits in range(1, 7))
+    for path in files:
+        for number in re.findall(r"\d+(?:,\d{3})*\.\d+", path.read_text()):
+            value = float(number.replace(",", ""))
+            figures.update(f"{value:.{digits}f}" for digits in range(1, 7))
     return figures
 
 
@@ -111,11 +123,14 @@ def prose(text: str) -> str:
     return re.sub(r"`[^`]*`", "", text)
 
 
-def test_every_figure_in_the_results_prose_is_in_a_file_under_results():
-    figures = results_figures()
+def test_every_figure_in_the_results_prose_is_in_a_results_file_the_page_cites():
     readme = (REPOSITORY / "README.md").read_text()
-    accuracy = readme[readme.index("**Accuracy") :].split("\n\n")[0]
+    accuracy = readme[readme.index("**Accuracy") :].split("\n\n")[0]  # it cites docs/results.md
+    pages = [(page.name, page.read_text(), cited_results(page)) for page in PROSE_WITH_RESULTS]
+    pages.append(("README.md", accuracy, cited_results(REPOSITORY / "docs" / "results.md")))
     missing = []
-    for name, text in [*((page.name, page.read_text()) for page in PROSE_WITH_RESULTS), ("README.md", accuracy)]:
-        missing += [f"{name}: {f}" for f in DECIMAL.findall(prose(text)) if f not in figures | set(TARGETS)]
-    assert not missing, f"figures no file under results/ holds: {missing}"
+    for name, text, cited in pages:
+        assert cited, f"{name} cites no file under results/"
+        figures = figures_of(cited) | set(TARGETS)
+        missing += [f"{name}: {figure}" for figure in DECIMAL.findall(prose(text)) if figure not in figures]
+    assert not missing, f"figures that no results file the page cites holds: {missing}"

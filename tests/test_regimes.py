@@ -3,6 +3,7 @@ import itertools
 import pytest
 import torch
 
+from project.errors import InputError
 from project.model.decoding import rollout
 from project.training import regimes
 from project.training.memory import SavedTensorsMeter
@@ -64,6 +65,16 @@ def test_a_regime_registered_in_REGIMES_trains_with_no_other_edit(monkeypatch):
     loss.backward()
     assert calls == [0.5]
     assert module.teacher_forcing_probability() == 0.5
+
+
+def test_the_rules_read_a_registered_regimes_share_of_true_values(monkeypatch):
+    scheduled = regimes.Regime(regimes.scheduled_sampling, "a user's schedule", "my_schedule", teacher_forcing=None)
+    forced = regimes.Regime(regimes.teacher_forcing, "a user's teacher forcing", "my_forcing", teacher_forcing=1.0)
+    monkeypatch.setitem(REGIMES, "my_schedule", scheduled)
+    monkeypatch.setitem(REGIMES, "my_forcing", forced)
+    assert tiny_module(training_mode="my_schedule", schedule_steps=10).teacher_forcing_probability() == 1.0
+    with pytest.raises(InputError, match="training_mode=my_forcing feeds back nothing"):
+        tiny_module(training_mode="my_forcing", rollout_dropout=False)
 
 
 @pytest.mark.parametrize("with_covariates", [False, True], ids=["targets-only", "covariates"])

@@ -345,7 +345,7 @@ class ForecastTransformer(nn.Module):
         With ``cache``, ``tgt`` holds only the new positions; their keys/values are appended to the cache, and
         their position (and the future covariates they read) starts after the positions already in it.
         """
-        offset = 0 if cache is None else cache.length  # a tensor for a static cache
+        offset = 0 if cache is None else cache.length  # a tensor for a fixed-shape cache
         tokens = self._tokens("tgt", tgt, self._future_steps(encoded, offset, tgt.shape[1]), encoded.samples)
         if not isinstance(cache, FixedShapeKVCache):
             self._check_memory(encoded, tokens, cache)
@@ -408,7 +408,7 @@ class ForecastTransformer(nn.Module):
         """The future covariates of the ``length`` forecast steps from token ``offset`` on."""
         if encoded.future is None:
             return None
-        if isinstance(offset, Tensor):  # a static cache: gathered, so the step's shapes do not depend on it
+        if isinstance(offset, Tensor):  # a fixed-shape cache: gathered, so the step's shapes do not depend on it
             steps = offset * self.patch_length + torch.arange(length, device=offset.device)
             return encoded.future.index_select(1, steps)
         start = offset * self.patch_length

@@ -9,15 +9,18 @@ ETTh1 (Zhou et al. 2021, CC BY-ND 4.0) is not part of this repository. The proto
 benchmarks' (configs/etth1.yaml): look-back 336, horizon 96, 12/4/4-month split, scaling fitted on the training
 months, MSE/MAE on scaled values over every test window (stride 1). Each regime trains with the settings its own
 search chose on the validation months (configs/search/etth1.yaml), once per seed, by ``python -m project.cli
-fit``, which then tests the best checkpoint (by validation loss): the test months are read once per seed, here.
-The baselines (repeat-last, seasonal naive, least-squares linear maps fitted on the training windows) are measured
-on the same windows. The table is printed and written to ``--output``, stamped with this command and the commit."""
+fit``, which then tests the checkpoint its validation chose (``checkpoint.monitor``: val/mse): the test months are
+read once per seed, here. Every row is scored on the validation windows too, where the settings were chosen. The
+baselines (repeat-last, seasonal naive, least-squares linear maps fitted on the training windows) are measured on
+the same windows, with the same ``--data.*`` options the runs are given. The table is printed and written to
+``--output``, stamped with this command and the commit."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+import yaml
 from torch.utils.data import DataLoader
 
 from project.checkpoints import read_checkpoint
@@ -76,9 +79,15 @@ COVARIATE_RUNS = {  # table row → (run name, data settings): OT is the only ta
 }
 
 
-def datamodule(data: Path, **overrides) -> WindowDataModule:
-    """The data of the training runs (base.yaml and the ETTh1 preset), set up for testing."""
-    return preset_datamodule(CONFIG, data, **overrides)
+def datamodule(data: Path, extra: list[str] = (), **overrides) -> WindowDataModule:
+    """The data of the training runs (base.yaml and the ETTh1 preset, the ``--data.*`` options of ``extra`` that
+    every run is given, then ``overrides``), set up for testing."""
+    given = {}
+    for argument in extra:
+        if argument.startswith("--data.") and "=" in argument:
+            key, value = argument.removeprefix("--data.").split("=", 1)
+            given[key] = yaml.safe_load(value)
+    return preset_datamodule(CONFIG, data, **{**given, **overrides})
 
 
 def measure_baselines(windows: WindowDataModule, suffix: str = "") -> list[dict]:
@@ -225,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     with reported_in_one_line():
         check_output(output, [args.data], args.overwrite)  # before hours of training, not after
         if args.experiment == "regimes":
-            windows = datamodule(args.data)
+            windows = datamodule(args.data, extra)
             rows = measure_baselines(windows)
             for regime in args.regimes:
                 settings = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
@@ -236,7 +245,7 @@ def main(argv: list[str] | None = None) -> None:
             rows += [published_row(name, mse, mae) for name, (mse, mae) in PUBLISHED.items()]
             table = markdown(rows, hardware())
         elif args.experiment == "probabilistic":
-            windows = datamodule(args.data)
+            windows = datamodule(args.data, extra)
             rows = measure_baselines(windows)
             distribution = next(
                 (a.split("=", 1)[1] for a in extra if a.startswith("--model.distribution=")), "quantile"
@@ -248,10 +257,12 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(train_and_test(f"probabilistic_{distribution}", title, [CONFIG], settings, args, windows))
             table = markdown(rows, hardware(), ", probabilistic")
         else:
-            rows = measure_baselines(datamodule(args.data, target_columns=["OT"], calendar_features=False), ", OT")
+            rows = measure_baselines(
+                datamodule(args.data, extra, target_columns=["OT"], calendar_features=False), ", OT"
+            )
             for title, (name, data) in COVARIATE_RUNS.items():
                 settings = [f"--data.{key}={value}".replace("'", "") for key, value in data.items()]
-                windows = datamodule(args.data, **data)  # each run's own inputs, the same OT windows
+                windows = datamodule(args.data, extra, **data)  # each run's own inputs, the same OT windows
                 run = train_and_test(name, f"{title} (this template)", [CONFIG], settings + extra, args, windows)
                 rows.append(run)
             table = markdown(rows, hardware(), ", target OT only")

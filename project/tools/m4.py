@@ -41,7 +41,7 @@ from project.tools.results import (
     write_table,
 )
 from project.training.baselines import repeat_last, seasonal_naive
-from project.training.metrics import symmetric_percentage_errors
+from project.training.metrics import forecast_scores, symmetric_percentage_errors, unscale
 from project.training.regimes import REGIMES, regime_name, regime_settings
 
 CONFIG = Path("configs/m4_hourly.yaml")
@@ -96,7 +96,7 @@ def measure_baselines(windows: WindowDataModule) -> list[dict]:
     batches = list(DataLoader(test, batch_size=512))
     scaled_context, scaled_actual = (torch.cat([b[key] for b in batches]) for key in ("context", "target"))
     loc, scale = (torch.cat([b[key] for b in batches]) for key in ("loc", "scale"))
-    actual = scaled_actual * scale + loc
+    actual = unscale(scaled_actual, loc, scale)
     insample = insample_values(windows, torch.cat([b["series"] for b in batches]))
     train = windows.split("train")
     baselines = {  # name → forecast of scaled contexts (the naive ones commute with the scaling)
@@ -110,11 +110,12 @@ def measure_baselines(windows: WindowDataModule) -> list[dict]:
     rows = []
     for name, fitted in baselines.items():
         scaled_forecast = fitted()(scaled_context)
-        forecast = scaled_forecast * scale + loc
+        forecast = unscale(scaled_forecast, loc, scale)
         row = _row(
             f"{name} (measured)", *scores(forecast[..., 0].double().numpy(), actual[..., 0].double().numpy(), insample)
         )
-        row["crps"] = [float((scaled_forecast - scaled_actual).abs().mean())]  # a point forecast's CRPS: its MAE
+        # a point forecast's CRPS is its MAE
+        row["crps"] = [float(forecast_scores(scaled_forecast, scaled_actual)["mae"].mean())]
         rows.append(row)
     return rows
 

@@ -29,7 +29,6 @@ import yaml
 
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
-from project.tools.results import stamp
 
 SPACE_KINDS = ("float", "int", "choice")
 EXIT_SIGTERM = 143  # 128 + the signal's number, as for the CLI: what schedulers expect of a terminated job
@@ -291,7 +290,7 @@ def _run(args: argparse.Namespace, extra: list[str], signals: StopSignals) -> No
 
     space = load_space(args.search)
     overrides = command_line_overrides(extra)
-    monitor = scored_metric(args.config, overrides)
+    monitor, mode = scored_metric(args.config, overrides)
     url = args.storage or f"sqlite:///{args.logs / f'{args.study}.db'}"
     output = args.output or args.logs / f"{args.study}-best.yaml"
     check_output(output, inputs=[args.search, *args.config, _sqlite_file(url)], overwrite=args.overwrite)
@@ -306,7 +305,7 @@ def _run(args: argparse.Namespace, extra: list[str], signals: StopSignals) -> No
         study_name=args.study,
         storage=storage,
         load_if_exists=True,
-        direction="minimize",
+        direction="maximize" if mode == "max" else "minimize",
         sampler=trial_seeded_sampler(args.seed),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=2),
     )
@@ -328,17 +327,19 @@ def _run(args: argparse.Namespace, extra: list[str], signals: StopSignals) -> No
     config = merged_config(args.config, {**overrides, **best.params})
     text = yaml.safe_dump(config, sort_keys=False)
     count = len(study.get_trials(states=finished))
+    from project.tools.results import stamp  # here: it imports torch, which the study's setup does not need
+
     header = f"# {stamp(args.argv)}\n# The best of {count} trials of study '{args.study}': {monitor} {best.value:.6g}\n"
     write_atomically(output, lambda temporary: temporary.write_text(header + text))
     print(f"best trial {best.number}: {monitor} {best.value:.6g}, {best.params}")
     print(f"Wrote {output}; train it with: python -m project.cli fit --config {output}")
 
 
-def scored_metric(configs: list[Path], overrides: dict) -> str:
-    """The metric trials are scored by: what their checkpoints are chosen by, so that a trial's score is the one
-    of the checkpoint it would hand on."""
+def scored_metric(configs: list[Path], overrides: dict) -> tuple[str, str]:
+    """The metric trials are scored by and its direction (``min`` or ``max``): what their checkpoints are chosen
+    by, so that a trial's score is the one of the checkpoint it would hand on."""
     checkpoint = merged_config(configs, overrides).get("checkpoint") or {}
-    return str(checkpoint.get("monitor") or "val/loss")
+    return str(checkpoint.get("monitor") or "val/loss"), str(checkpoint.get("mode") or "min")
 
 
 def _none_completed(study: str, trials: list) -> str:

@@ -10,22 +10,15 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torchmetrics import MeanMetric
 
 
 def symmetric_percentage_errors(forecast: Tensor, actual: Tensor) -> Tensor:
     """Per value, 200 · |y − ŷ| / (|y| + |ŷ|): their mean is sMAPE in percent, as the M4 competition defines it
-    (0 where forecast and actual are both 0). The one definition the module, backtest and the M4 table use."""
+    (0 where forecast and actual are both 0). The one definition the module, backtest and the M4 table use
+    (through ``forecast_scores`` or directly)."""
     denominator = actual.abs() + forecast.abs()
     errors = 200 * (actual - forecast).abs() / denominator.clamp_min(torch.finfo(denominator.dtype).tiny)
     return torch.where(denominator > 0, errors, torch.zeros_like(errors))
-
-
-class SymmetricMAPE(MeanMetric):
-    """sMAPE in percent (``symmetric_percentage_errors``), averaged over every value, synchronised across devices."""
-
-    def update(self, forecast: Tensor, actual: Tensor) -> None:  # type: ignore[override]
-        super().update(symmetric_percentage_errors(forecast, actual))
 
 
 def crps_from_samples(samples: Tensor, target: Tensor) -> Tensor:

@@ -166,7 +166,11 @@ class Forecaster(L.LightningModule):
         settings = {**self.hparams, "max_horizon": max_horizon or 4 * horizon, "patch_length": network.patch_length}
         settings["quantile_levels"] = quantile_levels or list(DEFAULT_QUANTILES)
         settings["prediction_quantiles"] = prediction_quantiles or list(DEFAULT_QUANTILES)
+        # What the rules need to know of the regimes (project/rules.py does not import them): the pairs that select
+        # one, and the selected one's share of true values (1: it feeds back nothing; None: a schedule).
         settings["regimes"] = {name: (r.training_mode, r.feedback_gradient) for name, r in regimes.REGIMES.items()}
+        selected = regimes.REGIMES.get(regimes.regime_name(training_mode, feedback_gradient) or "")
+        settings["teacher_forcing_share"] = selected.teacher_forcing if selected else 0.0
         check_domains(settings, prefix="model.")
         check_settings(settings, self._defaults())
         self.max_horizon = settings["max_horizon"]
@@ -184,8 +188,9 @@ class Forecaster(L.LightningModule):
         scores += [f"{name}_original_units" for name in ("mse", "mae", "smape")]
         scores += [f"mae_{name}_original_units" for name in self._naive_forecasts()]
         scores += ["crps", "coverage", "width", "crps_original_units"] if self.has_distribution else []
-        self.val_scores = torch.nn.ModuleDict({name: MeanMetric() for name in scores})
-        self.test_scores = torch.nn.ModuleDict({name: MeanMetric() for name in scores})
+        # nan_strategy="disable": a NaN forecast makes its scores NaN, never a finite mean of the other values.
+        self.val_scores = torch.nn.ModuleDict({name: MeanMetric(nan_strategy="disable") for name in scores})
+        self.test_scores = torch.nn.ModuleDict({name: MeanMetric(nan_strategy="disable") for name in scores})
         # The loss of one optimizer step: the mean over its accumulated micro-batches (and, under DDP, devices).
         # Split-conformal calibration of the intervals (interval_calibration): the factor by which the sample paths'
         # spread around the point forecast is scaled, kept in checkpoints, and this validation's evidence for it.
