@@ -72,7 +72,10 @@ def test_the_rules_read_a_registered_regimes_share_of_true_values(monkeypatch):
     forced = regimes.Regime(regimes.teacher_forcing, "a user's teacher forcing", "my_forcing", teacher_forcing=1.0)
     monkeypatch.setitem(REGIMES, "my_schedule", scheduled)
     monkeypatch.setitem(REGIMES, "my_forcing", forced)
-    assert tiny_module(training_mode="my_schedule", schedule_steps=10).teacher_forcing_probability() == 1.0
+    scheduled_module = tiny_module(training_mode="my_schedule", schedule_steps=10)  # its schedule options accepted
+    assert scheduled_module.teacher_forcing_probability() == regimes.teacher_forcing_probability(
+        0, "inverse_sigmoid", 10
+    )
     with pytest.raises(InputError, match="training_mode=my_forcing feeds back nothing"):
         tiny_module(training_mode="my_forcing", rollout_dropout=False)
 
