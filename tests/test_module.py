@@ -227,3 +227,14 @@ def test_an_option_that_would_have_no_effect_is_refused_naming_it(option):
 def test_a_data_option_that_would_have_no_effect_is_refused_naming_it(settings, words):
     with pytest.raises(InputError, match=words):
         WindowDataModule(learnable_series(200), context_length=8, horizon=4, **settings)
+
+
+def test_a_nan_forecast_makes_the_scores_nan_and_weights_are_kept():
+    module = tiny_module()
+    loss = module.val_scores["loss"]
+    loss.update(torch.tensor(2.0), 10)
+    loss.update(torch.tensor(1.0), 30)
+    assert loss.compute().item() == 1.25  # weighted by the values each batch scored
+    mse = module.val_scores["mse"]
+    mse.update(torch.tensor([1.0, float("nan")]))
+    assert torch.isnan(mse.compute())

@@ -188,9 +188,10 @@ class Forecaster(L.LightningModule):
         scores += [f"{name}_original_units" for name in ("mse", "mae", "smape")]
         scores += [f"mae_{name}_original_units" for name in self._naive_forecasts()]
         scores += ["crps", "coverage", "width", "crps_original_units"] if self.has_distribution else []
-        # nan_strategy="disable": a NaN forecast makes its scores NaN, never a finite mean of the other values.
-        self.val_scores = torch.nn.ModuleDict({name: MeanMetric(nan_strategy="disable") for name in scores})
-        self.test_scores = torch.nn.ModuleDict({name: MeanMetric(nan_strategy="disable") for name in scores})
+        # A NaN forecast makes its scores NaN, never a finite mean of the other values. nan_strategy=NaN (NaN kept,
+        # weights kept), not "disable": torchmetrics' "disable" drops the weights passed to update.
+        self.val_scores = torch.nn.ModuleDict({name: MeanMetric(nan_strategy=math.nan) for name in scores})
+        self.test_scores = torch.nn.ModuleDict({name: MeanMetric(nan_strategy=math.nan) for name in scores})
         # The loss of one optimizer step: the mean over its accumulated micro-batches (and, under DDP, devices).
         # Split-conformal calibration of the intervals (interval_calibration): the factor by which the sample paths'
         # spread around the point forecast is scaled, kept in checkpoints, and this validation's evidence for it.
