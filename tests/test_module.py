@@ -229,6 +229,18 @@ def test_a_data_option_that_would_have_no_effect_is_refused_naming_it(settings, 
         WindowDataModule(learnable_series(200), context_length=8, horizon=4, **settings)
 
 
+def test_a_data_rule_names_the_source_whole_however_long_its_path(tmp_path):
+    folder = tmp_path / ("a-long-folder-name-" * 6)
+    folder.mkdir()
+    source = folder / "series.csv"
+    learnable_series(200).to_csv(source, index=False)
+    with pytest.raises(InputError) as refused:
+        WindowDataModule(str(source), context_length=8, horizon=4, synthetic_rows=500)
+    assert f"data.source={source} is read instead" in str(refused.value)
+    with pytest.raises(InputError, match=r"data\.source=a DataFrame is read instead"):
+        WindowDataModule(learnable_series(200), context_length=8, horizon=4, synthetic_rows=500)
+
+
 def test_a_nan_forecast_makes_the_scores_nan_and_weights_are_kept():
     module = tiny_module()
     loss = module.val_scores["loss"]

@@ -138,8 +138,11 @@ class WindowDataModule(L.LightningDataModule):
         if source is None:
             time_column = time_column or ("timestamp" if synthetic == "series" else "date")
             self.source_name = f"synthetic {synthetic}"
-        given = {name: value for name, value in self.hparams.items()}
-        given.update(source=None if source is None else str(source)[:80], time_column=time_column)
+        # The rules name the source in their messages: a path whole (a cut one would name another file), a frame by
+        # its kind.
+        given = dict(self.hparams, time_column=time_column)
+        if isinstance(source, pd.DataFrame):
+            given["source"] = "a DataFrame"
         check_settings(given, _defaults(), DATA_RULES)
         if calendar_features is None:
             calendar_features = time_column is not None
