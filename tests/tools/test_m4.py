@@ -28,7 +28,9 @@ def test_seasonal_naive_reproduces_the_published_m4_scores_on_the_same_windows(m
     from tests.helpers import REPOSITORY
 
     monkeypatch.chdir(REPOSITORY)  # the script reads configs/
-    windows = m4.datamodule(m4_data)
+    # Every 24th training window is enough to fit the linear rows, which this test only checks are there; the
+    # naive forecasts read the test windows alone, which the stride leaves as they are.
+    windows = m4.datamodule(m4_data, stride=24)
     rows = {row["model"]: row for row in m4.measure_baselines(windows)}
     seasonal = rows["seasonal naive (measured)"]
     assert (round(seasonal["smape"][0], 3), round(seasonal["mase"][0], 3)) == (13.912, 1.193)
