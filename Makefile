@@ -10,7 +10,12 @@ TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 CONFIG ?= configs/base.yaml
 
-# The tests that compare float32 results across process layouts and batch shapes, run again at fixed thread counts.
+# The suite runs in parallel processes (pytest-xdist), one thread each: the tiny models of the tests gain nothing
+# from more threads per process, and two processes on two cores halve the wall-clock. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= auto
+PYTEST := OMP_NUM_THREADS=1 $(abspath $(BIN))/python -m pytest --numprocesses $(TEST_WORKERS) --dist loadgroup
+# The tests that compare float32 results across process layouts and batch shapes, run again at two threads a
+# process (the suite ran them at one).
 THREAD_TESTS ?= tests/test_ddp.py tests/test_regimes.py $(wildcard tests/tools/test_backtest.py)
 
 .PHONY: train test test-slow test-threads test-without-tools lint format clean
@@ -29,13 +34,12 @@ train: $(BIN)/.installed
 
 # The suite less the tests marked slow (DDP processes, notebooks, SIGTERM, the longer tool runs); CI runs both.
 test: $(BIN)/.installed
-	$(BIN)/python -m pytest -m "not slow"
+	$(PYTEST) -m "not slow"
 
 test-slow: $(BIN)/.installed
-	$(BIN)/python -m pytest -m slow
+	$(PYTEST) -m slow
 
 test-threads: $(BIN)/.installed
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q $(THREAD_TESTS)
 	OMP_NUM_THREADS=2 $(BIN)/python -m pytest -q $(THREAD_TESTS)
 
 # The core alone: the tracked tree without project/tools and tests/tools, copied aside (nothing here is deleted);
@@ -45,7 +49,7 @@ test-without-tools: $(BIN)/.installed
 	git ls-files --cached --others --exclude-standard | grep -v -e '^project/tools/' -e '^tests/tools/' | \
 		tar -cf - -T - | tar -xf - -C $$core && \
 	echo "The suite without project/tools and tests/tools, in $$core" && \
-	cd $$core && $(abspath $(BIN))/python -m pytest -q -m "not slow"; status=$$?; rm -rf $$core; exit $$status
+	cd $$core && $(PYTEST) -q -m "not slow"; status=$$?; rm -rf $$core; exit $$status
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -6,6 +6,9 @@ import pytest
 from project.runs import read_scalars
 from tests.helpers import BASE, SMALL_MODEL, assert_close_in_float32, config, only_run, quick_fit_arguments, run_cli
 
+# DDP's processes find each other on a free local port: two such runs at once (pytest-xdist) could pick the same.
+pytestmark = pytest.mark.xdist_group("ddp")
+
 DDP = ["--trainer.strategy=ddp", "--trainer.accelerator=cpu", "--trainer.devices=2"]
 
 
