@@ -237,7 +237,7 @@ def test_a_data_rule_names_the_source_whole_however_long_its_path(tmp_path):
     with pytest.raises(InputError) as refused:
         WindowDataModule(str(source), context_length=8, horizon=4, synthetic_rows=500)
     assert f"data.source={source} is read instead" in str(refused.value)
-    with pytest.raises(InputError, match=r"data\.source=a DataFrame is read instead"):
+    with pytest.raises(InputError, match=r"data\.source=the DataFrame is read instead"):
         WindowDataModule(learnable_series(200), context_length=8, horizon=4, synthetic_rows=500)
 
 

@@ -23,7 +23,7 @@ from project.data.panel import Panel, PanelSettings, build_panel, cached_panel
 from project.data.sampling import EvaluationShard, ResumableLoader, TrainingOrder
 from project.data.scaling import Scaler, Scaling
 from project.data.synthetic import synthetic_panel, synthetic_series
-from project.data.table import check_file, read_table
+from project.data.table import DATAFRAME_SOURCE, check_file, read_table
 from project.data.windows import ForecastOrigins, PanelWindows, split_windows
 from project.domains import check_domains
 from project.errors import InputError
@@ -138,11 +138,11 @@ class WindowDataModule(L.LightningDataModule):
         if source is None:
             time_column = time_column or ("timestamp" if synthetic == "series" else "date")
             self.source_name = f"synthetic {synthetic}"
-        # The rules name the source in their messages: a path whole (a cut one would name another file), a frame by
-        # its kind.
+        # The rules name the source in their messages: a path whole (a cut one would name another file), a frame as
+        # every error does.
         given = dict(self.hparams, time_column=time_column)
         if isinstance(source, pd.DataFrame):
-            given["source"] = "a DataFrame"
+            given["source"] = DATAFRAME_SOURCE
         check_settings(given, _defaults(), DATA_RULES)
         if calendar_features is None:
             calendar_features = time_column is not None
@@ -224,7 +224,7 @@ class WindowDataModule(L.LightningDataModule):
             "frequency": self.panel.frequency,
             "scaler": self.scaler.state_dict(self.panel),
             "shuffle_seed": self.shuffle_seed,
-            "from_dataframe": self.source_name == "the DataFrame",
+            "from_dataframe": self.source_name == DATAFRAME_SOURCE,
         }
 
     def load_state_dict(self, state_dict: dict) -> None:

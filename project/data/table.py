@@ -15,12 +15,14 @@ import pandas as pd
 from project.errors import InputError
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+# What errors call a source given as a DataFrame (a path is named by itself).
+DATAFRAME_SOURCE = "the DataFrame"
 
 
 def read_table(source: str | Path | pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """The table of ``source`` (a CSV or Parquet path, or a DataFrame) and the name errors call it by."""
     if isinstance(source, pd.DataFrame):
-        return source, "the DataFrame"
+        return source, DATAFRAME_SOURCE
     path = check_file(source)
     try:
         frame = pd.read_csv(path) if path.suffix.lower() == ".csv" else pd.read_parquet(path)
