@@ -6,32 +6,57 @@ Every problem is one line: a missing, truncated or foreign file, a diverged run'
 from __future__ import annotations
 
 import inspect
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import torch
 
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
-from project.model.network import build_network, imported_class
+from project.imports import checkpoint_class
+from project.model.network import build_network
 from project.training.module import Forecaster, check_finite_weights
 
+# How a tool's user trusts a class a checkpoint names outside this project (``project.imports``): the tools take
+# ``--trust CLASS_PATH``; the CLI names its own options.
+TOOL_TRUST = {"network": "--trust", "model class": "--trust", "data class": "--trust"}
+CLI_TRUST = {"network": "--model.network.class_path", "model class": "--model", "data class": "--data"}
 
-def read_checkpoint(path: str | Path) -> dict:
+
+def trust_argument(parser) -> None:
+    """The tools' ``--trust``: class paths outside this project that a checkpoint may name and that may be imported."""
+    parser.add_argument(
+        "--trust", nargs="*", default=[], metavar="CLASS_PATH",
+        help="classes outside this project that the checkpoint names (its network, model or data class) and that "
+        "may be imported: importing runs the module's code",
+    )  # fmt: skip
+
+
+def read_checkpoint(
+    path: str | Path, trusted: Collection[str] = (), trust_options: Mapping[str, str] = TOOL_TRUST
+) -> dict:
     """The checkpoint at ``path``, checked to be a finite ``Forecaster`` checkpoint of this template whose weights
     fit the settings it records. Unpickled with ``weights_only=True``: a file cannot run code by being read.
 
+    The classes it names are imported only under ``project.imports``' rule: the project's own, an imported module's,
+    or one of ``trusted`` (a name the user gave; ``trust_options`` says how, for the refusal's message).
+
     Every command and script opens checkpoints through this function, ``load_forecaster`` or ``load_checkpoint``.
     """
-    return load_checkpoint(path)[0]
+    return load_checkpoint(path, trusted, trust_options)[0]
 
 
-def load_forecaster(path: str | Path) -> Forecaster:
+def load_forecaster(
+    path: str | Path, trusted: Collection[str] = (), trust_options: Mapping[str, str] = TOOL_TRUST
+) -> Forecaster:
     """The ``Forecaster`` (or the subclass it was trained as) of the checkpoint at ``path``, read by
     ``read_checkpoint``, on the CPU, in eval mode."""
-    return load_checkpoint(path)[1]
+    return load_checkpoint(path, trusted, trust_options)[1]
 
 
-def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
+def load_checkpoint(
+    path: str | Path, trusted: Collection[str] = (), trust_options: Mapping[str, str] = TOOL_TRUST
+) -> tuple[dict, Forecaster]:
     """The checked checkpoint at ``path`` and its ``Forecaster`` (CPU, eval mode), for a command that needs both:
     checking the weights builds the model anyway, so it is read and built once."""
     path = Path(path)
@@ -55,16 +80,24 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
             "hyper_parameters)"
         )
     settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
-    model_class = recorded_class(checkpoint["hyper_parameters"], Forecaster, path)
-    recorded_class(checkpoint.get("datamodule_hyper_parameters", {}), WindowDataModule, path)  # refused here, not later
+    model_class = recorded_class(checkpoint["hyper_parameters"], Forecaster, path, trusted, trust_options)
+    data = checkpoint.get("datamodule_hyper_parameters", {})
+    recorded_class(data, WindowDataModule, path, trusted, trust_options)  # refused here, not later
     unknown = sorted(set(settings) - init_arguments(model_class))
     if unknown:
+        written_by = (
+            "an earlier version of this project"
+            if model_class.__module__.startswith("project.")
+            else f"another version of {model_class.__module__}"
+        )
         raise InputError(
-            f"{path}: written for another model; its settings {', '.join(unknown)} are not {model_class.__name__}'s"
+            f"{path}: written by {written_by}: its settings {', '.join(unknown)} are not {model_class.__name__}'s; "
+            "retrain it, or use it with the version that wrote it"
         )
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
+    network = build_network(settings.get("network"), f"{path}: ", trusted, trust_options["network"])
     try:
-        module = model_class(**{**settings, "network": build_network(settings.get("network"), f"{path}: ")})
+        module = model_class(**{**settings, "network": network})
     except (InputError, TypeError, ValueError) as error:
         raise InputError(
             f"{path}: its settings do not build a {model_class.__name__} ({str(error).splitlines()[0]})"
@@ -92,21 +125,28 @@ def init_arguments(cls: type) -> set[str]:
     return names - {"self"}
 
 
-def recorded_class(hyper_parameters: dict, base: type, path: str | Path) -> type:
+def recorded_class(
+    hyper_parameters: dict,
+    base: type,
+    path: str | Path,
+    trusted: Collection[str] = (),
+    trust_options: Mapping[str, str] = TOOL_TRUST,
+) -> type:
     """The class a checkpoint was trained with (LightningCLI records it as ``_class_path``), ``base`` when it records
-    none; imported by name like a config's class_path, and refused unless it is ``base`` or a subclass of it."""
+    none; imported under ``project.imports``' rule, and refused unless it is ``base`` or a subclass of it."""
     class_path = hyper_parameters.get("_class_path")
     if class_path is None:
         return base
-    recorded = imported_class(class_path) if isinstance(class_path, str) else None
-    if recorded is None:
-        raise InputError(f"{path}: its class {class_path} cannot be imported; put its module on PYTHONPATH")
+    what = "data class" if issubclass(base, WindowDataModule) else "model class"
+    recorded = checkpoint_class(class_path, what, f"{path}: ", trusted, trust_options[what])
     if not (isinstance(recorded, type) and issubclass(recorded, base)):
         raise InputError(f"{path}: its class {class_path} is not a {base.__name__} subclass")
     return recorded
 
 
-def datamodule_from_checkpoint(checkpoint: dict, path: str | Path, overrides: dict | None = None) -> WindowDataModule:
+def datamodule_from_checkpoint(
+    checkpoint: dict, path: str | Path, overrides: dict | None = None, trusted: Collection[str] = ()
+) -> WindowDataModule:
     """The data module (the class it was trained with) with the checkpoint's data settings, its source included,
     and scaling, ``overrides`` aside."""
     trained = checkpoint.get("datamodule_hyper_parameters", {})
@@ -115,10 +155,17 @@ def datamodule_from_checkpoint(checkpoint: dict, path: str | Path, overrides: di
     state = checkpoint.get(WindowDataModule.__qualname__, {})
     if state.get("from_dataframe") and settings.get("source") is None:
         raise InputError(f"{path}: the checkpoint was trained on a DataFrame, which it does not store; pass the data")
-    datamodule = recorded_class(trained, WindowDataModule, path)(**settings)
+    datamodule = recorded_class(trained, WindowDataModule, path, trusted)(**settings)
     if state:
         datamodule.load_state_dict(state)
     return datamodule
+
+
+def checkpoint_inputs(path: str | Path, checkpoint: dict, *sources: str | Path | None) -> list[str | Path]:
+    """What a command that uses the checkpoint at ``path`` reads, for the output guards (``project.files``): the
+    checkpoint, the data it was trained on (never replaced, even by a run that reads other data), and ``sources``."""
+    trained_on = checkpoint.get("datamodule_hyper_parameters", {}).get("source")
+    return [path, *(source for source in (trained_on, *sources) if source is not None)]
 
 
 def find_last_checkpoint(log_dir: str | Path) -> Path | None:

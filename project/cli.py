@@ -19,13 +19,14 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveCon
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from project.checkpoints import find_last_checkpoint, read_checkpoint
+from project.checkpoints import CLI_TRUST, checkpoint_inputs, find_last_checkpoint, read_checkpoint
 from project.data import WindowDataModule
 from project.domains import DOMAINS, check_accelerator, check_domains
 from project.errors import InputError, reported_in_one_line
 from project.figures import ForecastFigures
+from project.files import check_folder_writable
+from project.imports import imported_class
 from project.model.distributions import DEFAULT_QUANTILES
-from project.model.network import imported_class
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
 from project.training.callbacks import ForecastCheckpoint, RandomState
@@ -59,9 +60,13 @@ EXIT_SIGTERM = 143  # 143 = 128 + SIGTERM, what schedulers expect of a terminate
 
 
 class ForecastArgumentParser(LightningArgumentParser):
-    """LightningCLI's parser, with a bad model or data option reported as that option (see ``readable_error``)."""
+    """LightningCLI's parser, with a bad model or data option reported as that option (see ``readable_error``), as
+    one error line without the usage text (``--help`` has it): a search that runs many fits reports each bad
+    option once, not pages of usage."""
 
     def error(self, message: str, ex: Exception | None = None):
+        if self.exit_on_error:  # the parser the user called; the inner ones raise for jsonargparse to try the next type
+            raise InputError(" ".join(readable_error(message).split())) from ex  # one line
         super().error(readable_error(message), ex)
 
 
@@ -182,10 +187,18 @@ class ForecastCLI(LightningCLI):
         if config.get("ckpt_path") == "last" and subcommand == "fit":
             self._resume_last_run(config)
         if config.get("ckpt_path"):
-            checkpoint = self.checkpoint = read_checkpoint(config.ckpt_path)
+            checkpoint = self.checkpoint = read_checkpoint(config.ckpt_path, named_classes(self.explicit), CLI_TRUST)
             check_checkpoint_matches(config.ckpt_path, checkpoint, self.explicit)
             self._use_the_checkpoints_data(parser, subcommand, checkpoint)
             self._name_the_run(self.config[subcommand])
+        config = self.config[subcommand]
+        if _no_logger(config.trainer.get("logger")) and "cache_dir" not in self.explicit.get("data", {}):
+            config.data.init_args.cache_dir = None  # a run that writes no logs leaves no data cache behind either
+        check_writable_folders(config)
+        # Every file the run reads, for the output guards: never replaced, not even with --overwrite.
+        self.inputs = [config.get("ckpt_path"), config.data.init_args.get("source"), *input_files(config)]
+        if self.checkpoint is not None:
+            self.inputs += checkpoint_inputs(config.ckpt_path, self.checkpoint)
 
     def _use_the_checkpoints_data(self, parser: LightningArgumentParser, subcommand: str, checkpoint: dict) -> None:
         """The data the checkpoint was trained on (its class and settings, checked by ``read_checkpoint``), except
@@ -210,11 +223,19 @@ class ForecastCLI(LightningCLI):
                 longest = model.max_horizon or 4 * data.horizon
                 model.network.init_args.max_length = max(data.context_length, longest)
 
+    def _dump_config(self) -> None:
+        super()._dump_config()
+        # Lightning records the linked sizes into the network's dumped init_args, and fails when a network takes
+        # no argument besides the linked ones (the dump then has no init_args to record them into).
+        network = self.config_dump.get("model", {}).get("init_args", {}).get("network")
+        if isinstance(network, dict):
+            network["init_args"] = network.get("init_args") or {}
+
     def instantiate_trainer(self, **kwargs):
         """The Trainer with the default callbacks, less those whose Trainer feature the user turned off."""
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         callbacks = [self._get(self.config_init, key) for key in self._parser(self.subcommand).callback_keys]
-        if trainer_config.get("logger") in (False, None):
+        if _no_logger(trainer_config.get("logger")):
             callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
             # Without a logger there is no run folder: checkpoints would land in the working directory, and
             # pile up there run after run. They are written only where the user names a folder.
@@ -241,7 +262,7 @@ class ForecastCLI(LightningCLI):
         self._check_data_fits_checkpoint()
         for callback in self.trainer.callbacks:
             if isinstance(callback, ForecastWriter):  # the run's inputs are never replaced by its output
-                callback.inputs = [self.config.predict.get("ckpt_path"), *self._config_files()]
+                callback.inputs = self.inputs
 
     def _check_data_fits_checkpoint(self) -> None:
         """The sizes the data gives the network (targets, covariates, static categories) must be the checkpoint's,
@@ -261,9 +282,6 @@ class ForecastCLI(LightningCLI):
                 f"{source} does not fit {self.config[self.subcommand].ckpt_path}: its columns give the network "
                 f"{', '.join(differing)}; use data with the checkpoint's targets, covariates and static categories"
             )
-
-    def _config_files(self) -> list[str]:
-        return [str(path) for path in self.config[self.subcommand].get("config") or [] if path]
 
     def before_fit(self) -> None:
         self._check_data_fits_checkpoint()
@@ -332,33 +350,111 @@ class ForecastCLI(LightningCLI):
 
 
 def explicit_settings(args: list[str], config) -> dict:
-    """What the user set on the command line or in ``--config`` files, whether or not it equals a default, as a
-    nested dict with the parsed values (``{"model": {"d_model": 128}, …}``)."""
-    keys: set[str] = set()
-    for position, token in enumerate(args):
-        if token == "-c" or token.startswith("-c="):  # jsonargparse's short form of --config
-            token = "--config" + token[2:]
-        if not token.startswith("--"):
-            continue
-        key, _, value = token[2:].partition("=")
-        if key == "config":
-            path = value or (args[position + 1] if position + 1 < len(args) else "")
-            keys |= set(_flattened(yaml.safe_load(Path(path).read_text()) or {})) if Path(path).is_file() else set()
-        else:
-            keys.add(key)
+    """What the user set on the command line, in ``--config`` files (every spelling: ``-c``, ``--conf``, ``-cPATH``)
+    or in section files (``--data FILE``, ``--model FILE``), whether or not it equals a default, as a nested dict with
+    the parsed values (``{"model": {"d_model": 128}, …}``). An option of the command line that is not in the parsed
+    config (a class chosen after it has no such argument) is refused: it would be dropped without a word."""
+    keys = {key: False for path in config.get("config") or [] for key in _flattened(_yaml(path))}
+    for name, path in config.items():
+        if name.endswith("__path__") and path:  # a section given as a file: --data FILE
+            section = name.removesuffix(".__path__")
+            keys.update({f"{section}.{key}": False for key in _flattened(_yaml(path))})
+    for token in args:
+        if token.startswith("--") and token[2:].partition("=")[0] not in ("config", "conf", "confi", "con", "co"):
+            keys[token[2:].partition("=")[0]] = True  # True: given on the command line
     explicit: dict = {}
-    for key in sorted(keys):
+    for key, on_command_line in sorted(keys.items()):
         key, stored_at = _in_subclass_mode(key)
+        key = _with_init_args(config, key)
         try:
             value = config[key]
         except (KeyError, TypeError):
+            if on_command_line and key.startswith(("model.init_args.", "data.init_args.")):  # classes may change
+                owner = _class_owning(config, key)
+                raise InputError(
+                    f"--{stored_at} does not apply to {owner}, which a later option, a config or the checkpoint "
+                    "chose: options apply in order; give it after the option that chooses the class, or leave it out"
+                ) from None
             continue
+        stored_at = _user_facing(key)
         *sections, name = stored_at.split(".")
         level = explicit
         for section in sections:
             level = level.setdefault(section, {})
         level[name] = value.as_dict() if hasattr(value, "as_dict") else value
     return explicit
+
+
+def _with_init_args(config, key: str) -> str:
+    """``key`` as it is stored: jsonargparse accepts a subclass's argument without ``init_args``
+    (``model.init_args.network.d_model`` is ``model.init_args.network.init_args.d_model``)."""
+    parts = key.split(".")
+    for position in range(1, len(parts)):
+        prefix = ".".join(parts[:position])
+        if parts[position] not in ("init_args", "class_path", "dict_kwargs") and _has(config, f"{prefix}.class_path"):
+            parts.insert(position, "init_args")
+            return _with_init_args(config, ".".join(parts))
+    return key
+
+
+def _class_owning(config, key: str) -> str:
+    """The class whose arguments ``key`` would be among (the nearest ``class_path`` above it), for messages."""
+    parts = key.split(".")
+    for position in range(len(parts) - 1, 0, -1):
+        prefix = ".".join(parts[:position]).removesuffix(".init_args")
+        if _has(config, f"{prefix}.class_path"):
+            return str(config[f"{prefix}.class_path"])
+    return "the options"
+
+
+def _has(config, key: str) -> bool:
+    try:
+        config[key]
+    except (KeyError, TypeError):
+        return False
+    return True
+
+
+def input_files(config) -> list[str]:
+    """The config files a run read: ``--config`` files and section files (``--data FILE``)."""
+    files = [str(getattr(path, "absolute", path)) for path in config.get("config") or [] if path]
+    return files + [str(getattr(path, "absolute", path)) for name, path in config.items() if name.endswith("__path__")]
+
+
+def check_writable_folders(config) -> None:
+    """The folders a run will write (checkpoints, logs, the data cache) refused at start-up, in one line, when they
+    cannot be written: not after an epoch of training."""
+    logger = config.trainer.get("logger")
+    loggers = logger if isinstance(logger, list) else [logger]
+    folders = {"checkpoint.dirpath": config.get("checkpoint", {}).get("dirpath")}
+    for position, entry in enumerate(loggers):
+        if hasattr(entry, "get") and hasattr(entry.get("init_args"), "get"):
+            where = "trainer.logger" + (f"[{position}]" if isinstance(logger, list) else "")
+            folders[f"{where}.init_args.save_dir"] = entry.init_args.get("save_dir")
+    if config.data.init_args.get("source") is not None:  # only a file's matrix is cached
+        folders["data.cache_dir"] = config.data.init_args.get("cache_dir")
+    for option, folder in folders.items():
+        if folder:
+            check_folder_writable(folder, option)
+
+
+def _no_logger(logger: object) -> bool:
+    """``trainer.logger`` turns logging off (``false`` or an empty list); ``null`` is Lightning's default logger."""
+    return logger is False or (isinstance(logger, list) and not logger)
+
+
+def named_classes(explicit: dict) -> set[str]:
+    """The class paths the user named (model, network, data): the ones a checkpoint may name outside this project."""
+    model, data = explicit.get("model", {}), explicit.get("data", {})
+    network = model.get("network", {})
+    named = [model.get("class_path"), data.get("class_path"), network.get("class_path")]
+    return {name for name in named if isinstance(name, str)}
+
+
+def _yaml(path) -> dict:
+    """A config file's settings (a jsonargparse path or a plain one)."""
+    content = yaml.safe_load(Path(str(getattr(path, "absolute", path))).read_text())
+    return content if isinstance(content, dict) else {}
 
 
 def _in_subclass_mode(key: str) -> tuple[str, str]:
@@ -400,24 +496,37 @@ def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -
     trained = checkpoint.get("hyper_parameters", {})
     trained_model = _flattened({name: value for name, value in trained.items() if not name.startswith("_")})
     trained_model["class_path"] = trained.get("_class_path", "project.training.module.Forecaster")
-    given_model = _flattened(explicit.get("model", {}))
+    given_model = {
+        name: value
+        for name, value in _flattened(explicit.get("model", {})).items()
+        if name not in FREE_AFTER_TRAINING and name.removeprefix("network.init_args.") not in LINKED_INTO_NETWORK
+    }
+    network = trained_model.get("network.class_path")
+    inapplicable = [f"model.{name}" for name in given_model if name not in trained_model and name != "class_path"]
+    if inapplicable:  # the checkpoint's class has no such setting: it would be ignored, not applied
+        raise InputError(
+            f"{ckpt_path} has no setting {', '.join(inapplicable)} (its model is {trained_model['class_path']}, its "
+            f"network {network}); leave {'it' if len(inapplicable) == 1 else 'them'} out when using this checkpoint"
+        )
     mismatches = [
         f"model.{name}={value!r} (checkpoint: {trained_model[name]!r})"
         for name, value in given_model.items()
-        if name in trained_model
-        and name not in FREE_AFTER_TRAINING
-        and name.removeprefix("network.init_args.") not in LINKED_INTO_NETWORK
-        and not _same(name, value, trained_model[name])
+        if not _same(name, value, trained_model[name])
     ]
     trained_data = {**checkpoint.get("datamodule_hyper_parameters", {})}
-    state = checkpoint.get(WindowDataModule.__qualname__, {})
-    if "scaler" in state:  # what the scaling was, also when the config left it to its default
-        trained_data["scaling"] = state["scaler"]["mode"]
     trained_data.update({name: trained[name] for name in ("context_length", "horizon") if name in trained})
+    # The scaling as it resolved, also when the checkpoint records the default (null), which a run's own config.yaml
+    # gives too: either is the checkpoint's.
+    recorded_scaling = trained_data.get("scaling")
+    resolved_scaling = checkpoint.get(WindowDataModule.__qualname__, {}).get("scaler", {}).get("mode")
+    trained_data["scaling"] = resolved_scaling or recorded_scaling
     mismatches += [
         f"data.{name}={value!r} (checkpoint: {trained_data[name]!r})"
         for name, value in explicit.get("data", {}).items()
-        if name in SHAPING_DATA_SETTINGS and name in trained_data and value != trained_data[name]
+        if name in SHAPING_DATA_SETTINGS
+        and name in trained_data
+        and value != trained_data[name]
+        and not (name == "scaling" and value == recorded_scaling)
     ]
     if mismatches:
         raise InputError(f"{ckpt_path} was trained with other settings than the config: {', '.join(mismatches)}")
@@ -436,8 +545,8 @@ def _flattened(tree: dict, prefix: str = "") -> dict:
     through the keys it sets, not its defaults; lists stay values."""
     flat = {}
     for key, value in tree.items():
-        if isinstance(value, dict) and value:
-            flat.update(_flattened(value, f"{prefix}{key}."))
+        if isinstance(value, dict):
+            flat.update(_flattened(value, f"{prefix}{key}."))  # an empty section sets nothing
         else:
             flat[f"{prefix}{key}"] = value
     return flat

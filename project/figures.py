@@ -111,7 +111,7 @@ class ForecastFigures(L.Callback):
 
 
 def main(argv: list[str] | None = None) -> None:
-    from project.checkpoints import datamodule_from_checkpoint, load_checkpoint
+    from project.checkpoints import checkpoint_inputs, datamodule_from_checkpoint, load_checkpoint, trust_argument
 
     parser = argparse.ArgumentParser(
         prog="python -m project.figures", description="Plot test forecasts of a checkpoint."
@@ -121,14 +121,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--windows", type=int, default=3, help="test windows to draw, spread over the test split")
     parser.add_argument("--output", type=Path, default=Path("forecast.png"))
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    trust_argument(parser)
     args = parser.parse_args(argv)
     with reported_in_one_line():
         check_domains({"num_windows": args.windows}, prefix="forecast_figures.")  # one subplot row per window
-        checkpoint, model = load_checkpoint(args.checkpoint)
+        checkpoint, model = load_checkpoint(args.checkpoint, args.trust)
+        inputs = checkpoint_inputs(args.checkpoint, checkpoint, args.source)
+        check_output(args.output, inputs, args.overwrite)
         datamodule = datamodule_from_checkpoint(
-            checkpoint, args.checkpoint, {"source": args.source} if args.source else {}
+            checkpoint, args.checkpoint, {"source": args.source} if args.source else {}, args.trust
         )
-        check_output(args.output, [datamodule.hparams.get("source"), args.checkpoint], args.overwrite)
         figure = forecast_figure(model, datamodule, "test", args.windows)
         write_atomically(args.output, lambda temporary: figure.savefig(temporary, dpi=110, format="png"))
     print(f"Wrote {args.output}")

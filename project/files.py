@@ -17,13 +17,14 @@ from pathlib import Path
 from project.errors import InputError
 
 Inputs = Iterable[str | Path | None]
+NAME_MAX = 255  # bytes in one file or folder name, on Linux, macOS and Windows alike
 
 
 def check_output(path: str | Path, inputs: Inputs = (), overwrite: bool = False) -> Path:
     """``path`` as a Path, after refusing (one line) an output that is one of ``inputs``, that is a folder, that
     already exists and may not be replaced, or whose folder cannot be written. An input is refused even with
     ``overwrite``: it is the user's data (or checkpoint, config, search space, study database)."""
-    path = Path(path)
+    path = check_name_lengths(path)
     for source in inputs:
         if source is not None and _same_file(path, Path(source)):
             raise InputError(f"{path}: the output would replace the input {source}; choose another output path")
@@ -31,7 +32,7 @@ def check_output(path: str | Path, inputs: Inputs = (), overwrite: bool = False)
         raise InputError(f"{path} is a folder; expected the path of a file to write")
     if path.exists() and not overwrite:
         raise InputError(f"{path} already exists; choose another output path or pass --overwrite to replace it")
-    _check_writable(path.parent)
+    check_folder_writable(path.parent)
     return path
 
 
@@ -64,20 +65,37 @@ def write_atomically(path: str | Path, write: Callable[[Path], None]) -> Path:
     return path
 
 
-def _check_writable(folder: Path) -> None:
+def check_name_lengths(path: str | Path, option: str = "") -> Path:
+    """``path`` as a Path, after refusing one with a name longer than the file system allows (255 bytes a name):
+    asking the system about it would fail with an error no user should read."""
+    path = Path(path)
+    longest = max(path.parts, key=lambda part: len(os.fsencode(part)), default="")
+    size = len(os.fsencode(longest))
+    if size > NAME_MAX:
+        named = f"{option}={str(path)[:60]}…" if option else f"{str(path)[:60]}…"
+        raise InputError(
+            f"{named}: the name {longest[:40]}… has {size} bytes; a file or folder name has at most {NAME_MAX}"
+        )
+    return path
+
+
+def check_folder_writable(folder: str | Path, option: str = "") -> None:
     """Refuse a destination whose nearest existing folder is a file or cannot be written (it would be created
-    below it), so that a run fails before its work rather than after."""
+    below it), so that a run fails before its work rather than after. ``option`` names the setting it came from."""
+    folder = check_name_lengths(folder, option)
+    named = f"{option}={folder}" if option else str(folder)
+    advice = "choose another folder" if option else "choose another output path"
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        raise InputError(f"{folder}: {existing} is a file, not a folder; choose another output path")
+        raise InputError(f"{named}: {existing} is a file, not a folder; {advice}")
     try:  # a probe file rather than os.access, which answers yes to root and knows nothing of read-only mounts
         with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as error:
         reason = error.strerror or type(error).__name__
-        raise InputError(f"{folder}: cannot write into {existing} ({reason}); choose another output path") from None
+        raise InputError(f"{named}: cannot write into {existing} ({reason}); {advice}") from None
 
 
 def _umask() -> int:

@@ -2,14 +2,17 @@
 
 Read from the source, so that a new command (a module with a ``main``) is held to the same rules on the day it is
 added: a file is written only inside a function handed to ``files.write_atomically`` (checked beforehand with
-``files.check_output`` or ``check_output_folder``), nothing is deleted, and no module but ``project.checkpoints``
-unpickles anything.
+``files.check_output`` or ``check_output_folder``), nothing is deleted, no module but ``project.checkpoints``
+unpickles anything, and no module but ``project.imports`` imports a module by name; and, run, that no command imports
+a module a checkpoint names unless the user named it too.
 """
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 PACKAGE = Path(__file__).resolve().parents[1] / "project"
 WRITES = {"write_text", "write_bytes", "to_csv", "to_parquet", "savefig", "save", "dump", "writerows", "touch"}
@@ -91,3 +94,94 @@ def test_only_the_checkpoint_reader_unpickles(path):
         target = dotted(call.func)
         unpickles = target in ("torch.load", "pickle.load", "pickle.loads") or target.endswith("load_from_checkpoint")
         assert not unpickles, f"{path.name}:{call.lineno} {target}: open checkpoints with project.checkpoints"
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_import_rule_imports_modules_by_name(path):
+    """A class path read from a file is imported through ``project.imports`` alone, which holds the rule of what a
+    checkpoint may name."""
+    if path.name == "imports.py":
+        return
+    for call in calls(ast.parse(path.read_text())):
+        target = dotted(call.func)
+        assert target not in ("importlib.import_module", "__import__"), f"{path.name}:{call.lineno} {target}"
+
+
+IMPORTS_WRITE_A_FILE = "from pathlib import Path\nPath('IMPORTED').write_text('code ran')\n"
+
+
+def checkpoint_commands(checkpoint: Path, folder: Path) -> dict[str, tuple]:
+    """Every command that opens a checkpoint, as (main function, arguments), the tools while they are there."""
+    from project import cli, figures
+
+    commands = {
+        f"cli {subcommand}": (cli.cli_main, [subcommand, f"--ckpt_path={checkpoint}", "--trainer.logger=false"])
+        for subcommand in ("fit", "validate", "test", "predict")
+    }
+    commands["figures"] = (figures.main, [str(checkpoint), "--output", str(folder / "out.png")])
+    if (PACKAGE / "tools").is_dir():
+        from project.tools import backtest, export, m4
+
+        commands["export"] = (export.main, [str(checkpoint), "--output", str(folder / "export")])
+        commands["backtest"] = (backtest.main, ["--ckpt_path", str(checkpoint), "--output", str(folder / "bt")])
+        any_file = folder / "m4.csv"
+        any_file.write_text("series,value\n")
+        commands["m4"] = (m4.main, ["--data", str(any_file), "--ckpt_path", str(checkpoint), "--output",
+                                    str(folder / "m4.md")])  # fmt: skip
+    return commands
+
+
+@pytest.mark.parametrize("named", ["network", "model", "data"])
+def test_a_checkpoint_naming_a_module_beside_it_runs_no_code_through_any_entry_point(
+    named, user_run, tmp_path, monkeypatch, capsys
+):
+    """The module sits beside the checkpoint, in the working directory and on sys.path, as with ``python -m``: no
+    command imports it unless the user names the class themselves."""
+    (tmp_path / "model_utils.py").write_text(IMPORTS_WRITE_A_FILE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    checkpoint = torch.load(user_run[2], weights_only=True)
+    if named == "network":
+        checkpoint["hyper_parameters"]["network"]["class_path"] = "model_utils.Net"
+    elif named == "model":
+        checkpoint["hyper_parameters"]["_class_path"] = "model_utils.Net"
+    else:
+        checkpoint["datamodule_hyper_parameters"]["_class_path"] = "model_utils.Net"
+    path = tmp_path / "model.ckpt"
+    torch.save(checkpoint, path)
+    for command, (main, arguments) in checkpoint_commands(path, tmp_path).items():
+        with pytest.raises(SystemExit) as exit:
+            main(arguments)
+        assert exit.value.code == 2, command
+        error = capsys.readouterr().err.strip()
+        assert error.count("\n") == 0, command
+        assert "model_utils.Net, outside this project; nothing was imported: pass " in error, command
+        assert not (tmp_path / "IMPORTED").exists(), command
+    assert "model_utils" not in sys.modules
+
+
+@pytest.mark.parametrize(
+    ("class_path", "message"),
+    [
+        ("..x.Net", "its network '..x.Net' is not a dotted class path (package.module.Class)"),
+        ("this.Net", "the checkpoint names the network this.Net, outside this project; nothing was imported"),
+        ("raising_module.Net", "its network raising_module.Net cannot be imported (RuntimeError: broken on import)"),
+    ],
+)
+def test_a_checkpoint_naming_a_bad_or_broken_class_is_refused_in_one_line(
+    class_path, message, user_run, tmp_path, monkeypatch, capsys
+):
+    from project import figures
+
+    (tmp_path / "raising_module.py").write_text("raise RuntimeError('broken on import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    checkpoint = torch.load(user_run[2], weights_only=True)
+    checkpoint["hyper_parameters"]["network"]["class_path"] = class_path
+    path = tmp_path / "model.ckpt"
+    torch.save(checkpoint, path)
+    with pytest.raises(SystemExit) as exit:  # the one module is trusted: importing it is what fails
+        figures.main([str(path), "--output", str(tmp_path / "out.png"), "--trust", "raising_module.Net"])
+    assert exit.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0
+    assert error.startswith(f"error: {path}: {message}")

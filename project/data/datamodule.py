@@ -121,8 +121,11 @@ class WindowDataModule(L.LightningDataModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["source"])
-        # A path is saved so that `predict --ckpt_path` alone finds the data it was trained on; a DataFrame is not.
-        self.hparams["source"] = None if source is None or isinstance(source, pd.DataFrame) else str(source)
+        # A path is saved, absolute, so that `predict --ckpt_path` alone finds the data it was trained on, from any
+        # folder; a DataFrame is not.
+        self.hparams["source"] = (
+            None if source is None or isinstance(source, pd.DataFrame) else str(Path(source).absolute())
+        )
         check_domains({name: value for name, value in self.hparams.items() if name != "source"}, prefix="data.")
         if target_columns is not None and not target_columns:
             raise InputError("target_columns must name at least one column, or be left out to use every numeric one")

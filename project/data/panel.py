@@ -192,23 +192,26 @@ def cached_panel(path: Path, settings: PanelSettings, cache_dir: Path, build) ->
     """The panel of the file ``path``: read from ``cache_dir`` when this file and these settings were read before,
     otherwise built by ``build()`` and written there once. ``values`` is memory-mapped either way.
 
-    The cache key is the file's path, size and modification time and every setting that shapes the matrix, so an
-    edited file or another column choice gets its own entry. Entries are written to a temporary folder and renamed,
-    so a reader never sees half of one and two processes writing the same entry do not collide.
+    The cache key is the file's path and content (SHA-256: an edit that keeps the size and the modification time is
+    still an edit) and every setting that shapes the matrix, so an edited file or another column choice gets its own
+    entry. Entries are written to a temporary folder and renamed, so a reader never sees half of one and two
+    processes writing the same entry do not collide.
     """
-    stat = path.resolve().stat()
-    identity = {
-        "file": str(path.resolve()),
-        "size": stat.st_size,
-        "mtime_ns": stat.st_mtime_ns,
-        "version": CACHE_VERSION,
-    }
+    identity = {"file": str(path.resolve()), "sha256": _content_digest(path), "version": CACHE_VERSION}
     identity["settings"] = {k: list(v) if isinstance(v, tuple) else v for k, v in settings.__dict__.items()}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     entry = cache_dir / f"{path.stem}-{key}"
     if not (entry / "meta.json").is_file():
         _write_entry(build(), entry)
     return _read_entry(entry)
+
+
+def _content_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _write_entry(panel: Panel, entry: Path) -> None:

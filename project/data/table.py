@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from project.errors import InputError
+from project.files import check_name_lengths
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 # What errors call a source given as a DataFrame (a path is named by itself).
@@ -36,7 +37,7 @@ def read_table(source: str | Path | pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 def check_file(source: str | Path) -> Path:
     """``source`` as a Path, after checking that it is a CSV or Parquet file with something in it."""
-    path = Path(source)
+    path = check_name_lengths(source)
     if not path.is_file():
         raise InputError(f"{path}: data file not found")
     if path.suffix.lower() not in (".csv", ".parquet", ".pq"):

@@ -20,6 +20,8 @@ The batch format, documented once (every tensor float32 unless noted; N windows,
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import torch
@@ -28,7 +30,7 @@ from torch.utils.data import Dataset
 
 from project.data.calendar import calendar_features, future_timestamps
 from project.data.panel import Panel
-from project.data.scaling import Scaler
+from project.data.scaling import Scaler, series_key
 from project.errors import InputError
 
 
@@ -84,6 +86,15 @@ class ForecastOrigins(Dataset):
         self.panel, self.scaler = panel, scaler
         self.context_length, self.horizon = context_length, horizon
         self.series = np.flatnonzero(panel.observed >= context_length)
+        short = np.flatnonzero(panel.observed < context_length)
+        if len(short):  # left out of the forecasts, and said so once
+            named = ", ".join(repr(series_key(panel, int(series))) for series in short[:5])
+            more = f" and {len(short) - 5} more" if len(short) > 5 else ""
+            warnings.warn(
+                f"{source_name}: {len(short)} series have fewer than {context_length} observed rows (the context "
+                f"length) and are not forecast: {named}{more}",
+                stacklevel=2,
+            )
         self._check_future_covariates(source_name)
 
     def __len__(self) -> int:

@@ -11,12 +11,13 @@ Shapes: N series, S context length, T decoder length, F = ``n_targets`` target c
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Collection
 from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor, nn
 
 from project.errors import InputError
+from project.imports import checkpoint_class
 from project.model.distributions import OutputDistribution
 
 
@@ -96,24 +97,16 @@ def init_args(frame_locals: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def imported_class(class_path: str) -> object | None:
-    """What the dotted ``class_path`` names (``package.module.Class``), or None when it cannot be imported."""
-    module_name, _, name = class_path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError, ValueError):
-        return None
-
-
-def build_network(spec: object, where: str = "") -> nn.Module:
+def build_network(
+    spec: object, where: str = "", trusted: Collection[str] = (), trust_option: str = "--trust"
+) -> nn.Module:
     """The untrained network that ``spec`` (``{"class_path": ..., "init_args": {...}}``, as a checkpoint records it)
-    names: its class imported by name (an ``nn.Module`` subclass, nothing else) and called with the arguments.
-    ``where`` prefixes the one-line errors (a checkpoint's path)."""
+    names: its class imported under ``project.imports``' rule (the project's own, an imported module's, or one of
+    ``trusted``), an ``nn.Module`` subclass and nothing else, called with the arguments. ``where`` prefixes the
+    one-line errors (a checkpoint's path)."""
     if not (isinstance(spec, dict) and isinstance(spec.get("class_path"), str) and "." in spec["class_path"]):
         raise InputError(f"{where}it records no network (a class_path and init_args); was it written by this template?")
-    network_class = imported_class(spec["class_path"])
-    if network_class is None:
-        raise InputError(f"{where}its network {spec['class_path']} cannot be imported; put its module on PYTHONPATH")
+    network_class = checkpoint_class(spec["class_path"], "network", where, trusted, trust_option)
     if not (isinstance(network_class, type) and issubclass(network_class, nn.Module)):
         raise InputError(f"{where}its network {spec['class_path']} is not an nn.Module subclass")
     return network_class(**(spec.get("init_args") or {}))

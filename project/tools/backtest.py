@@ -27,7 +27,7 @@ import torch
 from matplotlib.figure import Figure
 from torch.utils.data import DataLoader
 
-from project.checkpoints import datamodule_from_checkpoint, load_checkpoint
+from project.checkpoints import checkpoint_inputs, datamodule_from_checkpoint, load_checkpoint, trust_argument
 from project.data.datamodule import WindowDataModule
 from project.data.windows import PanelWindows
 from project.errors import InputError, reported_in_one_line
@@ -73,7 +73,13 @@ def evaluate(module: Forecaster, windows: PanelWindows, origin: int, datamodule:
 
 
 def refit(
-    checkpoint: dict, model_class: type[Forecaster], datamodule: WindowDataModule, origin: int, step: int, epochs: int
+    checkpoint: dict,
+    model_class: type[Forecaster],
+    datamodule: WindowDataModule,
+    origin: int,
+    step: int,
+    epochs: int,
+    trusted: list[str],
 ) -> tuple:
     """A fresh model of the checkpoint's class and settings, trained on the rows before ``origin`` of each series."""
     refitted = copy.copy(datamodule)
@@ -85,7 +91,7 @@ def refit(
     refitted.setup("fit")
     L.seed_everything(0)
     settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
-    module = model_class(**{**settings, "network": build_network(settings["network"])})
+    module = model_class(**{**settings, "network": build_network(settings["network"], trusted=trusted)})
     trainer = L.Trainer(
         max_epochs=epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False,
@@ -96,7 +102,8 @@ def refit(
 
 def backtest(args: argparse.Namespace, checkpoint: dict, module: Forecaster) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Metrics per origin and overall, and every forecast, of ``module`` (the checkpoint at ``args.ckpt_path``)."""
-    datamodule = datamodule_from_checkpoint(checkpoint, args.ckpt_path, {"source": args.source} if args.source else {})
+    overrides = {"source": args.source} if args.source else {}
+    datamodule = datamodule_from_checkpoint(checkpoint, args.ckpt_path, overrides, args.trust)
     datamodule.setup("test")
     step = args.step or datamodule.horizon
     metrics, forecasts = [], []
@@ -107,7 +114,7 @@ def backtest(args: argparse.Namespace, checkpoint: dict, module: Forecaster) -> 
                 f"{datamodule.horizon} steps; use fewer --origins or a smaller --step"
             )
         model, data = (
-            refit(checkpoint, type(module), datamodule, origin, step, args.refit_epochs)
+            refit(checkpoint, type(module), datamodule, origin, step, args.refit_epochs, args.trust)
             if args.refit
             else (module, datamodule)
         )
@@ -152,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--refit-epochs", type=int, default=1, help="epochs of each refit")
     parser.add_argument("--output", type=Path, default=None, help="folder (default: <run>/backtest)")
     parser.add_argument("--overwrite", action="store_true", help="replace files already in --output")
+    trust_argument(parser)
     args = parser.parse_args(argv)
     output = args.output or args.ckpt_path.parent.parent / "backtest"
     with reported_in_one_line():
@@ -160,9 +168,8 @@ def main(argv: list[str] | None = None) -> None:
         for option, value in counts:
             if value is not None and value < 1:
                 raise InputError(f"{option} must be a positive integer; got {value}")
-        checkpoint, module = load_checkpoint(args.ckpt_path)
-        trained_on = checkpoint.get("datamodule_hyper_parameters", {}).get("source")
-        inputs = [args.ckpt_path, args.source, trained_on]
+        checkpoint, module = load_checkpoint(args.ckpt_path, args.trust)
+        inputs = checkpoint_inputs(args.ckpt_path, checkpoint, args.source)
         check_output_folder(output, ("metrics.csv", "forecasts.csv", "backtest.png"), inputs, args.overwrite)
         metrics, forecasts = backtest(args, checkpoint, module)
     target = next(c for c in forecasts.columns if c.endswith("_actual")).removesuffix("_actual")

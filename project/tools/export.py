@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from project.checkpoints import load_checkpoint
+from project.checkpoints import checkpoint_inputs, load_checkpoint, trust_argument
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output_folder, write_atomically
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache
@@ -209,13 +209,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", type=Path, default=None, help="folder to write (default: <run>/export)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output folder")
     parser.add_argument("--benchmark", action="store_true", help="time one batch through the driver and generate")
+    trust_argument(parser)
     args = parser.parse_args(argv)
     with reported_in_one_line():
         for name in ("batch_size", "horizon"):
             value = getattr(args, name)
             if value is not None and value < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be a positive integer; got {value}")
-        checkpoint, module = load_checkpoint(args.checkpoint)
+        checkpoint, module = load_checkpoint(args.checkpoint, args.trust)
         if not isinstance(module.network, ForecastTransformer):
             network = checkpoint["hyper_parameters"]["network"]["class_path"]
             raise InputError(
@@ -228,7 +229,8 @@ def main(argv: list[str] | None = None) -> None:
                 "for (its max_horizon); export a shorter horizon or train with a larger model.max_horizon"
             )
         output = args.output or args.checkpoint.parent.parent / "export"
-        check_output_folder(output, FILES[args.export_format], [args.checkpoint], args.overwrite)
+        inputs = checkpoint_inputs(args.checkpoint, checkpoint)
+        check_output_folder(output, FILES[args.export_format], inputs, args.overwrite)
         meta = export(module, args.checkpoint, output, args.export_format, args.batch_size, horizon)
     print(f"Wrote {output}: {meta['format']} encoder and decoder step, batch {meta['batch_size']}, horizon {horizon}")
     if args.benchmark and args.export_format == "onnx":

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from project.checkpoints import read_checkpoint
+from project.checkpoints import checkpoint_inputs, read_checkpoint, trust_argument
 from project.data import WindowDataModule
-from project.errors import reported_in_one_line
+from project.errors import InputError, reported_in_one_line
 from project.files import check_output
 from project.tools.linear_baseline import LinearBaseline
 from project.tools.results import (
@@ -161,6 +161,25 @@ def score_checkpoints(
     return [row, ensemble]
 
 
+def check_fits_m4(path: Path, checkpoint: dict, windows: WindowDataModule) -> None:
+    """Refuse, in one line, a checkpoint that does not forecast these windows: one target, M4's horizon, the look-back
+    of the windows."""
+    settings = checkpoint["hyper_parameters"]
+    trained = {
+        "targets": settings.get("network", {}).get("init_args", {}).get("n_targets"),
+        "horizon": settings.get("horizon"),
+        "context_length": settings.get("context_length"),
+    }
+    expected = {"targets": 1, "horizon": HORIZON, "context_length": windows.context_length}
+    differing = [f"{name} {trained[name]} (M4 Hourly here: {value})" for name, value in expected.items()
+                 if trained[name] != value]  # fmt: skip
+    if differing:
+        raise InputError(
+            f"{path} was not trained on these M4 Hourly windows: its {', '.join(differing)}; pass checkpoints of "
+            "`python -m project.cli fit` with configs/m4_hourly.yaml"
+        )
+
+
 def m4_scores(forecasts: dict, windows: WindowDataModule) -> tuple[float, float]:
     """M4's sMAPE and MASE of ``forecast_split``'s forecasts (original units), averaged over the series."""
     return scores(
@@ -210,6 +229,7 @@ def main(argv: list[str] | None = None) -> None:
         "--ckpt_path", type=Path, nargs="*", default=None,
         help="score these checkpoints (one configuration, e.g. one per seed) instead of training",
     )  # fmt: skip
+    trust_argument(parser)
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     extra = without_point_loss(extra)
     if not args.data.is_file():
@@ -217,10 +237,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1; got {args.jobs}")
     with reported_in_one_line():
-        check_output(args.output, [args.data, *(args.ckpt_path or [])], args.overwrite)  # before training, not after
-        for checkpoint in args.ckpt_path or []:  # a bad checkpoint is refused before the data is read
-            read_checkpoint(checkpoint)
+        checkpoints = {path: read_checkpoint(path, args.trust) for path in args.ckpt_path or []}  # before the data
+        inputs = [args.data, *(i for path, c in checkpoints.items() for i in checkpoint_inputs(path, c))]
+        check_output(args.output, inputs, args.overwrite)  # before training, not after
         windows = datamodule(args.data)
+        for path, checkpoint in checkpoints.items():
+            check_fits_m4(path, checkpoint, windows)
         rows = measure_baselines(windows)
         if args.ckpt_path:  # timed by the events its run logged, from training to test
             seconds = [run_seconds(c.parent.parent) for c in args.ckpt_path]

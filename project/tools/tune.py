@@ -24,6 +24,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import yaml
 
@@ -228,7 +229,8 @@ def objective(
     ]
     pruning = PyTorchLightningPruningCallback(trial, monitor=monitor)
     try:
-        cli = cli_main(arguments, extra_callbacks=[pruning, signals.callback()])
+        with mock.patch.object(sys, "argv", sys.argv[:1]):  # the trial's arguments are its own, not tune's
+            cli = cli_main(arguments, extra_callbacks=[pruning, signals.callback()])
     except SystemExit as stopped:
         if stopped.code == EXIT_SIGTERM:  # Lightning saw the SIGTERM first, and the CLI printed its line
             raise Stopped(signals.signum or signal.SIGTERM) from None
@@ -293,7 +295,9 @@ def _run(args: argparse.Namespace, extra: list[str], signals: StopSignals) -> No
     monitor, mode = scored_metric(args.config, overrides)
     url = args.storage or f"sqlite:///{args.logs / f'{args.study}.db'}"
     output = args.output or args.logs / f"{args.study}-best.yaml"
-    check_output(output, inputs=[args.search, *args.config, _sqlite_file(url)], overwrite=args.overwrite)
+    data = merged_config(args.config, overrides).get("data") or {}
+    source = data.get("source") or (data.get("init_args") or {}).get("source")  # the trials' data: an input too
+    check_output(output, inputs=[args.search, *args.config, _sqlite_file(url), source], overwrite=args.overwrite)
     args.logs.mkdir(parents=True, exist_ok=True)
     storage = RDBStorage(
         url,
