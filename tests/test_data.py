@@ -1,5 +1,7 @@
 """One series: windows, splits, scaling and files, as the DataModule promised before panels (unchanged)."""
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -134,6 +136,27 @@ def test_csv_and_parquet_files_load_like_the_dataframe(tmp_path):
         np.testing.assert_array_equal(datamodule.panel.values, loaded[0].panel.values)
         assert datamodule.target_names == ["c0", "c1"]
         assert isinstance(datamodule.panel.values, np.memmap)  # file sources are memory-mapped from the cache
+
+
+def test_an_edit_that_keeps_the_files_size_and_time_is_read_again_not_taken_from_the_cache(tmp_path):
+    path = tmp_path / "series.csv"
+    frame_of_row_numbers().to_csv(path, index=False)
+    before = row_numbers(str(path), cache_dir=str(tmp_path / "cache")).panel.values[0, 0]
+    stat = path.stat()
+    text = path.read_text()
+    path.write_text(text.replace(",0.0,1000.0", ",9.0,1000.0", 1))  # the first row's c0: as many bytes as before
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+    after = row_numbers(str(path), cache_dir=str(tmp_path / "cache")).panel.values[0, 0]
+    assert (before, after) == (0.0, 9.0)
+
+
+def test_a_series_too_short_to_forecast_is_named_in_one_warning():
+    frame = frame_of_row_numbers(30)
+    short = frame.iloc[:3].assign(id="tiny")
+    datamodule = row_numbers(pd.concat([frame.assign(id="long"), short]), id_columns=["id"], val_size=3, test_size=3)
+    with pytest.warns(UserWarning, match=r"1 series have fewer than 5 observed rows .* not forecast: 'tiny'$"):
+        datamodule.predict_dataset()
 
 
 def test_split_by_timestamps():

@@ -3,13 +3,14 @@ every refusal is one line (the tools' own: tests/tools/test_tool_guards.py)."""
 
 import os
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
 from project import figures
-from tests.helpers import BASE, SMALL_MODEL, cli, digests, exit_code, one_line_error, quick_fit_arguments
+from tests.helpers import BASE, SMALL_MODEL, cli, config, digests, exit_code, one_line_error, quick_fit_arguments
 from tests.test_data import frame_of_row_numbers
 
 
@@ -108,6 +109,10 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
             lambda c: c["datamodule_hyper_parameters"].update(_class_path="subprocess.Popen"),
             "its class subprocess.Popen is not a WindowDataModule subclass",
         ),
+        (
+            lambda c: c["hyper_parameters"].update(attention_layout="old"),
+            "written by an earlier version of this project: its settings attention_layout are not Forecaster's",
+        ),
     ],
 )
 def test_a_foreign_checkpoint_is_refused_in_one_line(user_run, tmp_path, capsys, change, message):
@@ -134,3 +139,140 @@ def test_a_prediction_table_is_written_whole(user_run, tmp_path):
     assert cli("predict", f"--ckpt_path={user_run[2]}", f"--predictions.output={output}", "--trainer.logger=false") == 0
     assert pd.read_csv(output)["step"].max() == 12
     assert [p.name for p in tmp_path.iterdir() if p.name != ".cache"] == ["forecast.csv"]  # no temporary file left
+
+
+def test_every_way_of_giving_a_config_is_compared_with_the_checkpoint(user_run, tmp_path, capsys):
+    """-cPATH, --conf PATH (an abbreviation argparse accepts) and a section file (--data FILE, --model FILE) set
+    options as --config does: each is checked against the checkpoint."""
+    wider, longer = tmp_path / "wider.yaml", tmp_path / "longer.yaml"
+    wider.write_text("model:\n  network:\n    init_args:\n      d_model: 32\n")
+    longer.write_text("context_length: 48\n")
+    network = tmp_path / "network.yaml"
+    network.write_text("network:\n  init_args:\n    d_model: 32\n")
+    ways = {
+        "model.network.init_args.d_model=32 (checkpoint: 16)": [[f"-c{wider}"], ["--conf", str(wider)],
+                                                                ["--model", str(network)]],
+        "data.context_length=48 (checkpoint: 12)": [["--data", str(longer)]],
+    }  # fmt: skip
+    for message, arguments in ways.items():
+        for given in arguments:
+            assert cli("predict", *given, f"--ckpt_path={user_run[2]}", "--trainer.logger=false") == 2, given
+            assert message in one_line_error(capsys), given
+
+
+def test_an_option_that_a_later_class_choice_would_drop_is_refused(tmp_path, capsys):
+    arguments = ["--model.network.init_args.d_model=16", "--config", config("networks/gru.yaml")]
+    assert cli("fit", "--config", BASE, *arguments, *quick_fit_arguments(tmp_path)) == 2
+    assert one_line_error(capsys) == (
+        "error: --model.network.init_args.d_model does not apply to project.model.GRUForecaster, which a later option, "
+        "a config or the checkpoint chose: options apply in order; give it after the option that chooses the class, "
+        "or leave it out"
+    )
+    assert not any(tmp_path.rglob("*.ckpt"))
+
+
+def test_a_setting_the_checkpoints_network_does_not_have_is_refused_not_ignored(user_run, tmp_path, capsys):
+    """As with a GRU checkpoint and a transformer option: here a network recorded without its dropout argument."""
+    checkpoint = torch.load(user_run[2], weights_only=True)
+    del checkpoint["hyper_parameters"]["network"]["init_args"]["dropout"]
+    path = tmp_path / "without_dropout.ckpt"
+    torch.save(checkpoint, path)
+    assert cli("predict", f"--ckpt_path={path}", "--model.network.init_args.dropout=0.0", "--trainer.logger=false") == 2
+    assert one_line_error(capsys) == (
+        f"error: {path} has no setting model.network.init_args.dropout (its model is "
+        "project.training.module.Forecaster, its network project.model.transformer.ForecastTransformer); leave it out "
+        "when using this checkpoint"
+    )
+
+
+def test_a_runs_own_saved_config_validates_and_predicts_with_its_own_checkpoint(user_run, tmp_path, capsys):
+    run = user_run[2].parent.parent
+    for subcommand in ("validate", "predict"):
+        extra = [f"--predictions.output={tmp_path / 'p.csv'}"] if subcommand == "predict" else []
+        code = cli(subcommand, "--config", str(run / "config.yaml"), f"--ckpt_path={user_run[2]}",
+                   "--trainer.logger=false", *extra)  # fmt: skip
+        assert code == 0, capsys.readouterr().err
+
+
+def test_predict_from_another_folder_forecasts_the_file_the_checkpoint_was_trained_on(user_run, tmp_path, monkeypatch):
+    _, source, checkpoint = user_run
+    recorded = torch.load(checkpoint, weights_only=True)["datamodule_hyper_parameters"]["source"]
+    assert recorded == str(source.absolute())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    frame_of_row_numbers(400).assign(c0=0.0, c1=0.0).to_csv(elsewhere / source.name, index=False)  # a decoy
+    monkeypatch.chdir(elsewhere)
+    for name, data in (("implicit.csv", []), ("explicit.csv", [f"--data.source={source}"])):
+        assert cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={tmp_path / name}",
+                   "--trainer.logger=false", *data) == 0  # fmt: skip
+    assert pd.read_csv(tmp_path / "implicit.csv").equals(pd.read_csv(tmp_path / "explicit.csv"))
+
+
+def test_the_data_a_checkpoint_was_trained_on_is_never_an_output(user_run, tmp_path, capsys):
+    """Not even when the run reads other data, and not with --overwrite: predict and figures."""
+    _, source, checkpoint = user_run
+    other = tmp_path / "other.csv"
+    frame_of_row_numbers(400).to_csv(other, index=False)
+    before = digests(source)
+    code = cli("predict", f"--ckpt_path={checkpoint}", f"--data.source={other}", f"--predictions.output={source}",
+               "--overwrite=true", "--trainer.logger=false")  # fmt: skip
+    assert code == 2
+    assert one_line_error(capsys).endswith(f"the output would replace the input {source}; choose another output path")
+    arguments = [str(checkpoint), "--source", str(other), "--output", str(source), "--overwrite"]
+    assert exit_code(figures.main, arguments) == 2
+    assert one_line_error(capsys).endswith(f"the output would replace the input {source}; choose another output path")
+    assert digests(source) == before
+
+
+def unwritable_folder() -> str | None:
+    """A folder that cannot be written even by root (Linux's /sys), or None where there is none."""
+    try:
+        with open("/sys/.probe", "w"):
+            pass
+    except OSError:
+        return "/sys" if os.path.isdir("/sys") else None
+    return None
+
+
+@pytest.mark.parametrize("option", ["checkpoint.dirpath", "trainer.logger.init_args.save_dir", "data.cache_dir"])
+def test_a_folder_a_run_would_write_is_refused_at_start_up(option, user_run, tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    places = [(blocker / "inside", "a-file is a file, not a folder; choose another folder")]
+    if option == "data.cache_dir":
+        places.append((blocker, "a-file is a file, not a folder; choose another folder"))
+    if unwritable_folder():
+        places.append((Path(unwritable_folder()) / "run", "cannot write into /sys"))
+    data = [f"--data.source={user_run[1]}", "--data.time_column=time"]
+    for folder, message in places:
+        arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path / "logs"), *data, f"--{option}={folder}"]
+        assert cli("fit", "--config", BASE, *arguments) == 2
+        line = one_line_error(capsys)
+        assert line.startswith(f"error: {option}={folder}: ")
+        assert message in line
+        assert not (tmp_path / "logs").exists()  # refused before any work
+
+
+def test_a_name_longer_than_the_file_system_allows_is_refused_in_one_line(user_run, tmp_path, capsys):
+    long_name = "x" * 300 + ".csv"
+    for option in ("--predictions.output", "--data.source"):
+        code = cli(
+            "predict", f"--ckpt_path={user_run[2]}", f"{option}={tmp_path / long_name}", "--trainer.logger=false"
+        )
+        assert code == 2
+        assert "has 304 bytes; a file or folder name has at most 255" in one_line_error(capsys)
+
+
+def test_the_logger_values_mean_what_lightning_says(tmp_path, monkeypatch, capsys):
+    """false and [] log nothing and leave no file (no data cache either); null is Lightning's default logger, so its
+    run keeps its checkpoints."""
+    arguments = [*SMALL_MODEL, *[a for a in quick_fit_arguments(tmp_path) if "logger" not in a]]
+    for off in ("false", "[]"):
+        folder = tmp_path / f"off{len(off)}"
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+        assert cli("fit", "--config", BASE, *arguments, f"--trainer.logger={off}") == 0, off
+        assert list(folder.rglob("*")) == [], off
+    monkeypatch.chdir(tmp_path)
+    assert cli("fit", "--config", BASE, *arguments, "--trainer.logger=null") == 0
+    assert list((tmp_path / "lightning_logs").glob("version_0/checkpoints/last.ckpt"))

@@ -239,6 +239,23 @@ def test_a_users_own_network_trains_through_the_cli(tmp_path):
     assert spec["init_args"]["n_targets"] == 5
 
 
+def test_a_network_whose_only_argument_is_the_linked_target_count_trains_through_the_cli(tmp_path):
+    only_targets = (
+        textwrap.dedent(USER_NETWORK)
+        .replace('(self, n_targets: int = 1, distribution: str = "none", scale: float = 1.0)', "(self, n_targets: int)")
+        .replace("make_distribution(distribution)", 'make_distribution("none")')
+    )
+    (tmp_path / "usermod.py").write_text(only_targets)
+    logs = tmp_path / "logs"
+    result = run_cli(
+        "fit", "--config", BASE, "--model.network.class_path=usermod.MyNetwork", *quick_fit_arguments(logs),
+        "--test_after_fit=false", python_path=(tmp_path,), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, last_line(result.stderr)
+    (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
+    assert torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]["init_args"] == {"n_targets": 5}
+
+
 def test_the_gru_config_trains_tests_and_predicts_through_the_cli_and_its_checkpoint_restores_a_gru(tmp_path):
     logs, network = (
         tmp_path / "logs",

@@ -47,3 +47,17 @@ def test_a_distribution_asked_of_the_scripts_clears_the_presets_point_loss():
     assert without_point_loss(["--model.distribution=normal", "--model.loss=mae"])[-1] == "--model.loss=mae"
     assert without_point_loss(["--model.distribution=none"]) == ["--model.distribution=none"]
     assert without_point_loss(["--trainer.max_epochs=2"]) == ["--trainer.max_epochs=2"]
+
+
+def test_a_checkpoint_trained_on_other_data_is_refused_in_one_line(m4_data, user_run, tmp_path, monkeypatch, capsys):
+    from tests.helpers import REPOSITORY, exit_code, one_line_error
+
+    monkeypatch.chdir(REPOSITORY)  # the script reads configs/
+    arguments = ["--data", str(m4_data), "--ckpt_path", str(user_run[2]), "--output", str(tmp_path / "m4.md")]
+    assert exit_code(m4.main, arguments) == 2
+    assert one_line_error(capsys) == (
+        f"error: {user_run[2]} was not trained on these M4 Hourly windows: its targets 2 (M4 Hourly here: 1), "
+        "horizon 12 (M4 Hourly here: 48), context_length 12 (M4 Hourly here: 168); pass checkpoints of "
+        "`python -m project.cli fit` with configs/m4_hourly.yaml"
+    )
+    assert not (tmp_path / "m4.md").exists()

@@ -212,6 +212,32 @@ def test_an_output_that_is_an_input_is_refused_even_with_overwrite_and_stays_as_
     assert sha256(path) == before
 
 
+@pytest.mark.parametrize("given", ["on the command line", "in a config"])
+def test_the_data_the_trials_read_is_never_the_output_even_with_overwrite(tmp_path, capsys, given):
+    data = tmp_path / "data.csv"
+    data.write_text("timestamp,a\n2020-01-01,1\n")
+    before = sha256(data)
+    source = [f"--data.source={data}"]
+    if given == "in a config":
+        (tmp_path / "data.yaml").write_text(f"data:\n  source: {data}\n")
+        source = ["--config", tmp_path / "data.yaml"]
+    arguments = ["--config", BASE, *source, "--search", float_space(tmp_path), "--logs", tmp_path / "logs"]
+    assert exit_code(*arguments, "--output", data, "--overwrite") == 2
+    assert last_line(capsys.readouterr().err).endswith(
+        f"the output would replace the input {data}; choose another output path"
+    )
+    assert sha256(data) == before
+
+
+def test_a_trial_refused_for_a_bad_option_prints_one_line_not_pages_of_usage(tmp_path, capsys):
+    arguments = ["--config", BASE, "--search", float_space(tmp_path), "--logs", tmp_path / "logs", "--study", "tiny"]
+    assert exit_code(*arguments, "--trials", "1", "--model.network.init_args.nhead=abc") == 2
+    error = capsys.readouterr().err
+    assert "usage:" not in error
+    assert "LightningCLI's args parameter" not in error
+    assert error.count("Parser key \"model.network.init_args.nhead\": Expected a <class 'int'>. Got value: abc") == 2
+
+
 def test_trials_must_be_at_least_one(tmp_path, capsys):
     assert exit_code("--config", BASE, "--logs", tmp_path, "--trials", "0") == 2
     assert last_line(capsys.readouterr().err).endswith("error: --trials must be at least 1; got 0")
