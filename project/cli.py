@@ -205,6 +205,9 @@ class ForecastCLI(LightningCLI):
         what the user set: LightningCLI restores the model's settings from a checkpoint, not the data's."""
         trained, explicit = checkpoint.get("datamodule_hyper_parameters", {}), self.explicit.get("data", {})
         data: dict = {"init_args": {k: v for k, v in trained.items() if not k.startswith("_") and k not in explicit}}
+        if explicit.get("source") is not None:  # the embedded data's settings do not carry over to the user's file
+            for name in ("synthetic", "synthetic_rows"):
+                data["init_args"].pop(name, None)
         if "_class_path" in trained and "class_path" not in explicit:
             data["class_path"] = trained["_class_path"]
         self.config = parser.parse_object({subcommand: {"data": data}}, self.config)

@@ -276,3 +276,14 @@ def test_the_logger_values_mean_what_lightning_says(tmp_path, monkeypatch, capsy
     monkeypatch.chdir(tmp_path)
     assert cli("fit", "--config", BASE, *arguments, "--trainer.logger=null") == 0
     assert list((tmp_path / "lightning_logs").glob("version_0/checkpoints/last.ckpt"))
+
+
+def test_the_embedded_datas_settings_of_a_checkpoint_are_not_blamed_on_a_file_the_user_names(user_run, tmp_path):
+    checkpoint = torch.load(user_run[2], weights_only=True)
+    checkpoint["datamodule_hyper_parameters"]["synthetic_rows"] = 3000  # as if trained on the embedded data
+    path = tmp_path / "embedded.ckpt"
+    torch.save(checkpoint, path)
+    other = tmp_path / "other.csv"
+    frame_of_row_numbers(400).to_csv(other, index=False)
+    arguments = [f"--data.source={other}", f"--predictions.output={tmp_path / 'p.csv'}", "--trainer.logger=false"]
+    assert cli("predict", f"--ckpt_path={path}", *arguments) == 0
