@@ -110,54 +110,50 @@ def test_only_the_import_rule_imports_modules_by_name(path):
 IMPORTS_WRITE_A_FILE = "from pathlib import Path\nPath('IMPORTED').write_text('code ran')\n"
 
 
-def checkpoint_commands(checkpoint: Path, folder: Path) -> dict[str, tuple]:
-    """Every command that opens a checkpoint, as (main function, arguments), the tools while they are there."""
-    from project import cli, figures
-
-    commands = {
-        f"cli {subcommand}": (cli.cli_main, [subcommand, f"--ckpt_path={checkpoint}", "--trainer.logger=false"])
-        for subcommand in ("fit", "validate", "test", "predict")
-    }
-    commands["figures"] = (figures.main, [str(checkpoint), "--output", str(folder / "out.png")])
-    if (PACKAGE / "tools").is_dir():
-        from project.tools import backtest, export, m4
-
-        commands["export"] = (export.main, [str(checkpoint), "--output", str(folder / "export")])
-        commands["backtest"] = (backtest.main, ["--ckpt_path", str(checkpoint), "--output", str(folder / "bt")])
-        any_file = folder / "m4.csv"
-        any_file.write_text("series,value\n")
-        commands["m4"] = (m4.main, ["--data", str(any_file), "--ckpt_path", str(checkpoint), "--output",
-                                    str(folder / "m4.md")])  # fmt: skip
-    return commands
-
-
-@pytest.mark.parametrize("named", ["network", "model", "data"])
-def test_a_checkpoint_naming_a_module_beside_it_runs_no_code_through_any_entry_point(
-    named, user_run, tmp_path, monkeypatch, capsys
-):
-    """The module sits beside the checkpoint, in the working directory and on sys.path, as with ``python -m``: no
-    command imports it unless the user names the class themselves."""
-    (tmp_path / "model_utils.py").write_text(IMPORTS_WRITE_A_FILE)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
+def checkpoint_naming_a_module_beside_it(named: str, user_run, folder: Path, monkeypatch) -> Path:
+    """A copy of the user's checkpoint whose ``named`` class ("network", "model" or "data") is ``model_utils.Net``,
+    beside a ``model_utils.py`` that writes ``IMPORTED`` when imported, in the working directory and on sys.path."""
+    (folder / "model_utils.py").write_text(IMPORTS_WRITE_A_FILE)
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder))
     checkpoint = torch.load(user_run[2], weights_only=True)
-    if named == "network":
-        checkpoint["hyper_parameters"]["network"]["class_path"] = "model_utils.Net"
-    elif named == "model":
-        checkpoint["hyper_parameters"]["_class_path"] = "model_utils.Net"
-    else:
-        checkpoint["datamodule_hyper_parameters"]["_class_path"] = "model_utils.Net"
-    path = tmp_path / "model.ckpt"
+    recorded = {"network": checkpoint["hyper_parameters"]["network"], "model": checkpoint["hyper_parameters"]}
+    recorded["data"] = checkpoint["datamodule_hyper_parameters"]
+    recorded[named]["class_path" if named == "network" else "_class_path"] = "model_utils.Net"
+    path = folder / "model.ckpt"
     torch.save(checkpoint, path)
-    for command, (main, arguments) in checkpoint_commands(path, tmp_path).items():
+    return path
+
+
+def assert_refused_without_importing(commands: dict[str, tuple], folder: Path, capsys) -> None:
+    """Each command (a main function and its arguments) ends in one line saying how to trust the class, exit code
+    2, and the module's code never ran."""
+    for command, (main, arguments) in commands.items():
         with pytest.raises(SystemExit) as exit:
             main(arguments)
         assert exit.value.code == 2, command
         error = capsys.readouterr().err.strip()
         assert error.count("\n") == 0, command
         assert "model_utils.Net, outside this project; nothing was imported: pass " in error, command
-        assert not (tmp_path / "IMPORTED").exists(), command
+        assert not (folder / "IMPORTED").exists(), command
     assert "model_utils" not in sys.modules
+
+
+@pytest.mark.parametrize("named", ["network", "model", "data"])
+def test_a_checkpoint_naming_a_module_beside_it_runs_no_code_through_any_entry_point(
+    named, user_run, tmp_path, monkeypatch, capsys
+):
+    """As with ``python -m``: no command imports the module unless the user names the class themselves (the tools:
+    tests/tools/test_tool_guards.py)."""
+    from project import cli, figures
+
+    path = checkpoint_naming_a_module_beside_it(named, user_run, tmp_path, monkeypatch)
+    commands = {
+        f"cli {subcommand}": (cli.cli_main, [subcommand, f"--ckpt_path={path}", "--trainer.logger=false"])
+        for subcommand in ("fit", "validate", "test", "predict")
+    }
+    commands["figures"] = (figures.main, [str(path), "--output", str(tmp_path / "out.png")])
+    assert_refused_without_importing(commands, tmp_path, capsys)
 
 
 @pytest.mark.parametrize(

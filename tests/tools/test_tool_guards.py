@@ -9,6 +9,7 @@ from project.errors import InputError
 from project.tools import backtest, export, m4
 from project.tools.results import best_epoch, forecast_split
 from tests.helpers import digests, exit_code, one_line_error
+from tests.test_entry_points import assert_refused_without_importing, checkpoint_naming_a_module_beside_it
 
 
 def test_a_checkpoint_that_would_run_code_is_refused_by_every_tool(hostile_checkpoint, user_run, capsys):
@@ -27,6 +28,21 @@ def test_a_checkpoint_that_would_run_code_is_refused_by_every_tool(hostile_check
             read(path)
     assert not marker.exists()
     assert not output.exists()
+
+
+@pytest.mark.parametrize("named", ["network", "model", "data"])
+def test_a_checkpoint_naming_a_module_beside_it_runs_no_code_through_any_tool(
+    named, user_run, tmp_path, monkeypatch, capsys
+):
+    path = checkpoint_naming_a_module_beside_it(named, user_run, tmp_path, monkeypatch)
+    any_file = tmp_path / "m4.csv"
+    any_file.write_text("series,value\n")
+    tools = {
+        "export": (export.main, [str(path), "--output", str(tmp_path / "export")]),
+        "backtest": (backtest.main, ["--ckpt_path", str(path), "--output", str(tmp_path / "bt")]),
+        "m4": (m4.main, ["--data", str(any_file), "--ckpt_path", str(path), "--output", str(tmp_path / "m4.md")]),
+    }
+    assert_refused_without_importing(tools, tmp_path, capsys)
 
 
 def test_an_export_into_a_folder_of_the_users_files_replaces_none_of_them(user_run, capsys):
