@@ -9,6 +9,7 @@ at all.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Iterable
@@ -96,6 +97,15 @@ def check_folder_writable(folder: str | Path, option: str = "") -> None:
     except OSError as error:
         reason = error.strerror or type(error).__name__
         raise InputError(f"{named}: cannot write into {existing} ({reason}); {advice}") from None
+
+
+def sha256_of(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes, read in blocks (a data file may be larger than memory)."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _umask() -> int:

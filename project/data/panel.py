@@ -35,6 +35,7 @@ from project.data.table import (
     parse_timestamps,
 )
 from project.errors import InputError
+from project.files import sha256_of
 
 FillMissing = Literal["none", "ffill", "interpolate"]
 CACHE_VERSION = 1
@@ -197,21 +198,13 @@ def cached_panel(path: Path, settings: PanelSettings, cache_dir: Path, build) ->
     entry. Entries are written to a temporary folder and renamed, so a reader never sees half of one and two
     processes writing the same entry do not collide.
     """
-    identity = {"file": str(path.resolve()), "sha256": _content_digest(path), "version": CACHE_VERSION}
+    identity = {"file": str(path.resolve()), "sha256": sha256_of(path), "version": CACHE_VERSION}
     identity["settings"] = {k: list(v) if isinstance(v, tuple) else v for k, v in settings.__dict__.items()}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     entry = cache_dir / f"{path.stem}-{key}"
     if not (entry / "meta.json").is_file():
         _write_entry(build(), entry)
     return _read_entry(entry)
-
-
-def _content_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _write_entry(panel: Panel, entry: Path) -> None:

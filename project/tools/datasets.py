@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
 import shutil
 import urllib.request
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from project.errors import InputError, reported_in_one_line
-from project.files import check_output, write_atomically
+from project.files import check_output, sha256_of, write_atomically
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ def fetch(download: Download, folder: Path, source: Path | None = None) -> Path:
     """The verified file ``download.name`` in ``folder``: copied from ``source`` (a file, or a folder holding it)
     when given, otherwise downloaded. A checksum mismatch is an error and leaves nothing behind."""
     destination = folder / download.name
-    if destination.is_file() and _sha256(destination) == download.sha256:
+    if destination.is_file() and sha256_of(destination) == download.sha256:
         return destination
     if source is not None:
         origin = source / download.name if source.is_dir() else source
@@ -74,7 +73,7 @@ def fetch(download: Download, folder: Path, source: Path | None = None) -> Path:
                 shutil.copyfileobj(response, file)
         except OSError as error:
             raise InputError(f"{url}: download failed ({error}); pass a local copy with --from") from None
-        digest = _sha256(temporary)
+        digest = sha256_of(temporary)
         if digest != download.sha256:
             raise InputError(f"{url}: checksum mismatch for {download.name} (got {digest[:12]}…, expected "
                              f"{download.sha256[:12]}…); the file is not the published one")  # fmt: skip
@@ -123,14 +122,6 @@ def main(argv: list[str] | None = None) -> None:
 def _rows(path: Path) -> list[list[str]]:
     with path.open(newline="") as file:
         return list(csv.reader(file))[1:]
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 if __name__ == "__main__":
