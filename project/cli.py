@@ -175,7 +175,19 @@ class ForecastCLI(LightningCLI):
         parser.link_arguments("overwrite", "predictions.overwrite")
 
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
-        super().parse_arguments(parser, args)
+        try:
+            super().parse_arguments(parser, args)
+        except InputError as error:
+            given = sys.argv[1:] if args is None else args
+            if '"model.network' in str(error) and any(str(a).startswith("--ckpt_path") for a in given):
+                # The network's options are parsed before the checkpoint is read, against the class the command
+                # line and configs name: the default transformer unless told otherwise.
+                raise InputError(
+                    f"{error} (network options are checked against the network the command line and configs name, "
+                    "project.model.ForecastTransformer by default, not the checkpoint's: name the checkpoint's "
+                    "network with --model.network.class_path before them)"
+                ) from None
+            raise
         subcommand = self.config.get("subcommand")
         if subcommand is None:
             return

@@ -287,3 +287,15 @@ def test_the_embedded_datas_settings_of_a_checkpoint_are_not_blamed_on_a_file_th
     frame_of_row_numbers(400).to_csv(other, index=False)
     arguments = [f"--data.source={other}", f"--predictions.output={tmp_path / 'p.csv'}", "--trainer.logger=false"]
     assert cli("predict", f"--ckpt_path={path}", *arguments) == 0
+
+
+def test_a_network_option_refused_beside_a_checkpoint_says_how_to_name_the_checkpoints_network(user_run, capsys):
+    """Network options are parsed before the checkpoint is read: a GRU checkpoint's option is checked against the
+    default transformer, and the line says so (and what to add)."""
+    assert cli("predict", f"--ckpt_path={user_run[2]}", "--model.network.init_args.hidden_size=64",
+               "--trainer.logger=false") == 2  # fmt: skip
+    assert one_line_error(capsys).endswith(
+        "Option 'hidden_size' is not accepted (network options are checked against the network the command line and "
+        "configs name, project.model.ForecastTransformer by default, not the checkpoint's: name the checkpoint's "
+        "network with --model.network.class_path before them)"
+    )
