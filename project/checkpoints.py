@@ -6,60 +6,41 @@ Every problem is one line: a missing, truncated or foreign file, a diverged run'
 from __future__ import annotations
 
 import inspect
-from collections.abc import Collection, Mapping
+import warnings
 from pathlib import Path
 
 import torch
 
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
+from project.files import check_name_lengths
 from project.imports import checkpoint_class
 from project.model.network import build_network
 from project.training.module import Forecaster, check_finite_weights
 
-# How a tool's user trusts a class a checkpoint names outside this project (``project.imports``): the tools take
-# ``--trust CLASS_PATH``; the CLI names its own options.
-TOOL_TRUST = {"network": "--trust", "model class": "--trust", "data class": "--trust"}
-CLI_TRUST = {"network": "--model.network.class_path", "model class": "--model", "data class": "--data"}
 
-
-def trust_argument(parser) -> None:
-    """The tools' ``--trust``: class paths outside this project that a checkpoint may name and that may be imported."""
-    parser.add_argument(
-        "--trust", nargs="*", default=[], metavar="CLASS_PATH",
-        help="classes outside this project that the checkpoint names (its network, model or data class) and that "
-        "may be imported: importing runs the module's code",
-    )  # fmt: skip
-
-
-def read_checkpoint(
-    path: str | Path, trusted: Collection[str] = (), trust_options: Mapping[str, str] = TOOL_TRUST
-) -> dict:
+def read_checkpoint(path: str | Path) -> dict:
     """The checkpoint at ``path``, checked to be a finite ``Forecaster`` checkpoint of this template whose weights
     fit the settings it records. Unpickled with ``weights_only=True``: a file cannot run code by being read.
 
-    The classes it names are imported only under ``project.imports``' rule: the project's own, an imported module's,
-    or one of ``trusted`` (a name the user gave; ``trust_options`` says how, for the refusal's message).
+    The classes it names are imported only under ``project.imports``' rule: the project's own, or one the user
+    trusted (``project.imports.trust``).
 
     Every command and script opens checkpoints through this function, ``load_forecaster`` or ``load_checkpoint``.
     """
-    return load_checkpoint(path, trusted, trust_options)[0]
+    return load_checkpoint(path)[0]
 
 
-def load_forecaster(
-    path: str | Path, trusted: Collection[str] = (), trust_options: Mapping[str, str] = TOOL_TRUST
-) -> Forecaster:
+def load_forecaster(path: str | Path) -> Forecaster:
     """The ``Forecaster`` (or the subclass it was trained as) of the checkpoint at ``path``, read by
     ``read_checkpoint``, on the CPU, in eval mode."""
-    return load_checkpoint(path, trusted, trust_options)[1]
+    return load_checkpoint(path)[1]
 
 
-def load_checkpoint(
-    path: str | Path, trusted: Collection[str] = (), trust_options: Mapping[str, str] = TOOL_TRUST
-) -> tuple[dict, Forecaster]:
+def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
     """The checked checkpoint at ``path`` and its ``Forecaster`` (CPU, eval mode), for a command that needs both:
     checking the weights builds the model anyway, so it is read and built once."""
-    path = Path(path)
+    path = check_name_lengths(path)
     if not path.is_file():
         raise InputError(f"{path}: checkpoint not found")
     try:
@@ -80,9 +61,9 @@ def load_checkpoint(
             "hyper_parameters)"
         )
     settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
-    model_class = recorded_class(checkpoint["hyper_parameters"], Forecaster, path, trusted, trust_options)
+    model_class = recorded_class(checkpoint["hyper_parameters"], Forecaster, path)
     data = checkpoint.get("datamodule_hyper_parameters", {})
-    recorded_class(data, WindowDataModule, path, trusted, trust_options)  # refused here, not later
+    recorded_class(data, WindowDataModule, path)  # refused here, not later
     unknown = sorted(set(settings) - init_arguments(model_class))
     if unknown:
         written_by = (
@@ -95,7 +76,7 @@ def load_checkpoint(
             "retrain it, or use it with the version that wrote it"
         )
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
-    network = build_network(settings.get("network"), f"{path}: ", trusted, trust_options["network"])
+    network = build_network(settings.get("network"), f"{path}: ")
     try:
         module = model_class(**{**settings, "network": network})
     except (InputError, TypeError, ValueError) as error:
@@ -125,40 +106,46 @@ def init_arguments(cls: type) -> set[str]:
     return names - {"self"}
 
 
-def recorded_class(
-    hyper_parameters: dict,
-    base: type,
-    path: str | Path,
-    trusted: Collection[str] = (),
-    trust_options: Mapping[str, str] = TOOL_TRUST,
-) -> type:
+def recorded_class(hyper_parameters: dict, base: type, path: str | Path) -> type:
     """The class a checkpoint was trained with (LightningCLI records it as ``_class_path``), ``base`` when it records
     none; imported under ``project.imports``' rule, and refused unless it is ``base`` or a subclass of it."""
     class_path = hyper_parameters.get("_class_path")
     if class_path is None:
         return base
     what = "data class" if issubclass(base, WindowDataModule) else "model class"
-    recorded = checkpoint_class(class_path, what, f"{path}: ", trusted, trust_options[what])
+    recorded = checkpoint_class(class_path, what, f"{path}: ")
     if not (isinstance(recorded, type) and issubclass(recorded, base)):
         raise InputError(f"{path}: its class {class_path} is not a {base.__name__} subclass")
     return recorded
 
 
-def datamodule_from_checkpoint(
-    checkpoint: dict, path: str | Path, overrides: dict | None = None, trusted: Collection[str] = ()
-) -> WindowDataModule:
+def datamodule_from_checkpoint(checkpoint: dict, path: str | Path, overrides: dict | None = None) -> WindowDataModule:
     """The data module (the class it was trained with) with the checkpoint's data settings, its source included,
     and scaling, ``overrides`` aside."""
     trained = checkpoint.get("datamodule_hyper_parameters", {})
     settings = {k: v for k, v in trained.items() if not k.startswith("_")}
     settings.update(overrides or {})
+    if "source" not in (overrides or {}):
+        warn_if_relative_source(checkpoint, path)
     state = checkpoint.get(WindowDataModule.__qualname__, {})
     if state.get("from_dataframe") and settings.get("source") is None:
         raise InputError(f"{path}: the checkpoint was trained on a DataFrame, which it does not store; pass the data")
-    datamodule = recorded_class(trained, WindowDataModule, path, trusted)(**settings)
+    datamodule = recorded_class(trained, WindowDataModule, path)(**settings)
     if state:
         datamodule.load_state_dict(state)
     return datamodule
+
+
+def warn_if_relative_source(checkpoint: dict, path: str | Path) -> None:
+    """One warning when the checkpoint records its data relative to the folder it was trained in (written before
+    data paths were recorded absolute): it is read from the current folder, which may hold another file."""
+    source = checkpoint.get("datamodule_hyper_parameters", {}).get("source")
+    if source is not None and not Path(source).is_absolute():
+        warnings.warn(
+            f"{path} records its data as {source}, relative to the folder it was trained in (written by an earlier "
+            f"version of this project): reading {Path(source).absolute()}; pass --data.source to be sure",
+            stacklevel=2,
+        )
 
 
 def checkpoint_inputs(path: str | Path, checkpoint: dict, *sources: str | Path | None) -> list[str | Path]:

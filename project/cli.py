@@ -19,13 +19,13 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveCon
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from project.checkpoints import CLI_TRUST, checkpoint_inputs, find_last_checkpoint, read_checkpoint
+from project.checkpoints import checkpoint_inputs, find_last_checkpoint, read_checkpoint, warn_if_relative_source
 from project.data import WindowDataModule
 from project.domains import DOMAINS, check_accelerator, check_domains
 from project.errors import InputError, reported_in_one_line
 from project.figures import ForecastFigures
 from project.files import check_folder_writable
-from project.imports import imported_class
+from project.imports import CLI_TRUST, imported_class, trust
 from project.model.distributions import DEFAULT_QUANTILES
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
@@ -192,14 +192,16 @@ class ForecastCLI(LightningCLI):
         if subcommand is None:
             return
         config = self.config[subcommand]
-        self.explicit = explicit_settings(sys.argv[1:] if args is None else args, config)
+        given = sys.argv[1:] if args is None else args
+        self.explicit = explicit_settings(given, config, subcommand, self.config.get("config"))
         self.checkpoint: dict | None = None
         check_options(config)
         self._name_the_run(config)
         if config.get("ckpt_path") == "last" and subcommand == "fit":
             self._resume_last_run(config)
         if config.get("ckpt_path"):
-            checkpoint = self.checkpoint = read_checkpoint(config.ckpt_path, named_classes(self.explicit), CLI_TRUST)
+            trust(named_classes(self.explicit), CLI_TRUST)
+            checkpoint = self.checkpoint = read_checkpoint(config.ckpt_path)
             check_checkpoint_matches(config.ckpt_path, checkpoint, self.explicit)
             self._use_the_checkpoints_data(parser, subcommand, checkpoint)
             self._name_the_run(self.config[subcommand])
@@ -212,6 +214,17 @@ class ForecastCLI(LightningCLI):
         if self.checkpoint is not None:
             self.inputs += checkpoint_inputs(config.ckpt_path, self.checkpoint)
 
+    def _parse_ckpt_path(self) -> None:
+        """The model's settings from the checkpoint that ``parse_arguments`` read and checked, not from a second read
+        of the file (as LightningCLI does), which could find another file there."""
+        checkpoint = getattr(self, "checkpoint", None)
+        if checkpoint is None:
+            return
+        settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if k != "_instantiator"}
+        if "_class_path" in settings:
+            settings = {"class_path": settings.pop("_class_path"), "dict_kwargs": settings}
+        self.config = self.parser.parse_object({self.config.subcommand: {"model": settings}}, self.config)
+
     def _use_the_checkpoints_data(self, parser: LightningArgumentParser, subcommand: str, checkpoint: dict) -> None:
         """The data the checkpoint was trained on (its class and settings, checked by ``read_checkpoint``), except
         what the user set: LightningCLI restores the model's settings from a checkpoint, not the data's."""
@@ -220,8 +233,11 @@ class ForecastCLI(LightningCLI):
         if explicit.get("source") is not None:  # the embedded data's settings do not carry over to the user's file
             for name in ("synthetic", "synthetic_rows"):
                 data["init_args"].pop(name, None)
-        if "_class_path" in trained and "class_path" not in explicit:
-            data["class_path"] = trained["_class_path"]
+        else:
+            warn_if_relative_source(checkpoint, self.config[subcommand].ckpt_path)
+        class_path = explicit.get("class_path") or trained.get("_class_path")
+        if class_path:  # given with the settings, or jsonargparse would take them for the default class's
+            data["class_path"] = class_path
         self.config = parser.parse_object({subcommand: {"data": data}}, self.config)
 
     def before_instantiate_classes(self) -> None:
@@ -364,19 +380,23 @@ class ForecastCLI(LightningCLI):
         return Path(self.trainer.logger.log_dir).resolve() in Path(path).resolve().parents
 
 
-def explicit_settings(args: list[str], config) -> dict:
-    """What the user set on the command line, in ``--config`` files (every spelling: ``-c``, ``--conf``, ``-cPATH``)
-    or in section files (``--data FILE``, ``--model FILE``), whether or not it equals a default, as a nested dict with
-    the parsed values (``{"model": {"d_model": 128}, …}``). An option of the command line that is not in the parsed
-    config (a class chosen after it has no such argument) is refused: it would be dropped without a word."""
+def explicit_settings(args: list[str], config, subcommand: str, root_files: list) -> dict:
+    """What the user set on the command line, in ``--config`` files (every spelling: ``-c``, ``--conf``, ``-cPATH``,
+    before the subcommand too, ``root_files``) or in section files (``--data FILE``, ``--model FILE``), whether or not
+    it equals a default, as a nested dict with the parsed values (``{"model": {"d_model": 128}, …}``). An option of
+    the command line that is not in the parsed config (a class chosen after it has no such argument) is refused: it
+    would be dropped without a word."""
     keys = {key: False for path in config.get("config") or [] for key in _flattened(_yaml(path))}
+    for path in root_files or []:  # `--config FILE fit`: the file's section of the subcommand
+        keys.update({key: False for key in _flattened(_yaml(path).get(subcommand) or {})})
     for name, path in config.items():
         if name.endswith("__path__") and path:  # a section given as a file: --data FILE
             section = name.removesuffix(".__path__")
             keys.update({f"{section}.{key}": False for key in _flattened(_yaml(path))})
     for token in args:
-        if token.startswith("--") and token[2:].partition("=")[0] not in ("config", "conf", "confi", "con", "co"):
-            keys[token[2:].partition("=")[0]] = True  # True: given on the command line
+        key = token[2:].partition("=")[0].removesuffix("+")  # `--option+=value` appends to a list
+        if token.startswith("--") and not (len(key) >= 2 and "config".startswith(key)):  # --conf is --config
+            keys[key] = True  # True: given on the command line
     explicit: dict = {}
     for key, on_command_line in sorted(keys.items()):
         key, stored_at = _in_subclass_mode(key)
@@ -396,6 +416,8 @@ def explicit_settings(args: list[str], config) -> dict:
         level = explicit
         for section in sections:
             level = level.setdefault(section, {})
+        if on_command_line and hasattr(value, "class_path") and not stored_at.endswith("init_args"):
+            value = {"class_path": value.class_path}  # `--model.network=Class` names the class, not its defaults
         level[name] = value.as_dict() if hasattr(value, "as_dict") else value
     return explicit
 
@@ -442,6 +464,8 @@ def check_writable_folders(config) -> None:
     logger = config.trainer.get("logger")
     loggers = logger if isinstance(logger, list) else [logger]
     folders = {"checkpoint.dirpath": config.get("checkpoint", {}).get("dirpath")}
+    if logger is None or logger is True:  # Lightning's default logger writes under default_root_dir
+        folders["trainer.default_root_dir"] = config.trainer.get("default_root_dir") or "."
     for position, entry in enumerate(loggers):
         if hasattr(entry, "get") and hasattr(entry.get("init_args"), "get"):
             where = "trainer.logger" + (f"[{position}]" if isinstance(logger, list) else "")
@@ -467,8 +491,9 @@ def named_classes(explicit: dict) -> set[str]:
 
 
 def _yaml(path) -> dict:
-    """A config file's settings (a jsonargparse path or a plain one)."""
-    content = yaml.safe_load(Path(str(getattr(path, "absolute", path))).read_text())
+    """A config file's settings (a jsonargparse path or a plain one); nothing for a config given inline."""
+    file = Path(str(getattr(path, "absolute", path))) if path else None
+    content = yaml.safe_load(file.read_text()) if file is not None and file.is_file() else None
     return content if isinstance(content, dict) else {}
 
 

@@ -111,7 +111,8 @@ class ForecastFigures(L.Callback):
 
 
 def main(argv: list[str] | None = None) -> None:
-    from project.checkpoints import checkpoint_inputs, datamodule_from_checkpoint, load_checkpoint, trust_argument
+    from project.checkpoints import checkpoint_inputs, datamodule_from_checkpoint, load_checkpoint
+    from project.imports import trust_argument
 
     parser = argparse.ArgumentParser(
         prog="python -m project.figures", description="Plot test forecasts of a checkpoint."
@@ -125,11 +126,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with reported_in_one_line():
         check_domains({"num_windows": args.windows}, prefix="forecast_figures.")  # one subplot row per window
-        checkpoint, model = load_checkpoint(args.checkpoint, args.trust)
+        checkpoint, model = load_checkpoint(args.checkpoint)
         inputs = checkpoint_inputs(args.checkpoint, checkpoint, args.source)
         check_output(args.output, inputs, args.overwrite)
         datamodule = datamodule_from_checkpoint(
-            checkpoint, args.checkpoint, {"source": args.source} if args.source else {}, args.trust
+            checkpoint, args.checkpoint, {"source": args.source} if args.source else {}
         )
         figure = forecast_figure(model, datamodule, "test", args.windows)
         write_atomically(args.output, lambda temporary: figure.savefig(temporary, dpi=110, format="png"))

@@ -115,6 +115,9 @@ def _umask() -> int:
 
 
 def _same_file(a: Path, b: Path) -> bool:
-    if a.exists() and b.exists():
-        return os.path.samefile(a, b)
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:  # an input whose name the system refuses (too long) is no file this output could replace
+        return False
     return a.resolve() == b.resolve()

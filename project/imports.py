@@ -1,23 +1,54 @@
 """Importing a class that a file names, without running code that nobody chose.
 
 A checkpoint records class paths (the model's, the data's, the network's), and importing a module runs its top-level
-code: a checkpoint must not be able to pick that code. So a class path read from a checkpoint is imported only when
-it is this project's own (``project.…``), when its module is already imported (a Python caller that built the
-class), or when the user named the same class path (``--model.network.class_path=…`` in the CLI, ``--trust …`` in
-the tools). Anything else is refused in one line, before any import and before any folder is searched.
+code: a checkpoint must not be able to pick that code, nor any class of the thousands a process has imported. So a
+class path read from a checkpoint is imported only when it is this project's own (``project.…``) or the user named
+the same class path for this process (``trust``: the CLI's ``--model.network.class_path``, ``--model`` and
+``--data``, the tools' ``--trust``). Python code that loads a checkpoint of a class it has imported itself
+(``Forecaster.load_from_checkpoint``) may use that class too. Anything else is refused in one line, before any
+import and before any folder is searched.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import re
 import sys
-from collections.abc import Collection
+from collections.abc import Iterable, Mapping
 
 from project.errors import InputError
 
 OWN_PACKAGE = "project"
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+# How a user trusts a class a checkpoint names, for the refusal's message: the tools take --trust, the CLI its options.
+TOOL_TRUST = {"network": "--trust", "model class": "--trust", "data class": "--trust"}
+CLI_TRUST = {"network": "--model.network.class_path", "model class": "--model", "data class": "--data"}
+_trusted: set[str] = set()  # class paths the user named for this process
+_how_to_trust: dict[str, str] = dict(TOOL_TRUST)
+
+
+def trust(class_paths: Iterable[str], how: Mapping[str, str] = TOOL_TRUST) -> None:
+    """Let a checkpoint name these classes in this process: the user named them (``how`` says how, for messages)."""
+    _trusted.update(class_paths)
+    _how_to_trust.update(how)
+
+
+class TrustAction(argparse.Action):
+    """The tools' ``--trust CLASS_PATH …``: trusted as soon as it is parsed."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        trust(values)
+        setattr(namespace, self.dest, values)
+
+
+def trust_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--trust`` to a tool's parser."""
+    parser.add_argument(
+        "--trust", nargs="*", default=[], metavar="CLASS_PATH", action=TrustAction,
+        help="classes outside this project that the checkpoint names (its network, model or data class) and that "
+        "may be imported: importing runs the module's code",
+    )  # fmt: skip
 
 
 def imported_class(class_path: str) -> object | None:
@@ -32,18 +63,18 @@ def imported_class(class_path: str) -> object | None:
         return None
 
 
-def checkpoint_class(class_path: object, what: str, where: str, trusted: Collection[str], trust_option: str) -> object:
+def checkpoint_class(class_path: object, what: str, where: str, allow_imported: bool = False) -> object:
     """The class a checkpoint names as its ``what`` ("network", "model class", "data class"), imported under the rule
-    above. ``where`` prefixes the one-line errors (the checkpoint's path and a colon); ``trust_option`` is how the
-    caller's user names a class to trust it (``--trust``, or the CLI's option for ``what``)."""
+    above; ``allow_imported``: also a class of a module the caller has imported (Python code, not a command).
+    ``where`` prefixes the one-line errors (the checkpoint's path and a colon)."""
     if not isinstance(class_path, str) or not _DOTTED_NAME.fullmatch(class_path):
         raise InputError(f"{where}its {what} {class_path!r} is not a dotted class path (package.module.Class)")
     module_name, _, name = class_path.rpartition(".")
     own = module_name == OWN_PACKAGE or module_name.startswith(OWN_PACKAGE + ".")
-    if not (own or module_name in sys.modules or class_path in trusted):
+    if not (own or class_path in _trusted or (allow_imported and module_name in sys.modules)):
         raise InputError(
             f"{where}the checkpoint names the {what} {class_path}, outside this project; nothing was imported: "
-            f"pass {trust_option}={class_path} to trust it"
+            f"pass {_how_to_trust[what]}={class_path} to trust it"
         )
     try:
         module = importlib.import_module(module_name)

@@ -14,6 +14,8 @@ import torch
 
 from project.checkpoints import load_checkpoint
 from project.cli import cli_main
+from project.errors import InputError
+from project.imports import trust
 from project.runs import read_scalars
 from project.training.module import naive_comparison
 from tests.helpers import (
@@ -229,8 +231,12 @@ def test_a_users_own_model_and_data_classes_train_and_forecast_through_the_cli(t
     forecast = tmp_path / "forecast.csv"
     sys.path.insert(0, str(tmp_path))
     try:
-        _, module = load_checkpoint(checkpoint, trusted=["usermod.DampedForecaster", "usermod.ShiftedData"])
+        with pytest.raises(InputError, match=r"the checkpoint names the model class usermod\.DampedForecaster"):
+            load_checkpoint(checkpoint)  # a class outside the project, not named by the user: never imported
+        trust(["usermod.DampedForecaster", "usermod.ShiftedData"])
+        _, module = load_checkpoint(checkpoint)
         predicted = cli_main(["predict", f"--ckpt_path={checkpoint}", f"--predictions.output={forecast}",
+                              "--model=usermod.DampedForecaster", "--data=usermod.ShiftedData",
                               "--trainer.logger=false"])  # fmt: skip
     finally:
         sys.path.remove(str(tmp_path))

@@ -98,16 +98,21 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
             "its weights do not fit the settings it records",
         ),
         (
+            lambda c: c["hyper_parameters"]["network"].update(class_path="project.errors.InputError"),
+            "its network project.errors.InputError is not an nn.Module subclass",
+        ),
+        (
+            lambda c: c["hyper_parameters"].update(_class_path="project.errors.InputError"),
+            "its class project.errors.InputError is not a Forecaster subclass",
+        ),
+        (
+            lambda c: c["datamodule_hyper_parameters"].update(_class_path="project.errors.InputError"),
+            "its class project.errors.InputError is not a WindowDataModule subclass",
+        ),
+        (  # imported by the process already, but not the project's and not named by the user: not even looked up
             lambda c: c["hyper_parameters"]["network"].update(class_path="subprocess.Popen"),
-            "its network subprocess.Popen is not an nn.Module subclass",
-        ),
-        (
-            lambda c: c["hyper_parameters"].update(_class_path="subprocess.Popen"),
-            "its class subprocess.Popen is not a Forecaster subclass",
-        ),
-        (
-            lambda c: c["datamodule_hyper_parameters"].update(_class_path="subprocess.Popen"),
-            "its class subprocess.Popen is not a WindowDataModule subclass",
+            "the checkpoint names the network subprocess.Popen, outside this project; nothing was imported: pass "
+            "--model.network.class_path=subprocess.Popen to trust it",
         ),
         (
             lambda c: c["hyper_parameters"].update(attention_layout="old"),
@@ -299,3 +304,39 @@ def test_a_network_option_refused_beside_a_checkpoint_says_how_to_name_the_check
         "configs name, project.model.ForecastTransformer by default, not the checkpoint's: name the checkpoint's "
         "network with --model.network.class_path before them)"
     )
+
+
+def test_a_config_before_the_subcommand_or_inline_is_seen_like_any_other(user_run, tmp_path, capsys):
+    top = tmp_path / "top.yaml"
+    top.write_text("predict:\n  data:\n    horizon: 3\n")
+    assert cli("--config", str(top), "predict", f"--ckpt_path={user_run[2]}", "--trainer.logger=false") == 2
+    assert "data.horizon=3 (checkpoint: 12)" in one_line_error(capsys)
+    inline = ["--config", '{"seed_everything": 1}', f"--predictions.output={tmp_path / 'p.csv'}"]
+    assert cli("predict", *inline, f"--ckpt_path={user_run[2]}", "--trainer.logger=false") == 0
+
+
+def test_naming_the_checkpoints_network_class_alone_compares_the_class_not_its_defaults(user_run, tmp_path):
+    output = f"--predictions.output={tmp_path / 'p.csv'}"
+    given = ["--model.network=project.model.ForecastTransformer", output, "--trainer.logger=false"]
+    assert cli("predict", f"--ckpt_path={user_run[2]}", *given) == 0
+
+
+def test_a_checkpoint_path_longer_than_the_file_system_allows_is_one_line(tmp_path, capsys):
+    path = tmp_path / ("x" * 300 + ".ckpt")
+    assert cli("validate", f"--ckpt_path={path}", "--trainer.logger=false") == 2
+    assert "has 305 bytes; a file or folder name has at most 255" in one_line_error(capsys)
+    assert exit_code(figures.main, [str(path)]) == 2
+    assert "has 305 bytes" in one_line_error(capsys)
+
+
+def test_a_checkpoint_with_a_relative_data_path_says_which_file_it_reads(user_run, tmp_path, monkeypatch):
+    """Checkpoints written before data paths were recorded absolute."""
+    _, source, checkpoint = user_run
+    recorded = torch.load(checkpoint, weights_only=True)
+    recorded["datamodule_hyper_parameters"]["source"] = source.name
+    path = tmp_path / "relative.ckpt"
+    torch.save(recorded, path)
+    monkeypatch.chdir(source.parent)
+    with pytest.warns(UserWarning, match=r"records its data as forecasts\.csv, relative to the folder it was trained"):
+        assert cli("predict", f"--ckpt_path={path}", f"--predictions.output={tmp_path / 'p.csv'}",
+                   "--trainer.logger=false") == 0  # fmt: skip

@@ -35,7 +35,6 @@ from project.data.table import (
     parse_timestamps,
 )
 from project.errors import InputError
-from project.files import sha256_of
 
 FillMissing = Literal["none", "ffill", "interpolate"]
 CACHE_VERSION = 1
@@ -193,12 +192,21 @@ def cached_panel(path: Path, settings: PanelSettings, cache_dir: Path, build) ->
     """The panel of the file ``path``: read from ``cache_dir`` when this file and these settings were read before,
     otherwise built by ``build()`` and written there once. ``values`` is memory-mapped either way.
 
-    The cache key is the file's path and content (SHA-256: an edit that keeps the size and the modification time is
-    still an edit) and every setting that shapes the matrix, so an edited file or another column choice gets its own
-    entry. Entries are written to a temporary folder and renamed, so a reader never sees half of one and two
-    processes writing the same entry do not collide.
+    The cache key is the file's path, size, inode and modification and change times, and every setting that shapes
+    the matrix, so an edited file or another column choice gets its own entry: an edit that keeps the size and sets
+    the modification time back still moves the change time, which no program can set, and a file replaced by another
+    has another inode. The file is not read to tell. Entries are written to a temporary folder and renamed, so a
+    reader never sees half of one and two processes writing the same entry do not collide.
     """
-    identity = {"file": str(path.resolve()), "sha256": sha256_of(path), "version": CACHE_VERSION}
+    stat = path.resolve().stat()
+    identity = {
+        "file": str(path.resolve()),
+        "size": stat.st_size,
+        "inode": stat.st_ino,
+        "mtime_ns": stat.st_mtime_ns,
+        "ctime_ns": stat.st_ctime_ns,
+        "version": CACHE_VERSION,
+    }
     identity["settings"] = {k: list(v) if isinstance(v, tuple) else v for k, v in settings.__dict__.items()}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     entry = cache_dir / f"{path.stem}-{key}"

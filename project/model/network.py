@@ -11,7 +11,6 @@ Shapes: N series, S context length, T decoder length, F = ``n_targets`` target c
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor, nn
@@ -97,16 +96,14 @@ def init_args(frame_locals: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_network(
-    spec: object, where: str = "", trusted: Collection[str] = (), trust_option: str = "--trust"
-) -> nn.Module:
+def build_network(spec: object, where: str = "", allow_imported: bool = False) -> nn.Module:
     """The untrained network that ``spec`` (``{"class_path": ..., "init_args": {...}}``, as a checkpoint records it)
-    names: its class imported under ``project.imports``' rule (the project's own, an imported module's, or one of
-    ``trusted``), an ``nn.Module`` subclass and nothing else, called with the arguments. ``where`` prefixes the
-    one-line errors (a checkpoint's path)."""
+    names: its class imported under ``project.imports``' rule (the project's own or one the user trusted; with
+    ``allow_imported``, also one whose module the caller imported), an ``nn.Module`` subclass and nothing else,
+    called with the arguments. ``where`` prefixes the one-line errors (a checkpoint's path)."""
     if not (isinstance(spec, dict) and isinstance(spec.get("class_path"), str) and "." in spec["class_path"]):
         raise InputError(f"{where}it records no network (a class_path and init_args); was it written by this template?")
-    network_class = checkpoint_class(spec["class_path"], "network", where, trusted, trust_option)
+    network_class = checkpoint_class(spec["class_path"], "network", where, allow_imported)
     if not (isinstance(network_class, type) and issubclass(network_class, nn.Module)):
         raise InputError(f"{where}its network {spec['class_path']} is not an nn.Module subclass")
     return network_class(**(spec.get("init_args") or {}))

@@ -27,11 +27,12 @@ import torch
 from matplotlib.figure import Figure
 from torch.utils.data import DataLoader
 
-from project.checkpoints import checkpoint_inputs, datamodule_from_checkpoint, load_checkpoint, trust_argument
+from project.checkpoints import checkpoint_inputs, datamodule_from_checkpoint, load_checkpoint
 from project.data.datamodule import WindowDataModule
 from project.data.windows import PanelWindows
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output_folder, write_atomically
+from project.imports import trust_argument
 from project.model.network import build_network
 from project.training.metrics import forecast_scores, unscale
 from project.training.module import Forecaster
@@ -79,7 +80,6 @@ def refit(
     origin: int,
     step: int,
     epochs: int,
-    trusted: list[str],
 ) -> tuple:
     """A fresh model of the checkpoint's class and settings, trained on the rows before ``origin`` of each series."""
     refitted = copy.copy(datamodule)
@@ -91,7 +91,7 @@ def refit(
     refitted.setup("fit")
     L.seed_everything(0)
     settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
-    module = model_class(**{**settings, "network": build_network(settings["network"], trusted=trusted)})
+    module = model_class(**{**settings, "network": build_network(settings["network"])})
     trainer = L.Trainer(
         max_epochs=epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False,
@@ -103,7 +103,7 @@ def refit(
 def backtest(args: argparse.Namespace, checkpoint: dict, module: Forecaster) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Metrics per origin and overall, and every forecast, of ``module`` (the checkpoint at ``args.ckpt_path``)."""
     overrides = {"source": args.source} if args.source else {}
-    datamodule = datamodule_from_checkpoint(checkpoint, args.ckpt_path, overrides, args.trust)
+    datamodule = datamodule_from_checkpoint(checkpoint, args.ckpt_path, overrides)
     datamodule.setup("test")
     step = args.step or datamodule.horizon
     metrics, forecasts = [], []
@@ -114,7 +114,7 @@ def backtest(args: argparse.Namespace, checkpoint: dict, module: Forecaster) -> 
                 f"{datamodule.horizon} steps; use fewer --origins or a smaller --step"
             )
         model, data = (
-            refit(checkpoint, type(module), datamodule, origin, step, args.refit_epochs, args.trust)
+            refit(checkpoint, type(module), datamodule, origin, step, args.refit_epochs)
             if args.refit
             else (module, datamodule)
         )
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
         for option, value in counts:
             if value is not None and value < 1:
                 raise InputError(f"{option} must be a positive integer; got {value}")
-        checkpoint, module = load_checkpoint(args.ckpt_path, args.trust)
+        checkpoint, module = load_checkpoint(args.ckpt_path)
         inputs = checkpoint_inputs(args.ckpt_path, checkpoint, args.source)
         check_output_folder(output, ("metrics.csv", "forecasts.csv", "backtest.png"), inputs, args.overwrite)
         metrics, forecasts = backtest(args, checkpoint, module)

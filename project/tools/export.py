@@ -23,9 +23,10 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from project.checkpoints import checkpoint_inputs, load_checkpoint, trust_argument
+from project.checkpoints import checkpoint_inputs, load_checkpoint
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output_folder, write_atomically
+from project.imports import trust_argument
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache
 from project.model.transformer import Encoded, ForecastTransformer
 from project.training.module import Forecaster
@@ -216,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
             value = getattr(args, name)
             if value is not None and value < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be a positive integer; got {value}")
-        checkpoint, module = load_checkpoint(args.checkpoint, args.trust)
+        checkpoint, module = load_checkpoint(args.checkpoint)
         if not isinstance(module.network, ForecastTransformer):
             network = checkpoint["hyper_parameters"]["network"]["class_path"]
             raise InputError(

@@ -19,10 +19,11 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from project.checkpoints import checkpoint_inputs, read_checkpoint, trust_argument
+from project.checkpoints import checkpoint_inputs, read_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output
+from project.imports import trust_argument
 from project.tools.linear_baseline import LinearBaseline
 from project.tools.results import (
     best_checkpoint,
@@ -237,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1; got {args.jobs}")
     with reported_in_one_line():
-        checkpoints = {path: read_checkpoint(path, args.trust) for path in args.ckpt_path or []}  # before the data
+        checkpoints = {path: read_checkpoint(path) for path in args.ckpt_path or []}  # before the data
         inputs = [args.data, *(i for path, c in checkpoints.items() for i in checkpoint_inputs(path, c))]
         check_output(args.output, inputs, args.overwrite)  # before training, not after
         windows = datamodule(args.data)

@@ -296,8 +296,12 @@ def _run(args: argparse.Namespace, extra: list[str], signals: StopSignals) -> No
     url = args.storage or f"sqlite:///{args.logs / f'{args.study}.db'}"
     output = args.output or args.logs / f"{args.study}-best.yaml"
     data = merged_config(args.config, overrides).get("data") or {}
+    section_file = data if isinstance(data, str) else None  # `--data FILE`
+    if section_file is not None:
+        data = (yaml.safe_load(Path(section_file).read_text()) if Path(section_file).is_file() else None) or {}
     source = data.get("source") or (data.get("init_args") or {}).get("source")  # the trials' data: an input too
-    check_output(output, inputs=[args.search, *args.config, _sqlite_file(url), source], overwrite=args.overwrite)
+    inputs = [args.search, *args.config, _sqlite_file(url), source, section_file]
+    check_output(output, inputs=inputs, overwrite=args.overwrite)
     args.logs.mkdir(parents=True, exist_ok=True)
     storage = RDBStorage(
         url,

@@ -158,7 +158,7 @@ class Forecaster(L.LightningModule):
         super().__init__()
         # A dict is the recorded class_path/init_args, as Lightning's load_from_checkpoint passes it back.
         if isinstance(network, dict):
-            network = build_network(network)
+            network = build_network(network, allow_imported=True)  # Python code that imported the class itself
         check_network(network)
         # The network is recorded as the class and arguments that rebuild it, never as an object.
         self.save_hyperparameters(ignore=["network"])

@@ -212,7 +212,7 @@ def test_an_output_that_is_an_input_is_refused_even_with_overwrite_and_stays_as_
     assert sha256(path) == before
 
 
-@pytest.mark.parametrize("given", ["on the command line", "in a config"])
+@pytest.mark.parametrize("given", ["on the command line", "in a config", "in a section file"])
 def test_the_data_the_trials_read_is_never_the_output_even_with_overwrite(tmp_path, capsys, given):
     data = tmp_path / "data.csv"
     data.write_text("timestamp,a\n2020-01-01,1\n")
@@ -221,6 +221,9 @@ def test_the_data_the_trials_read_is_never_the_output_even_with_overwrite(tmp_pa
     if given == "in a config":
         (tmp_path / "data.yaml").write_text(f"data:\n  source: {data}\n")
         source = ["--config", tmp_path / "data.yaml"]
+    if given == "in a section file":  # --data FILE
+        (tmp_path / "data.yaml").write_text(f"source: {data}\n")
+        source = ["--data", tmp_path / "data.yaml"]
     arguments = ["--config", BASE, *source, "--search", float_space(tmp_path), "--logs", tmp_path / "logs"]
     assert exit_code(*arguments, "--output", data, "--overwrite") == 2
     assert last_line(capsys.readouterr().err).endswith(
