@@ -117,8 +117,10 @@ def figures_of(files: list[Path]) -> set[str]:
 
 
 def prose(text: str) -> str:
-    """A page without its copied results tables, code blocks and inline code (settings, not figures)."""
+    """A page without its copied results tables, its test-read history (figures of the earlier commits it names),
+    code blocks and inline code (settings, not figures)."""
     text = re.sub(r"<!-- results/.*?<!-- end -->", "", text, flags=re.DOTALL)
+    text = re.sub(r"<!-- history:.*?<!-- end history -->", "", text, flags=re.DOTALL)  # earlier commits' figures
     text = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
     return re.sub(r"`[^`]*`", "", text)
 
