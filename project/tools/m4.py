@@ -42,6 +42,7 @@ from project.tools.results import (
     mean_forecast,
     mean_std,
     preset_datamodule,
+    run_commit,
     run_seconds,
     seeds_column,
     without_point_loss,
@@ -348,6 +349,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"{args.data}: not found; run python -m project.tools.datasets m4_{args.frequency}")
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1; got {args.jobs}")
+    run_commit()  # what the stamp names: the code at the start, before baselines and runs
     with reported_in_one_line():
         check_output(output, [args.data, *(args.ckpt_path or [])], args.overwrite)  # before training, not after
         for checkpoint in args.ckpt_path or []:  # a bad checkpoint is refused before the data is read
