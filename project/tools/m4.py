@@ -48,7 +48,7 @@ from project.tools.results import (
     without_point_loss,
     write_table,
 )
-from project.tools.statistical import STATISTICAL_MODELS, panel_forecasts, statistical_model
+from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_model
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import forecast_scores, symmetric_percentage_errors, unscale
 from project.training.regimes import REGIMES, regime_name, regime_settings
@@ -175,19 +175,11 @@ def statistical_row(name: str, windows: WindowDataModule, benchmark: Benchmark, 
     horizon, and its test horizon from every value before it (the validation rows included, without refitting,
     as the model reads its look-back)."""
     found = found or {split: split_windows_of(windows, split) for split in SPLITS}
-    panel, split_rows = windows.panel, windows.split_rows
-    series = [int(s) for s in found["test"]["series"]]
-    if [int(s) for s in found["val"]["series"]] != series:
-        raise ValueError("the validation and test windows list the series in different orders")
-    values = [np.asarray(panel.values[panel.rows(s)][: int(split_rows[s, 2]), 0], dtype=np.float64) for s in series]
-    origins = [[int(split_rows[s, 0]), int(split_rows[s, 1])] for s in series]
-    forecasts, seconds = panel_forecasts(
-        name, values, [o[0] for o in origins], origins, benchmark.horizon, benchmark.season
-    )
+    splits = {split: windows.split(split) for split in SPLITS}
+    points, seconds = split_forecasts(name, splits, windows.split_rows[:, 0], benchmark.season)
     row = _row(f"{name}, statsforecast, per series (measured)", [], [], [seconds])
-    for column, split in enumerate(SPLITS):
-        point = torch.from_numpy(np.stack([f[column] for f in forecasts])).unsqueeze(-1)
-        _add_scores(row, split, point, found[split], windows, benchmark)
+    for split in SPLITS:
+        _add_scores(row, split, points[split], found[split], windows, benchmark)
     return row
 
 

@@ -13,9 +13,11 @@ the same metric code and on the same windows as every other row.
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import torch
 
 from project.errors import InputError
 
@@ -52,21 +54,29 @@ def forecast_origins(
     return forecasts
 
 
-def panel_forecasts(
-    name: str,
-    series: Sequence[np.ndarray],
-    train_lengths: Sequence[int],
-    origins: Sequence[Sequence[int]],
-    horizon: int,
-    season: int,
-    progress: Callable[[str], None] | None = print,
-) -> tuple[list[np.ndarray], float]:
-    """``forecast_origins`` for every series of a panel (each with its own training rows and origins), and the
-    wall-clock seconds it took in all."""
+def split_forecasts(
+    name: str, splits: dict, train_rows: np.ndarray, season: int, progress: Callable[[str], None] | None = print
+) -> tuple[dict[str, torch.Tensor], float]:
+    """``name``'s forecasts of every window of each split (name → ``PanelWindows``), in original units (windows,
+    horizon, targets): each target channel of each series fitted once on the series' first ``train_rows[series]``
+    rows, then forecasting every window of that series, of every split, from the rows before it. Also the
+    wall-clock seconds in all."""
+    starts = defaultdict(list)  # series → [(split, window, local row of its target's first step)]
+    for split, windows in splits.items():
+        for index in range(len(windows)):
+            series, start = windows.locate(index)
+            starts[series].append((split, index, start))
+    some = next(iter(splits.values()))
+    panel, horizon, targets = some.panel, some.horizon, len(some.panel.roles.targets)
+    forecasts = {split: np.empty((len(windows), horizon, targets)) for split, windows in splits.items()}
     started = time.perf_counter()
-    forecasts = []
-    for index, (values, train_length, starts) in enumerate(zip(series, train_lengths, origins)):
-        forecasts.append(forecast_origins(name, values, train_length, starts, horizon, season))
-        if progress is not None and (index + 1) % 50 == 0:
-            progress(f"{name}: {index + 1}/{len(series)} series, {time.perf_counter() - started:.0f} s")
-    return forecasts, time.perf_counter() - started
+    for done, (series, located) in enumerate(starts.items(), start=1):
+        values = np.asarray(panel.values[panel.rows(series)], dtype=np.float64)
+        origins = [start for _, _, start in located]
+        for channel in range(targets):
+            found = forecast_origins(name, values[:, channel], int(train_rows[series]), origins, horizon, season)
+            for (split, index, _), forecast in zip(located, found):
+                forecasts[split][index, :, channel] = forecast
+        if progress is not None and (done % 50 == 0 or targets > 1):
+            progress(f"{name}: {done}/{len(starts)} series, {time.perf_counter() - started:.0f} s")
+    return {split: torch.from_numpy(f) for split, f in forecasts.items()}, time.perf_counter() - started

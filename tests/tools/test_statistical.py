@@ -1,36 +1,52 @@
 """The statistical floor (an optional tool: it needs statsforecast, the ``baselines`` extra)."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from project.data import WindowDataModule
 from project.errors import InputError
 from project.tools.m4 import scores
+from project.tools.statistical import STATISTICAL_MODELS, forecast_origins, split_forecasts
 
 pytest.importorskip("statsforecast")
 
-from project.tools.statistical import STATISTICAL_MODELS, forecast_origins, panel_forecasts
+SEASON, HORIZON = 12, 6
 
 
-def seasonal_panel(n_series: int = 3, length: int = 96, season: int = 12) -> list[np.ndarray]:
+def seasonal_panel(n_series: int = 3, length: int = 96) -> list[np.ndarray]:
     """Noisy seasonal series at different levels: what AutoETS and AutoTheta forecast well."""
     rng = np.random.default_rng(0)
     steps = np.arange(length)
     return [
-        level * (1 + 0.3 * np.sin(2 * np.pi * steps / season)) + rng.normal(0, 0.05 * level, length)
+        level * (1 + 0.3 * np.sin(2 * np.pi * steps / SEASON)) + rng.normal(0, 0.05 * level, length)
         for level in (10.0, 100.0, 1000.0)[:n_series]
     ]
 
 
+def panel_windows(panel: list[np.ndarray]) -> WindowDataModule:
+    frame = pd.DataFrame({"series": np.repeat(np.arange(len(panel)), len(panel[0])), "value": np.concatenate(panel)})
+    windows = WindowDataModule(
+        source=frame, id_columns=["series"], target_columns=["value"], context_length=24, horizon=HORIZON,
+        val_size=12, test_size=12, eval_stride=1, scaling="per_series",
+    )  # fmt: skip
+    windows.setup("test")
+    return windows
+
+
 @pytest.mark.parametrize("name", ["AutoETS", "AutoTheta"])
-def test_a_fit_on_the_training_rows_beats_repeat_last_on_later_origins(name):
-    panel, horizon, train_length = seasonal_panel(), 6, 72
-    origins = [72, 78, 84, 90]
-    forecasts, seconds = panel_forecasts(name, panel, [train_length] * 3, [origins] * 3, horizon, 12, progress=None)
-    actual = np.stack([[values[o : o + horizon] for o in origins] for values in panel]).reshape(-1, horizon)
-    model = np.stack(forecasts).reshape(-1, horizon)
-    last = np.stack([[np.repeat(values[o - 1], horizon) for o in origins] for values in panel]).reshape(-1, horizon)
-    insample = [values[:train_length] for values in panel for _ in origins]
-    assert scores(model, actual, insample)[0] < scores(last, actual, insample)[0]
+def test_a_fit_on_the_training_rows_beats_repeat_last_on_every_window_of_the_later_splits(name):
+    panel = seasonal_panel()
+    windows = panel_windows(panel)
+    splits = {split: windows.split(split) for split in ("val", "test")}
+    forecasts, seconds = split_forecasts(name, splits, windows.split_rows[:, 0], SEASON, progress=None)
+    for split, dataset in splits.items():
+        located = [dataset.locate(i) for i in range(len(dataset))]
+        actual = np.stack([panel[s][o : o + HORIZON] for s, o in located])
+        last = np.stack([np.repeat(panel[s][o - 1], HORIZON) for s, o in located])
+        insample = [panel[s][: int(windows.split_rows[s, 0])] for s, _ in located]
+        model = forecasts[split][..., 0].numpy()
+        assert scores(model, actual, insample, SEASON)[0] < scores(last, actual, insample, SEASON)[0]
     assert seconds > 0
 
 
@@ -38,14 +54,14 @@ def test_a_forecast_never_depends_on_its_own_targets():
     (values,) = seasonal_panel(n_series=1)
     changed = values.copy()
     changed[80:] = -values[80:]  # everything from the second origin on
-    before, after = (forecast_origins("AutoETS", v, 72, [72, 80], 6, 12) for v in (values, changed))
+    before, after = (forecast_origins("AutoETS", v, 72, [72, 80], HORIZON, SEASON) for v in (values, changed))
     np.testing.assert_array_equal(before, after)
 
 
 def test_an_origin_inside_the_training_rows_is_refused():
     (values,) = seasonal_panel(n_series=1)
     with pytest.raises(InputError, match="training rows"):
-        forecast_origins("AutoETS", values, 72, [60], 6, 12)
+        forecast_origins("AutoETS", values, 72, [60], HORIZON, SEASON)
 
 
 def test_the_models_are_statsforecasts():
