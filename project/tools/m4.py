@@ -41,6 +41,7 @@ from project.tools.results import (
     markdown_table,
     mean_forecast,
     mean_std,
+    per_seed_lines,
     preset_datamodule,
     run_commit,
     run_seconds,
@@ -291,19 +292,13 @@ def markdown(rows: list[dict], hardware_name: str, benchmark: Benchmark = HOURLY
         f"steps; {hardware_name}."
     )
     table = markdown_table(caption, [*header, "seeds", "wall-clock (train + test)"], cells)
-    return table + per_seed_lines(rows)
-
-
-def per_seed_lines(rows: list[dict]) -> str:
-    """Each trained row's value per seed, from which its mean ± standard deviation is computed."""
-    lines = []
-    for row in rows:
-        if len(row.get("seeds") or []) > 1:
-            for key, label in (("val_smape", "validation sMAPE"), ("smape", "test sMAPE"), ("mase", "test MASE")):
-                if row.get(key):
-                    values = ", ".join(f"{s}: {v:.3f}" for s, v in zip(row["seeds"], row[key]))
-                    lines.append(f"- {row['model']}, {label} per seed: {values}")
-    return ("\n" + "\n".join(lines) + "\n") if lines else ""
+    columns = {
+        "val_smape": "validation sMAPE",
+        "val_mase": "validation MASE",
+        "smape": "test sMAPE",
+        "mase": "test MASE",
+    }
+    return table + per_seed_lines(rows, columns)
 
 
 def _row(name: str, smape_, mase_, seconds: list[float] | None = None) -> dict:

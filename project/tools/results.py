@@ -183,6 +183,19 @@ def seeds_column(row: dict) -> str:
     return str(len(row["seeds"])) if row.get("seeds") else "deterministic"
 
 
+def per_seed_lines(rows: list[dict], columns: dict[str, str]) -> str:
+    """Under a table: each row's values per seed (``columns``: row key → label), from which its mean ± standard
+    deviation is computed; rows over one seed, or none, have no line."""
+    lines = []
+    for row in rows:
+        seeds = row.get("seeds") or []
+        for key, label in columns.items():
+            if len(seeds) > 1 and len(row.get(key) or []) == len(seeds):
+                values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(seeds, row[key]))
+                lines.append(f"- {row['model']}, {label}: {values}")
+    return "\n" + "\n".join(lines) + "\n" if lines else ""
+
+
 def markdown_table(caption: str, header: list[str], rows: list[list[str]]) -> str:
     """A caption line and a Markdown table: the first column left-aligned, the others right-aligned."""
     lines = [caption, "", "| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]

@@ -68,3 +68,25 @@ def test_the_models_are_statsforecasts():
     from statsforecast import models
 
     assert all(hasattr(models, name) for name in STATISTICAL_MODELS)
+
+
+def test_the_etth1_rows_score_every_channel_on_scaled_values_beside_the_baselines():
+    from project.tools import etth1
+
+    steps = np.arange(480)
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame(
+        {
+            name: level + np.sin(2 * np.pi * steps / 24) + rng.normal(0, 0.1, 480)
+            for name, level in (("a", 5.0), ("b", 50.0))
+        }
+    )
+    windows = WindowDataModule(
+        source=frame, target_columns=["a", "b"], context_length=48, horizon=24, val_size=48, test_size=48,
+        eval_stride=12,
+    )  # fmt: skip
+    windows.setup("test")
+    row = etth1.statistical_row("AutoETS", windows)
+    naive = {r["model"]: r for r in etth1.measure_baselines(windows)}["repeat-last (measured)"]
+    for key in ("val_mse", "val_mae", "test_mse", "test_mae"):
+        assert 0 < row[key][0] < naive[key][0]
