@@ -142,10 +142,10 @@ def words(text: str) -> list[str]:
 
 
 def names_the_cell(sentence: set[str], split: str | None, row: str, column: str) -> bool:
-    """A sentence places a figure in a cell when it names the cell's row (the first two words of its label) or,
-    where the table puts the model in the column (e.g. 'repeat-last MAE'), the column; and when the column belongs
-    to a split, that split is the one the prose last named before the figure (``split``)."""
-    named = any(set(words(label)[:2]) <= sentence for label in (row, column) if words(label))
+    """A sentence places a figure in a cell when it names the cell's row (the first two words of its label, before
+    any comma) or, where the table puts the model in the column (e.g. 'repeat-last MAE'), the column; and when the
+    column belongs to a split, that split is the one the prose last named before the figure (``split``)."""
+    named = any(set(words(label.split(",")[0])[:2]) <= sentence for label in (row, column) if words(label))
     column_split = next((word for word in SPLIT_WORDS if words(column)[:1] == [word]), None)
     return named and (column_split is None or column_split == split)
 
