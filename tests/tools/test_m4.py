@@ -47,3 +47,20 @@ def test_a_distribution_asked_of_the_scripts_clears_the_presets_point_loss():
     assert without_point_loss(["--model.distribution=normal", "--model.loss=mae"])[-1] == "--model.loss=mae"
     assert without_point_loss(["--model.distribution=none"]) == ["--model.distribution=none"]
     assert without_point_loss(["--trainer.max_epochs=2"]) == ["--trainer.max_epochs=2"]
+
+
+def test_the_weekly_subset_has_one_validation_and_one_test_window_per_series(data_dir, tmp_path, monkeypatch):
+    from tests.helpers import REPOSITORY
+
+    raw = data_dir / "m4-weekly"
+    if not raw.is_dir():
+        pytest.skip(f"{raw} not found")
+    datasets.main(["m4_weekly", "--from", str(raw), "--dir", str(tmp_path)])
+    monkeypatch.chdir(REPOSITORY)  # the script reads configs/
+    windows = m4.datamodule(tmp_path / "m4_weekly.csv", m4.WEEKLY, stride=64)
+    assert windows.panel.n_series == 359
+    for split in ("val", "test"):
+        found = m4.split_windows_of(windows, split)
+        assert found["target"].shape == (359, 13, 1)
+    naive = {row["model"]: row for row in m4.measure_baselines(windows, m4.WEEKLY)}["repeat-last (measured)"]
+    assert len(naive["val_smape"]) == len(naive["smape"]) == 1
