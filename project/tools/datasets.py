@@ -2,13 +2,15 @@
 
     python -m project.tools.datasets etth1        # data/ETTh1.csv (ETT-small, Zhou et al. 2021, CC BY-ND 4.0)
     python -m project.tools.datasets m4_hourly    # data/m4_hourly.csv (M4 competition, hourly: 414 series, long format)
+    python -m project.tools.datasets m4_weekly    # data/m4_weekly.csv (M4 competition, weekly: 359 series)
 
 Each file is checked against its SHA-256 before anything is written; ``--from`` takes a local copy (a file or a
 folder) instead of downloading. Nothing existing is replaced without ``--overwrite``.
 
 M4's files are wide (one row per series, padded with empty cells); ``m4_hourly.csv`` is the long format the
-DataModule reads: columns ``series`` and ``value``, each series' training values followed by its 48 test values,
-in time order. ``configs/m4_hourly.yaml`` takes the last 48 rows of each series as the test split.
+DataModule reads: columns ``series`` and ``value``, each series' training values followed by its test values (48
+hours, 13 weeks), in time order. ``configs/m4_hourly.yaml`` and ``configs/m4_weekly.yaml`` take them as the test
+split.
 """
 
 from __future__ import annotations
@@ -50,6 +52,19 @@ M4_HOURLY = (
         "71a57fccb15e534d973626ada4fb87febf789e9317715b7cc6dd3b5f90db6f42",
     ),
 )
+M4_WEEKLY = (
+    Download(
+        "Weekly-train.csv",
+        "https://raw.githubusercontent.com/Mcompetitions/M4-methods/master/Dataset/Train/Weekly-train.csv",
+        "d478d3f6ed673e6ed3c2cb0fbed5425f72eedd51318ebebeb0b5ecfcefc37714",
+    ),
+    Download(
+        "Weekly-test.csv",
+        "https://raw.githubusercontent.com/Mcompetitions/M4-methods/master/Dataset/Test/Weekly-test.csv",
+        "3b2bc4be8e636e802260dcd843ca3c5da40536a1fbe1ecb3229a97dae4f44688",
+    ),
+)
+M4 = {"m4_hourly": (M4_HOURLY, 48), "m4_weekly": (M4_WEEKLY, 13)}  # the files and the competition's horizon
 M4_HORIZON = 48
 
 
@@ -81,17 +96,17 @@ def fetch(download: Download, folder: Path, source: Path | None = None) -> Path:
     return write_atomically(destination, write)
 
 
-def m4_long_format(train: Path, test: Path) -> pd.DataFrame:
-    """M4's wide train and test files → one row per series and hour: ``series``, ``value`` (training hours, then
-    the 48 test hours)."""
+def m4_long_format(train: Path, test: Path, horizon: int = M4_HORIZON) -> pd.DataFrame:
+    """M4's wide train and test files → one row per series and step: ``series``, ``value`` (training steps, then
+    the ``horizon`` test steps)."""
     tests = {row[0]: row[1:] for row in _rows(test)}
     series, values = [], []
     for row in _rows(train):
         name, history = row[0], [value for value in row[1:] if value != ""]
         future = tests.get(name)
-        if future is None or len(future) != M4_HORIZON:
-            raise InputError(f"{test}: series {name} needs {M4_HORIZON} test values")
-        series += [name] * (len(history) + M4_HORIZON)
+        if future is None or len(future) != horizon:
+            raise InputError(f"{test}: series {name} needs {horizon} test values")
+        series += [name] * (len(history) + horizon)
         values += [float(value) for value in history + future]
     return pd.DataFrame({"series": series, "value": values})
 
@@ -100,16 +115,17 @@ def prepare(dataset: str, folder: Path, source: Path | None, overwrite: bool) ->
     if dataset == "etth1":
         check_output(folder / ETTH1.name, overwrite=overwrite)
         return fetch(ETTH1, folder, source)
-    output = check_output(folder / "m4_hourly.csv", overwrite=overwrite)
-    raw = folder / "m4-hourly"
-    train, test = (fetch(download, raw, source) for download in M4_HOURLY)
-    frame = m4_long_format(train, test)
+    output = check_output(folder / f"{dataset}.csv", overwrite=overwrite)
+    downloads, horizon = M4[dataset]
+    raw = folder / dataset.replace("_", "-")
+    train, test = (fetch(download, raw, source) for download in downloads)
+    frame = m4_long_format(train, test, horizon)
     return write_atomically(output, lambda temporary: frame.to_csv(temporary, index=False))
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m project.tools.datasets", description=__doc__.split("\n")[0])
-    parser.add_argument("dataset", choices=["etth1", "m4_hourly"])
+    parser.add_argument("dataset", choices=["etth1", *M4])
     parser.add_argument("--dir", type=Path, default=Path("data"), help="where to write the data (default: data/)")
     parser.add_argument("--from", dest="source", type=Path, default=None, help="a local copy: file or folder")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")

@@ -20,6 +20,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -42,6 +43,7 @@ def fit(
 ) -> tuple[Path, float]:
     """``python -m project.cli fit`` with ``configs`` stacked on base.yaml, logged as ``logs/name``, with ``threads``
     CPU threads when given; the run's folder and its wall-clock seconds (training and the test that follows)."""
+    run_commit()  # the stamp names the code the runs ran at, not a commit made while they ran
     command = ["fit", "--config", str(BASE_CONFIG)]
     for config in configs:
         command += ["--config", str(config)]
@@ -181,6 +183,19 @@ def seeds_column(row: dict) -> str:
     return str(len(row["seeds"])) if row.get("seeds") else "deterministic"
 
 
+def per_seed_lines(rows: list[dict], columns: dict[str, str]) -> str:
+    """Under a table: each row's values per seed (``columns``: row key → label), from which its mean ± standard
+    deviation is computed; rows over one seed, or none, have no line."""
+    lines = []
+    for row in rows:
+        seeds = row.get("seeds") or []
+        for key, label in columns.items():
+            if len(seeds) > 1 and len(row.get(key) or []) == len(seeds):
+                values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(seeds, row[key]))
+                lines.append(f"- {row['model']}, {label}: {values}")
+    return "\n" + "\n".join(lines) + "\n" if lines else ""
+
+
 def markdown_table(caption: str, header: list[str], rows: list[list[str]]) -> str:
     """A caption line and a Markdown table: the first column left-aligned, the others right-aligned."""
     lines = [caption, "", "| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
@@ -188,13 +203,22 @@ def markdown_table(caption: str, header: list[str], rows: list[list[str]]) -> st
     return "\n".join(lines) + "\n"
 
 
-def stamp(argv: list[str] | None = None) -> str:
-    """Where a table comes from: the command that wrote it, the commit (``+changes`` when the working tree had
-    uncommitted changes), the machine and the date."""
-    command = " ".join(["python -m", _module(), *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+@cache
+def run_commit() -> str:
+    """The commit this process runs (``+changes`` when the working tree had uncommitted changes), read once: at the
+    first training run (``fit``), or when a tool asks before its work, so that a commit made while the runs go on
+    does not take their stamp."""
     commit = _git("rev-parse", "--short", "HEAD") or "unknown"
     if _git("status", "--porcelain", "--untracked-files=no"):
         commit += "+changes"
+    return commit
+
+
+def stamp(argv: list[str] | None = None) -> str:
+    """Where a table comes from: the command that wrote it, the commit the work ran at (``run_commit``), the
+    machine and the date."""
+    command = " ".join(["python -m", _module(), *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    commit = run_commit()
     machine = f"{hardware()}, {platform.system()}, torch {torch.__version__}"
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     return f"Written by `{command}` at commit {commit} on {machine}, {date}."

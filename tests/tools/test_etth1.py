@@ -40,7 +40,8 @@ def test_etth1_script_trains_tests_and_tabulates_a_regime(etth1, in_repository, 
     short = ["--trainer.max_steps=2", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2"]
     short += ["--trainer.limit_test_batches=2", "--trainer.enable_progress_bar=false", "--data.batch_size=4"]
     arguments = ["--data", str(etth1), "--regimes", "teacher_forcing", "--logs", str(tmp_path), "--output", str(output)]
-    script.main([*arguments, "--seeds", "0", "1", "--jobs", "2", *short])
+    # --statistical alone: no AutoETS or AutoTheta (minutes, and the optional baselines extra; test_statistical's)
+    script.main([*arguments, "--seeds", "0", "1", "--jobs", "2", "--statistical", *short])
     stamp, table = output.read_text().split("\n\n", 1)
     assert stamp.startswith("Written by `python -m ")
     assert " --seeds 0 1 --jobs 2 " in stamp

@@ -43,3 +43,12 @@ def test_the_check_chooses_on_validation_and_tests_the_choice_once_per_seed(tmp_
     table = output.read_text()
     assert table.count("| validation |") == len(intermittent.RECIPES)
     assert table.count("(chosen) | test |") == 1
+
+
+def test_the_floor_scores_the_naive_forecasts_on_the_recipes_windows_without_training(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPOSITORY)  # the tool reads configs/
+    data = tmp_path / "panel.csv"
+    intermittent.intermittent_panel(n_stores=2, n_products=5).to_csv(data, index=False)
+    table = intermittent.floor_table(data, statistical=())
+    assert "| repeat-last (measured) |" in table
+    assert "| seasonal naive (12) (measured) |" in table

@@ -54,6 +54,7 @@ def test_a_checkpoint_trained_on_other_data_is_refused_in_one_line(m4_data, user
 
     monkeypatch.chdir(REPOSITORY)  # the script reads configs/
     arguments = ["--data", str(m4_data), "--ckpt_path", str(user_run[2]), "--output", str(tmp_path / "m4.md")]
+    arguments.append("--statistical")  # none: the baselines extra need not be installed
     assert exit_code(m4.main, arguments) == 2
     assert one_line_error(capsys) == (
         f"error: {user_run[2]} was not trained on these M4 Hourly windows: its targets 2 (M4 Hourly here: 1), "
@@ -61,3 +62,20 @@ def test_a_checkpoint_trained_on_other_data_is_refused_in_one_line(m4_data, user
         "`python -m project.cli fit` with configs/m4_hourly.yaml"
     )
     assert not (tmp_path / "m4.md").exists()
+
+
+def test_the_weekly_subset_has_one_validation_and_one_test_window_per_series(data_dir, tmp_path, monkeypatch):
+    from tests.helpers import REPOSITORY
+
+    raw = data_dir / "m4-weekly"
+    if not raw.is_dir():
+        pytest.skip(f"{raw} not found")
+    datasets.main(["m4_weekly", "--from", str(raw), "--dir", str(tmp_path)])
+    monkeypatch.chdir(REPOSITORY)  # the script reads configs/
+    windows = m4.datamodule(tmp_path / "m4_weekly.csv", m4.WEEKLY, stride=64)
+    assert windows.panel.n_series == 359
+    for split in ("val", "test"):
+        found = m4.split_windows_of(windows, split)
+        assert found["target"].shape == (359, 13, 1)
+    naive = {row["model"]: row for row in m4.measure_baselines(windows, m4.WEEKLY)}["repeat-last (measured)"]
+    assert len(naive["val_smape"]) == len(naive["smape"]) == 1

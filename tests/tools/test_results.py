@@ -68,3 +68,15 @@ def test_refreshing_a_page_needs_overwrite_and_changes_only_its_table_blocks(tmp
     assert "| old |" in page.read_text()
     results.main([str(page), "--overwrite"])
     assert page.read_text() == "intro\n<!-- results/a.md -->\n| new |\n<!-- end -->\n"
+
+
+def test_a_stamp_names_the_commit_the_work_started_at(monkeypatch):
+    heads = iter(["aaaaaaa", "bbbbbbb"])  # HEAD moves on while the runs go on
+    monkeypatch.setattr(results, "_git", lambda *arguments: next(heads) if arguments[0] == "rev-parse" else "")
+    results.run_commit.cache_clear()
+    try:
+        started = results.run_commit()
+        assert (started, results.run_commit()) == ("aaaaaaa", "aaaaaaa")
+        assert "at commit aaaaaaa on" in results.stamp([])
+    finally:
+        results.run_commit.cache_clear()

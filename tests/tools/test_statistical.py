@@ -1,0 +1,92 @@
+"""The statistical floor (an optional tool: it needs statsforecast, the ``baselines`` extra)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from project.data import WindowDataModule
+from project.errors import InputError
+from project.tools.m4 import scores
+from project.tools.statistical import STATISTICAL_MODELS, forecast_origins, split_forecasts
+
+pytest.importorskip("statsforecast")
+
+SEASON, HORIZON = 12, 6
+
+
+def seasonal_panel(n_series: int = 3, length: int = 96) -> list[np.ndarray]:
+    """Noisy seasonal series at different levels: what AutoETS and AutoTheta forecast well."""
+    rng = np.random.default_rng(0)
+    steps = np.arange(length)
+    return [
+        level * (1 + 0.3 * np.sin(2 * np.pi * steps / SEASON)) + rng.normal(0, 0.05 * level, length)
+        for level in (10.0, 100.0, 1000.0)[:n_series]
+    ]
+
+
+def panel_windows(panel: list[np.ndarray]) -> WindowDataModule:
+    frame = pd.DataFrame({"series": np.repeat(np.arange(len(panel)), len(panel[0])), "value": np.concatenate(panel)})
+    windows = WindowDataModule(
+        source=frame, id_columns=["series"], target_columns=["value"], context_length=24, horizon=HORIZON,
+        val_size=12, test_size=12, eval_stride=1, scaling="per_series",
+    )  # fmt: skip
+    windows.setup("test")
+    return windows
+
+
+@pytest.mark.parametrize("name", ["AutoETS", "AutoTheta"])
+def test_a_fit_on_the_training_rows_beats_repeat_last_on_every_window_of_the_later_splits(name):
+    panel = seasonal_panel()
+    windows = panel_windows(panel)
+    splits = {split: windows.split(split) for split in ("val", "test")}
+    forecasts, seconds = split_forecasts(name, splits, windows.split_rows[:, 0], SEASON, progress=None)
+    for split, dataset in splits.items():
+        located = [dataset.locate(i) for i in range(len(dataset))]
+        actual = np.stack([panel[s][o : o + HORIZON] for s, o in located])
+        last = np.stack([np.repeat(panel[s][o - 1], HORIZON) for s, o in located])
+        insample = [panel[s][: int(windows.split_rows[s, 0])] for s, _ in located]
+        model = forecasts[split][..., 0].numpy()
+        assert scores(model, actual, insample, SEASON)[0] < scores(last, actual, insample, SEASON)[0]
+    assert seconds > 0
+
+
+def test_a_forecast_never_depends_on_its_own_targets():
+    (values,) = seasonal_panel(n_series=1)
+    changed = values.copy()
+    changed[80:] = -values[80:]  # everything from the second origin on
+    before, after = (forecast_origins("AutoETS", v, 72, [72, 80], HORIZON, SEASON) for v in (values, changed))
+    np.testing.assert_array_equal(before, after)
+
+
+def test_an_origin_inside_the_training_rows_is_refused():
+    (values,) = seasonal_panel(n_series=1)
+    with pytest.raises(InputError, match="training rows"):
+        forecast_origins("AutoETS", values, 72, [60], HORIZON, SEASON)
+
+
+def test_the_models_are_statsforecasts():
+    from statsforecast import models
+
+    assert all(hasattr(models, name) for name in STATISTICAL_MODELS)
+
+
+def test_the_etth1_rows_score_every_channel_on_scaled_values_beside_the_baselines():
+    from project.tools import etth1
+
+    steps = np.arange(480)
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame(
+        {
+            name: level + np.sin(2 * np.pi * steps / 24) + rng.normal(0, 0.1, 480)
+            for name, level in (("a", 5.0), ("b", 50.0))
+        }
+    )
+    windows = WindowDataModule(
+        source=frame, target_columns=["a", "b"], context_length=48, horizon=24, val_size=48, test_size=48,
+        eval_stride=12,
+    )  # fmt: skip
+    windows.setup("test")
+    row = etth1.statistical_row("AutoETS", windows)
+    naive = {r["model"]: r for r in etth1.measure_baselines(windows)}["repeat-last (measured)"]
+    for key in ("val_mse", "val_mae", "test_mse", "test_mae"):
+        assert 0 < row[key][0] < naive[key][0]
