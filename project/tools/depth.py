@@ -158,7 +158,11 @@ def run_grid(study_name: str, cells: list[tuple[str, int]], args: argparse.Names
         names = [f"{cell_name(study_name, regime, depth)}_seed{seed}" for seed in args.seeds]
         failed = [error for error in errors if error.split(":")[0] in names]
         runs = [tested_run(args.logs, name) for name in names]
-        found[(regime, depth)] = failed[0] if failed or None in runs else runs
+        missing = [name for name, run in zip(names, runs) if run is None]
+        if failed or missing:  # a seed failed, or stopped before its test
+            found[(regime, depth)] = failed[0] if failed else f"{missing[0]} did not reach its test"
+        else:
+            found[(regime, depth)] = runs
     return found
 
 
