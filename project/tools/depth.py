@@ -235,10 +235,10 @@ def markdown(study_name: str, cells: dict, baselines: list[dict], args: argparse
             else:
                 lines.append([*first, f"left out: {found or 'not run by this command (--regimes/--depths)'}",
                               *["–"] * 5, "0", "–"])  # fmt: skip
-    loss = "MSE" if study.monitor == "val/mse" else "the training loss (MAE)"
+    loss = "validation MSE" if study.monitor == "val/mse" else "the validation loss (MAE, the training loss)"
     caption = (
         f"{study.title}: every regime at every decoder depth D = {study.horizon} / patch, mean ± standard deviation "
-        f"over seeds, scores on scaled values; validation at each run's checkpoint chosen by validation {loss}, "
+        f"over seeds, scores on scaled values; validation at each run's checkpoint chosen by {loss}, "
         f"whose free-running loss and teacher-forced loss are side by side; {hardware()}."
     )
     text = markdown_table(caption, header, lines)
@@ -296,8 +296,10 @@ def draw(study_name: str, cells: dict, baselines: list[dict], path: Path) -> Non
             if not depths:
                 continue
             values = [cells[(regime, d)][key] for d in depths]
-            axis.plot(depths, [statistics.mean(v) for v in values], marker="o", label=regime.replace("_", " "))
-            axis.fill_between(depths, [min(v) for v in values], [max(v) for v in values], alpha=0.2)
+            color = f"C{REGIME_ORDER.index(regime)}"  # a regime has one colour in every figure
+            means = [statistics.mean(v) for v in values]
+            axis.plot(depths, means, marker="o", color=color, label=regime.replace("_", " "))
+            axis.fill_between(depths, [min(v) for v in values], [max(v) for v in values], color=color, alpha=0.2)
         for row, style in zip(
             [b for b in baselines if b["model"].startswith(("least-squares", "seasonal naive"))], ("--", ":")
         ):
