@@ -9,8 +9,9 @@ from project.cli import LINKED_INTO_NETWORK, LINKED_SETTINGS
 from project.domains import DOMAINS, check_domains
 from project.errors import InputError
 from tests.helpers import BASE, cli, last_line
+from tests.test_network_contract import NETWORKS as NETWORK_TABLE
 
-NETWORKS = ("project.model.ForecastTransformer", "project.model.GRUForecaster")
+NETWORKS = [f"{cls.__module__}.{cls.__qualname__}" for cls, _ in NETWORK_TABLE.values()]  # the contract's table
 NETWORK_OF: dict[str, str] = {}  # a network's option → the first network that has it
 NOT_NUMBERS = {"trainer.max_time": "a duration (text, timedelta or a dict of units), not a number"}
 CANDIDATES = {"int": [-5, 0, 51, 2**40], "float": [-5.0, 1.5, math.nan], "list": [[1.5]]}

@@ -1,7 +1,8 @@
 """The contract every network keeps (``project.model.network.ForecastNetwork``), checked for each class in NETWORKS.
 
-To check your own network, add one line to NETWORKS: a name and a function that builds a small instance from the
-sizes the data links into it (``n_targets``, covariate counts, static cardinalities and reals, ``distribution``).
+To check your own network, add one line to NETWORKS: a name, the class and the arguments of a small instance (the
+sizes the data links into it — ``n_targets``, covariate counts, static cardinalities and reals, ``distribution`` —
+are given by the tests). The help test of every network's options (``tests/test_domains.py``) reads the same table.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from tests.helpers import (
     run_cli,
 )
 
-NETWORKS = {
-    "transformer": lambda **sizes: ForecastTransformer(
-        d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=2, dim_feedforward=32, dropout=0.0, **sizes
+NETWORKS = {  # a name → the class and the arguments of a small instance, besides the sizes the data links
+    "transformer": (
+        ForecastTransformer,
+        dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=2, dim_feedforward=32, dropout=0.0),
     ),
-    "gru": lambda **sizes: GRUForecaster(hidden_size=16, num_layers=2, **sizes),
+    "gru": (GRUForecaster, dict(hidden_size=16, num_layers=2)),
 }
 COVARIATES = dict(n_past_covariates=2, n_future_covariates=3, static_cardinalities=[4, 2], n_static_reals=1)
 TARGETS, CONTEXT, HORIZON = 3, 8, 5
@@ -43,7 +45,8 @@ TARGETS, CONTEXT, HORIZON = 3, 8, 5
 
 def network(name: str, **sizes) -> ForecastNetwork:
     """A small float64 network of ``name`` with covariates, in eval mode (dropout off)."""
-    return NETWORKS[name](n_targets=TARGETS, **{**COVARIATES, **sizes}).double().eval()
+    network_class, small = NETWORKS[name]
+    return network_class(n_targets=TARGETS, **{**small, **COVARIATES, **sizes}).double().eval()
 
 
 def inputs(batch: int = 4, horizon: int = HORIZON) -> dict[str, torch.Tensor]:
@@ -155,7 +158,8 @@ def trained(name: str, tmp_path) -> tuple[Forecaster, WindowDataModule]:
     """A Forecaster around the network, fitted for a few steps on two channels, with its last checkpoint saved."""
     datamodule = WindowDataModule(learnable_series(300), context_length=8, horizon=4, batch_size=16)
     datamodule.setup("fit")
-    net = NETWORKS[name](n_targets=datamodule.n_targets, n_future_covariates=datamodule.n_future_covariates)
+    network_class, small = NETWORKS[name]
+    net = network_class(n_targets=datamodule.n_targets, n_future_covariates=datamodule.n_future_covariates, **small)
     module = Forecaster(net, context_length=8, horizon=4, warmup_steps=1)
     trainer = quiet_trainer(max_steps=3, limit_val_batches=1)
     trainer.fit(module, datamodule)
