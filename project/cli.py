@@ -30,7 +30,7 @@ from project.model.distributions import DEFAULT_QUANTILES
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
 from project.training.callbacks import ForecastCheckpoint, RandomState
-from project.training.module import Forecaster
+from project.training.module import Forecaster, longest_forecast
 
 # Decided by the data and linked into the network, so a user sets them once (or never) under `data:`. A network
 # class receives those of its __init__ arguments that have these names (jsonargparse skips the others).
@@ -142,7 +142,7 @@ class ForecastCLI(LightningCLI):
         parser.link_arguments(
             (f"{DATA}.context_length", f"{DATA}.horizon", f"{MODEL}.max_horizon"),
             f"{NETWORK}.max_length",
-            compute_fn=lambda context, horizon, longest: max(context, longest or 4 * horizon),
+            compute_fn=lambda context, horizon, longest: max(context, longest_forecast(horizon, longest)),
         )
         parser.add_lightning_class_args(ForecastCheckpoint, "checkpoint")
         parser.set_defaults(
@@ -251,7 +251,7 @@ class ForecastCLI(LightningCLI):
                     model[name] = self.explicit["model"][name]
             if "max_horizon" in self.explicit.get("model", {}) and "max_length" in model.network.init_args:
                 # The positional table is not a weight: it is sized again for the longer forecasts asked for.
-                longest = model.max_horizon or 4 * data.horizon
+                longest = longest_forecast(data.horizon, model.max_horizon)
                 model.network.init_args.max_length = max(data.context_length, longest)
 
     def _dump_config(self) -> None:

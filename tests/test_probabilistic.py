@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 import torch
 
+from project.checkpoints import read_checkpoint
 from project.data import WindowDataModule
+from project.errors import InputError
 from project.training.module import Forecaster
 from tests.helpers import cli, quiet_trainer, tiny_module
 
@@ -66,9 +68,9 @@ def test_a_checkpoint_with_a_distribution_restores_it_and_predict_writes_its_qua
     assert (forecast["sales_q0.5"] <= forecast["sales_q0.9"]).all()
 
 
-def test_a_checkpoint_written_before_interval_calibration_loads_uncalibrated(tmp_path):
+def test_a_checkpoint_written_before_interval_calibration_is_refused_in_one_line(tmp_path):
+    """No compatibility shim for last week's layout: its weights do not fit, and the reader says so."""
     module = tiny_module(distribution="normal")
-    module.interval_scale.fill_(2.0)
     trainer = quiet_trainer(max_steps=0)
     trainer.strategy.connect(module)
     path = tmp_path / "old.ckpt"
@@ -76,7 +78,8 @@ def test_a_checkpoint_written_before_interval_calibration_loads_uncalibrated(tmp
     checkpoint = torch.load(path, weights_only=False)
     del checkpoint["state_dict"]["interval_scale"]
     torch.save(checkpoint, path)
-    assert Forecaster.load_from_checkpoint(path).interval_scale.item() == 1.0  # Lightning's own loader too
+    with pytest.raises(InputError, match=r"its weights do not fit the settings it records \(Missing key\(s\)"):
+        read_checkpoint(path)
 
 
 def test_validation_and_test_log_crps_coverage_and_width_beside_the_point_metrics(quantile_panel_run):

@@ -63,6 +63,11 @@ class ContextNorm:
         return values * self.std + self.mean
 
 
+def longest_forecast(horizon: int, max_horizon: int | None = None) -> int:
+    """The longest forecast a model is set up for: ``max_horizon``, or 4 × the trained horizon when it is empty."""
+    return max_horizon or 4 * horizon
+
+
 class Forecaster(L.LightningModule):
     """A forecaster trained with or without teacher forcing, around a network that owns the architecture.
 
@@ -163,7 +168,8 @@ class Forecaster(L.LightningModule):
         # The network is recorded as the class and arguments that rebuild it, never as an object.
         self.save_hyperparameters(ignore=["network"])
         self.save_hyperparameters({**self.hparams, "network": network_spec(network)})  # logged with the others
-        settings = {**self.hparams, "max_horizon": max_horizon or 4 * horizon, "patch_length": network.patch_length}
+        settings = {**self.hparams, "max_horizon": longest_forecast(horizon, max_horizon)}
+        settings["patch_length"] = network.patch_length
         settings["quantile_levels"] = quantile_levels or list(DEFAULT_QUANTILES)
         settings["prediction_quantiles"] = prediction_quantiles or list(DEFAULT_QUANTILES)
         # What the rules need to know of the regimes (project/rules.py does not import them): the pairs that select
@@ -343,8 +349,6 @@ class Forecaster(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint.get("state_dict", {})
         check_finite_weights(state)
-        # Checkpoints written before intervals were calibrated load with the uncalibrated scale.
-        state.setdefault("interval_scale", torch.ones(()))
 
     def _stop_if_diverged(self, loss: Tensor) -> None:
         diverged = not torch.isfinite(loss).item()
