@@ -32,6 +32,7 @@ from project.checkpoints import read_checkpoint
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.files import check_output
+from project.imports import trust_argument
 from project.runs import read_scalars
 from project.tools.linear_baseline import LinearBaseline
 from project.tools.results import (
@@ -283,6 +284,7 @@ def main(argv: list[str] | None = None) -> None:
         "--statistical_stride", type=int, default=24,
         help="regimes table: every row, the statistical ones included, again on every Nth validation and test window",
     )  # fmt: skip
+    trust_argument(parser)  # a network outside the project, passed on to every fit, read back from its checkpoints
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     if not args.data.is_file():
         parser.error(f"{args.data}: ETTh1.csv not found; run python -m project.tools.datasets etth1")
