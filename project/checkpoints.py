@@ -62,8 +62,7 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
         )
     settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
     model_class = recorded_class(checkpoint["hyper_parameters"], Forecaster, path)
-    data = checkpoint.get("datamodule_hyper_parameters", {})
-    recorded_class(data, WindowDataModule, path)  # refused here, not later
+    recorded_class(checkpoint.get("datamodule_hyper_parameters", {}), WindowDataModule, path)  # refused here, not later
     unknown = sorted(set(settings) - init_arguments(model_class))
     if unknown:
         written_by = (

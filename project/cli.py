@@ -175,10 +175,10 @@ class ForecastCLI(LightningCLI):
         parser.link_arguments("overwrite", "predictions.overwrite")
 
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
+        given = sys.argv[1:] if args is None else args
         try:
             super().parse_arguments(parser, args)
         except InputError as error:
-            given = sys.argv[1:] if args is None else args
             if '"model.network' in str(error) and any(str(a).startswith("--ckpt_path") for a in given):
                 # The network's options are parsed before the checkpoint is read, against the class the command
                 # line and configs name: the default transformer unless told otherwise.
@@ -192,7 +192,6 @@ class ForecastCLI(LightningCLI):
         if subcommand is None:
             return
         config = self.config[subcommand]
-        given = sys.argv[1:] if args is None else args
         self.explicit = explicit_settings(given, config, subcommand, self.config.get("config"))
         self.checkpoint: dict | None = None
         check_options(config)
@@ -210,8 +209,8 @@ class ForecastCLI(LightningCLI):
             config.data.init_args.cache_dir = None  # a run that writes no logs leaves no data cache behind either
         check_writable_folders(config)
         # Every file the run reads, for the output guards: never replaced, not even with --overwrite.
-        self.inputs = [config.get("ckpt_path"), config.data.init_args.get("source"), *input_files(config)]
-        if self.checkpoint is not None:
+        self.inputs = [config.data.init_args.get("source"), *input_files(config)]
+        if self.checkpoint is not None:  # the checkpoint and the data it was trained on
             self.inputs += checkpoint_inputs(config.ckpt_path, self.checkpoint)
 
     def _parse_ckpt_path(self) -> None:
@@ -444,6 +443,11 @@ def _class_owning(config, key: str) -> str:
     return "the options"
 
 
+def _file(path) -> Path:
+    """A config file's path, from jsonargparse's path object (its absolute form) or a plain one."""
+    return Path(str(getattr(path, "absolute", path)))
+
+
 def _has(config, key: str) -> bool:
     try:
         config[key]
@@ -454,8 +458,8 @@ def _has(config, key: str) -> bool:
 
 def input_files(config) -> list[str]:
     """The config files a run read: ``--config`` files and section files (``--data FILE``)."""
-    files = [str(getattr(path, "absolute", path)) for path in config.get("config") or [] if path]
-    return files + [str(getattr(path, "absolute", path)) for name, path in config.items() if name.endswith("__path__")]
+    sections = [path for name, path in config.items() if name.endswith("__path__")]
+    return [str(_file(path)) for path in [*(config.get("config") or []), *sections] if path]
 
 
 def check_writable_folders(config) -> None:
@@ -492,7 +496,7 @@ def named_classes(explicit: dict) -> set[str]:
 
 def _yaml(path) -> dict:
     """A config file's settings (a jsonargparse path or a plain one); nothing for a config given inline."""
-    file = Path(str(getattr(path, "absolute", path))) if path else None
+    file = _file(path) if path else None
     content = yaml.safe_load(file.read_text()) if file is not None and file.is_file() else None
     return content if isinstance(content, dict) else {}
 
