@@ -26,7 +26,6 @@ from project.errors import InputError, reported_in_one_line
 from project.figures import ForecastFigures
 from project.files import check_folder_writable
 from project.imports import CLI_TRUST, imported_class, trust
-from project.model.distributions import DEFAULT_QUANTILES
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
 from project.training.callbacks import ForecastCheckpoint, RandomState
@@ -49,7 +48,7 @@ DEFAULT_CLASSES = {
 # what was learned.
 FREE_AFTER_TRAINING = ("predict_horizon", "max_horizon", "num_samples", "prediction_quantiles", "season")
 # The network's arguments that are linked (from the data or the model's own options), never set by the user.
-LINKED_INTO_NETWORK = (*LINKED_FROM_DATA, "distribution", "quantile_levels", "max_length")
+LINKED_INTO_NETWORK = (*LINKED_FROM_DATA, "max_length")
 # Data settings that change the network's shape or what its inputs mean: given explicitly, they must equal the
 # checkpoint's (the others, such as the file, the splits or the batch size, may change after training).
 SHAPING_DATA_SETTINGS = (
@@ -132,13 +131,7 @@ class ForecastCLI(LightningCLI):
             parser.link_arguments(f"data.{name}", f"{NETWORK}.{name}", apply_on="instantiate")
         for name in LINKED_SETTINGS:
             parser.link_arguments(f"{DATA}.{name}", f"{MODEL}.{name}")
-        # The head predicts what the model trains; the positional encoding covers the longest sequence asked of it.
-        parser.link_arguments(f"{MODEL}.distribution", f"{NETWORK}.distribution")
-        parser.link_arguments(
-            f"{MODEL}.quantile_levels",
-            f"{NETWORK}.quantile_levels",
-            compute_fn=lambda levels: levels or list(DEFAULT_QUANTILES),
-        )
+        # The positional encoding covers the longest sequence asked of it.
         parser.link_arguments(
             (f"{DATA}.context_length", f"{DATA}.horizon", f"{MODEL}.max_horizon"),
             f"{NETWORK}.max_length",
@@ -490,7 +483,9 @@ def named_classes(explicit: dict) -> set[str]:
     """The class paths the user named (model, network, data): the ones a checkpoint may name outside this project."""
     model, data = explicit.get("model", {}), explicit.get("data", {})
     network = model.get("network", {})
+    distribution = network.get("init_args", network).get("distribution", {})
     named = [model.get("class_path"), data.get("class_path"), network.get("class_path")]
+    named.append(distribution.get("class_path") if isinstance(distribution, dict) else distribution)
     return {name for name in named if isinstance(name, str)}
 
 
@@ -577,9 +572,9 @@ def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -
 
 
 def _same(name: str, given: object, trained: object) -> bool:
-    """Equal settings; a model's or network's class_path by the class it names (``project.model.ForecastTransformer``
-    is ``project.model.transformer.ForecastTransformer``)."""
-    if name in ("class_path", "network.class_path") and isinstance(given, str) and isinstance(trained, str):
+    """Equal settings; a class_path (the model's, the network's, the distribution's) by the class it names
+    (``project.model.ForecastTransformer`` is ``project.model.transformer.ForecastTransformer``)."""
+    if name.endswith("class_path") and isinstance(given, str) and isinstance(trained, str):
         return imported_class(given) is not None and imported_class(given) is imported_class(trained)
     return given == trained
 

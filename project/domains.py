@@ -108,14 +108,12 @@ DOMAINS: dict[str, Domain] = {
     "model.network.init_args.max_length": POSITIVE,
     "model.network.init_args.hidden_size": POSITIVE,
     "model.network.init_args.num_layers": POSITIVE,
-    "model.quantile_levels": Domain("a list of numbers in (0, 1)", lambda v: all(_number(q) and 0 < q < 1 for q in v)),
     "model.num_samples": _at_least(2),
     "model.season": _at_least(1),
     "model.interval": Domain("a number in (0, 1)", lambda v: _number(v) and 0 < v < 1),
     "model.prediction_quantiles": Domain(
         "a list of numbers in (0, 1)", lambda v: all(_number(q) and 0 < q < 1 for q in v)
     ),
-    "model.huber_delta": POSITIVE_NUMBER,
     "model.schedule_steps": POSITIVE,
     "model.min_teacher_forcing": PROBABILITY,
     "model.learning_rate": POSITIVE_NUMBER,

@@ -1,10 +1,11 @@
 """Importing a class that a file names, without running code that nobody chose.
 
-A checkpoint records class paths (the model's, the data's, the network's), and importing a module runs its top-level
-code: a checkpoint must not be able to pick that code, nor any class of the thousands a process has imported. So a
-class path read from a checkpoint is imported only when it is this project's own (``project.…``) or the user named
-the same class path for this process (``trust``: the CLI's ``--model.network.class_path``, ``--model`` and
-``--data``, the tools' ``--trust``). Python code that loads a checkpoint of a class it has imported itself
+A checkpoint records class paths (the model's, the data's, the network's and its distribution's), and importing a
+module runs its top-level code: a checkpoint must not be able to pick that code, nor any class of the thousands a
+process has imported. So a class path read from a checkpoint is imported only when it is this project's own
+(``project.…``) or the user named the same class path for this process (``trust``: the CLI's
+``--model.network.class_path``, ``--model.network.init_args.distribution``, ``--model`` and ``--data``, the tools'
+``--trust``). Python code that loads a checkpoint of a class it has imported itself
 (``Forecaster.load_from_checkpoint``) may use that class too. Anything else is refused in one line, before any
 import and before any folder is searched.
 """
@@ -22,8 +23,13 @@ from project.errors import InputError
 OWN_PACKAGE = "project"
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 # How a user trusts a class a checkpoint names, for the refusal's message: the tools take --trust, the CLI its options.
-TOOL_TRUST = {"network": "--trust", "model class": "--trust", "data class": "--trust"}
-CLI_TRUST = {"network": "--model.network.class_path", "model class": "--model", "data class": "--data"}
+TOOL_TRUST = {"network": "--trust", "distribution": "--trust", "model class": "--trust", "data class": "--trust"}
+CLI_TRUST = {
+    "network": "--model.network.class_path",
+    "distribution": "--model.network.init_args.distribution",
+    "model class": "--model",
+    "data class": "--data",
+}
 _trusted: set[str] = set()  # class paths the user named for this process
 _how_to_trust: dict[str, str] = dict(TOOL_TRUST)
 
@@ -46,8 +52,8 @@ def trust_argument(parser: argparse.ArgumentParser) -> None:
     """Add ``--trust`` to a tool's parser."""
     parser.add_argument(
         "--trust", nargs="*", default=[], metavar="CLASS_PATH", action=TrustAction,
-        help="classes outside this project that the checkpoint names (its network, model or data class) and that "
-        "may be imported: importing runs the module's code",
+        help="classes outside this project that the checkpoint names (its network, distribution, model or data "
+        "class) and that may be imported: importing runs the module's code",
     )  # fmt: skip
 
 
@@ -64,9 +70,9 @@ def imported_class(class_path: str) -> object | None:
 
 
 def checkpoint_class(class_path: object, what: str, where: str, allow_imported: bool = False) -> object:
-    """The class a checkpoint names as its ``what`` ("network", "model class", "data class"), imported under the rule
-    above; ``allow_imported``: also a class of a module the caller has imported (Python code, not a command).
-    ``where`` prefixes the one-line errors (the checkpoint's path and a colon)."""
+    """The class a checkpoint names as its ``what`` ("network", "distribution", "model class", "data class"),
+    imported under the rule above; ``allow_imported``: also a class of a module the caller has imported (Python
+    code, not a command). ``where`` prefixes the one-line errors (the checkpoint's path and a colon)."""
     if not isinstance(class_path, str) or not _DOTTED_NAME.fullmatch(class_path):
         raise InputError(f"{where}its {what} {class_path!r} is not a dotted class path (package.module.Class)")
     module_name, _, name = class_path.rpartition(".")

@@ -26,20 +26,6 @@ def _changed(settings: dict, defaults: dict, *names: str) -> list[str]:
     return [name for name in names if settings[name] != defaults[name]]
 
 
-def _only_with(setting: str, value: str, *names: str, verb: str = "apply") -> Rule:
-    """The rule that options ``names`` mean something only with ``setting: value``: set to anything but their
-    defaults under another value, they are refused, the error naming those that were set."""
-    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-    return Rule(
-        f"{listed} {verb} to {setting}: {value}",
-        lambda s, d: (
-            None
-            if s[setting] == value or not (changed := _changed(s, d, *names))
-            else f"{', '.join(changed)} {verb} to {setting}={value}; got {setting}={s[setting]}"
-        ),
-    )
-
-
 RULES: tuple[Rule, ...] = (
     Rule(
         "context_length and horizon are multiples of the network's patch_length",
@@ -72,23 +58,21 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        "feedback_value: sample needs a distribution (not none)",
+        "feedback_value: sample needs a probabilistic distribution (not PointForecast)",
         lambda s, d: (
             None
-            if s["feedback_value"] == "mean" or s["distribution"] != "none"
-            else "feedback_value=sample draws from a predicted distribution; set distribution to normal, student_t "
-            "or quantile"
+            if s["feedback_value"] == "mean" or s["probabilistic"]
+            else "feedback_value=sample draws from a predicted distribution; give the network a probabilistic "
+            "distribution (model.network.init_args.distribution: Normal, StudentT, Quantiles or yours)"
         ),
     ),
     Rule(
-        "feedback_gradient: bptt with feedback_value: sample needs reparameterised draws (normal or student_t)",
+        "feedback_gradient: bptt with feedback_value: sample needs reparameterised draws (Normal or StudentT)",
         lambda s, d: (
             None
-            if not (
-                s["feedback_gradient"] == "bptt" and s["feedback_value"] == "sample" and s["distribution"] == "quantile"
-            )
-            else "feedback_gradient=bptt with feedback_value=sample differentiates through the draws, which the "
-            "quantile distribution cannot (no reparameterisation); use normal or student_t, or feedback_value=mean"
+            if not (s["feedback_gradient"] == "bptt" and s["feedback_value"] == "sample" and not s["reparameterised"])
+            else "feedback_gradient=bptt with feedback_value=sample differentiates through the draws, which this "
+            "distribution cannot (no reparameterisation); use Normal or StudentT, or feedback_value=mean"
         ),
     ),
     Rule(
@@ -111,28 +95,17 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        "num_samples, prediction_quantiles, interval and interval_calibration apply to a distribution (not none)",
+        "num_samples, prediction_quantiles, interval and interval_calibration apply to a probabilistic distribution",
         lambda s, d: (
             None
-            if s["distribution"] != "none"
+            if s["probabilistic"]
             or not (
                 changed := _changed(s, d, "num_samples", "prediction_quantiles", "interval", "interval_calibration")
             )
-            else f"{', '.join(changed)} apply to the sample paths of a distribution; distribution=none forecasts points"
+            else f"{', '.join(changed)} apply to the sample paths of a distribution; the network's PointForecast "
+            "forecasts points"
         ),
     ),
-    Rule(
-        "loss and huber_delta apply to distribution: none (distributions train by likelihood or pinball loss)",
-        lambda s, d: (
-            None
-            if s["distribution"] == "none" or not _changed(s, d, "loss", "huber_delta")
-            else f"loss={s['loss']} applies to distribution=none; distribution={s['distribution']} trains by "
-            f"{'the pinball loss' if s['distribution'] == 'quantile' else 'negative log-likelihood'}; clear it with "
-            "--model.loss=null (a preset may set it)"
-        ),
-    ),
-    _only_with("loss", "huber", "huber_delta", verb="applies"),
-    _only_with("distribution", "quantile", "quantile_levels"),
     Rule(
         "teacher_forcing_schedule, schedule_steps and min_teacher_forcing apply to a regime with a schedule "
         "(training_mode: scheduled_sampling)",

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from project.cli import cli_main
+from project.model.distributions import Normal, PointForecast, Quantiles, StudentT
 from project.model.transformer import ForecastTransformer
 from project.training.module import Forecaster
 
@@ -113,7 +114,23 @@ def small_model(dtype: torch.dtype = torch.float64, **overrides) -> ForecastTran
     arguments = dict(n_targets=5, d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=2)
     arguments.update(dropout=0.0, dim_feedforward=64)
     arguments.update(overrides)
+    arguments["distribution"] = distribution(
+        arguments.pop("distribution", "none"), arguments.pop("quantile_levels", None)
+    )
     return ForecastTransformer(**arguments).to(dtype).eval()
+
+
+DISTRIBUTIONS = {"none": PointForecast, "normal": Normal, "student_t": StudentT, "quantile": Quantiles}
+
+
+def distribution(name: str, quantile_levels=None, loss: str | None = None, huber_delta: float | None = None):
+    """The distribution object a short name stands for in these tests (``"quantile"`` is ``Quantiles``), with the
+    levels or point loss given."""
+    if name == "quantile" and quantile_levels is not None:
+        return Quantiles(quantile_levels)
+    if name == "none" and (loss or huber_delta is not None):
+        return PointForecast(loss or "mse", 1.0 if huber_delta is None else huber_delta)
+    return DISTRIBUTIONS[name]()
 
 
 def relative_difference(actual: torch.Tensor, expected: torch.Tensor) -> float:
@@ -130,11 +147,15 @@ NETWORK_ARGUMENTS = (
 
 def forecaster(network_class=ForecastTransformer, **arguments) -> Forecaster:
     """A ``Forecaster`` around ``network_class``, the arguments split between the two as the CLI splits them: the
-    network gets its own, and the model's distribution and a positional table for its context and horizons."""
+    network gets its own, with the distribution a short name stands for, and a positional table for its context and
+    horizons."""
     network_arguments = {name: arguments.pop(name) for name in NETWORK_ARGUMENTS if name in arguments}
-    network_arguments["distribution"] = arguments.get("distribution", "none")
-    if arguments.get("quantile_levels"):
-        network_arguments["quantile_levels"] = arguments["quantile_levels"]
+    network_arguments["distribution"] = distribution(
+        arguments.pop("distribution", "none"),
+        arguments.pop("quantile_levels", None),
+        arguments.pop("loss", None),
+        arguments.pop("huber_delta", None),
+    )
     if network_class is ForecastTransformer:
         horizon = arguments.get("horizon", 12)
         longest = arguments.get("max_horizon") or 4 * horizon

@@ -176,7 +176,7 @@ CLI_CASES = {  # name → (arguments given the test folder and a trained checkpo
     ),
     "sample paths of a point forecast": (
         lambda t, c: ["--model.num_samples=50", "--model.interval_calibration=none"],
-        r"num_samples, interval_calibration apply to the sample paths of a distribution; distribution=none",
+        r"num_samples, interval_calibration apply to the sample paths of a distribution; the network's PointForecast",
     ),
     "embedded-data options with a source": (
         lambda t, c: data(t, None, "--data.synthetic_rows=500"),

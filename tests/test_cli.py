@@ -376,7 +376,7 @@ def test_fit_help_documents_every_option():
         ("--help",): ["--model CONFIG | CLASS_PATH_OR_NAME", "--data CONFIG | CLASS_PATH_OR_NAME", "--overwrite",
                       "--forecast_figures.every_n_epochs", "--predictions.output", "--checkpoint.monitor"],
         ("--model.help", "Forecaster"): ["--model.training_mode", "teacher-forcing memory", "--model.feedback_gradient",
-                                         "--model.distribution", "--model.feedback_value", "--model.rollout_dropout",
+                                         "--model.network", "--model.feedback_value", "--model.rollout_dropout",
                                          "--model.max_horizon"],
         ("--data.help", "WindowDataModule"): ["--data.context_length", "look-back window", "--data.id_columns",
                                               "--data.future_covariates", "--data.static_covariates"],

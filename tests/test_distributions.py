@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from project.errors import InputError
-from project.model.distributions import Normal, PointForecast, Quantiles, StudentT, make_distribution
+from project.model.distributions import Normal, PointForecast, Quantiles, StudentT
 from project.training.metrics import central_interval, crps_from_samples
 
 
@@ -104,8 +104,15 @@ def test_the_central_interval_holds_the_requested_share_of_draws():
 
 
 def test_quantile_levels_must_include_the_median():
-    with pytest.raises(InputError, match=r"quantile_levels must be increasing, between 0 and 1 and include"):
-        make_distribution("quantile", quantile_levels=[0.1, 0.9])
+    with pytest.raises(InputError, match=r"levels must be increasing, between 0 and 1 and include"):
+        Quantiles([0.1, 0.9])
+
+
+def test_huber_delta_applies_to_the_huber_loss_only_and_must_be_positive():
+    with pytest.raises(InputError, match=r"huber_delta applies to loss=huber; got loss=mse"):
+        PointForecast("mse", huber_delta=2.0)
+    with pytest.raises(InputError, match=r"huber_delta must be a finite number > 0; got 0"):
+        PointForecast("huber", huber_delta=0)
 
 
 def test_smape_is_m4s_percentage_and_torchmetrics_fraction_times_100():
@@ -118,3 +125,71 @@ def test_smape_is_m4s_percentage_and_torchmetrics_fraction_times_100():
     torch.testing.assert_close(errors, torch.tensor([2000 / 210, 4000 / 380, 0.0, 200.0]))
     expected = 100 * symmetric_mean_absolute_percentage_error(forecast[:2], actual[:2])
     torch.testing.assert_close(forecast_scores(forecast[:2], actual[:2])["smape"].mean(), expected)
+
+
+USER_DISTRIBUTION = '''
+"""A user's distribution, written outside the template: a Laplace head trained by its negative log-likelihood."""
+
+import torch
+from torch.nn import functional as F
+
+from project.model.distributions import Distribution
+
+
+class Laplace(Distribution):
+    n_parameters = 2
+
+    def __init__(self, min_scale: float = 1e-3):
+        """Args:
+            min_scale: Smallest scale the head may predict.
+        """
+        self.min_scale = min_scale
+
+    @property
+    def init_args(self):
+        return {"min_scale": self.min_scale}
+
+    def constrain(self, raw):
+        return torch.stack([raw[..., 0], F.softplus(raw[..., 1]) + self.min_scale], dim=-1)
+
+    def loss(self, parameters, target):
+        loc, scale = parameters.unbind(-1)
+        return -torch.distributions.Laplace(loc, scale).log_prob(target).mean()
+
+    def point(self, parameters):
+        return parameters[..., 0]
+
+    def sample(self, parameters, generator=None):
+        loc, scale = parameters.unbind(-1)
+        uniform = torch.rand(loc.shape, generator=generator, dtype=loc.dtype, device=loc.device) - 0.5
+        return loc - scale * uniform.sign() * torch.log1p(-2 * uniform.abs())
+
+    def affine(self, parameters, loc, scale):
+        return torch.stack([parameters[..., 0] * scale + loc, parameters[..., 1] * scale], dim=-1)
+'''
+
+
+def test_a_users_own_distribution_trains_through_the_cli_and_its_checkpoint_predicts(tmp_path):
+    from tests.helpers import BASE, last_line, quick_fit_arguments, run_cli
+
+    (tmp_path / "userdist.py").write_text(USER_DISTRIBUTION)
+    logs, named = tmp_path / "logs", "--model.network.init_args.distribution=userdist.Laplace"
+    result = run_cli(
+        "fit", "--config", BASE, named, "--model.network.init_args.distribution.min_scale=0.01",
+        "--model.num_samples=4", *quick_fit_arguments(logs), python_path=(tmp_path,), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, last_line(result.stderr)
+    (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
+    spec = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]["init_args"]["distribution"]
+    assert spec == {"class_path": "userdist.Laplace", "init_args": {"min_scale": 0.01}}
+    output = tmp_path / "predictions.csv"
+    predict = ["predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false"]
+    refused = run_cli(*predict, python_path=(tmp_path,), cwd=tmp_path)  # the checkpoint alone names no code
+    assert refused.returncode == 2
+    assert last_line(refused.stderr).endswith(
+        "outside this project; nothing was imported: pass --model.network.init_args.distribution=userdist.Laplace "
+        "to trust it"
+    )
+    trusted = run_cli(*predict[:2], named, *predict[2:], python_path=(tmp_path,), cwd=tmp_path)
+    assert trusted.returncode == 0, last_line(trusted.stderr)
+    assert "_q0.9" in output.read_text().splitlines()[0]  # quantiles of the Laplace paths

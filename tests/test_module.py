@@ -123,13 +123,11 @@ def test_every_rule_has_a_description_and_every_rejected_combination_is_one_line
             training_mode="scheduled_sampling", feedback_gradient="bptt"
         ),
         "feedback_value=sample draws from a predicted distribution": dict(feedback_value="sample"),
-        "the quantile distribution cannot": dict(
+        "which this distribution cannot": dict(
             distribution="quantile", feedback_gradient="bptt", feedback_value="sample"
         ),
         "rollout_dropout=false applies to": dict(feedback_gradient="bptt", rollout_dropout=False),
-        "loss=mae applies to distribution=none": dict(distribution="normal", loss="mae"),
         "huber_delta applies to loss=huber": dict(huber_delta=2.0),
-        "quantile_levels apply to distribution=quantile": dict(quantile_levels=[0.2, 0.5, 0.8]),
         "schedule_steps apply to a regime with a schedule": dict(schedule_steps=50),
         "predict_horizon=50 exceeds max_horizon=16": dict(predict_horizon=50),
         "d_model must be divisible by nhead; got d_model=30, nhead=4": dict(d_model=30, nhead=4),
@@ -192,13 +190,11 @@ NO_EFFECT = {  # option → settings under which it means nothing, and the words
                        "training_mode=teacher_forcing feeds back nothing"),
     "rollout_dropout": (dict(training_mode="teacher_forcing", rollout_dropout=False),
                         "training_mode=teacher_forcing feeds back nothing"),
-    "num_samples": (dict(num_samples=10), "distribution=none forecasts points"),
-    "prediction_quantiles": (dict(prediction_quantiles=[0.05, 0.5, 0.95]), "distribution=none forecasts points"),
-    "interval": (dict(interval=0.9), "distribution=none forecasts points"),
-    "interval_calibration": (dict(interval_calibration="none"), "distribution=none forecasts points"),
-    "loss": (dict(distribution="student_t", loss="huber"), "applies to distribution=none"),
+    "num_samples": (dict(num_samples=10), "PointForecast forecasts points"),
+    "prediction_quantiles": (dict(prediction_quantiles=[0.05, 0.5, 0.95]), "PointForecast forecasts points"),
+    "interval": (dict(interval=0.9), "PointForecast forecasts points"),
+    "interval_calibration": (dict(interval_calibration="none"), "PointForecast forecasts points"),
     "huber_delta": (dict(loss="mse", huber_delta=0.5), "applies to loss=huber"),
-    "quantile_levels": (dict(distribution="normal", quantile_levels=[0.2, 0.5, 0.8]), "apply to distribution=quantile"),
     "teacher_forcing_schedule": (dict(teacher_forcing_schedule="linear"), "apply to a regime with a schedule"),
     "schedule_steps": (dict(schedule_steps=10), "apply to a regime with a schedule"),
     "min_teacher_forcing": (dict(min_teacher_forcing=0.2), "apply to a regime with a schedule"),

@@ -24,6 +24,7 @@ from tests.helpers import (
     BASE,
     cli,
     config,
+    distribution,
     last_line,
     learnable_series,
     only_run,
@@ -46,6 +47,8 @@ TARGETS, CONTEXT, HORIZON = 3, 8, 5
 def network(name: str, **sizes) -> ForecastNetwork:
     """A small float64 network of ``name`` with covariates, in eval mode (dropout off)."""
     network_class, small = NETWORKS[name]
+    if isinstance(sizes.get("distribution"), str):  # a short name, as the parametrised tests give it
+        sizes["distribution"] = distribution(sizes["distribution"])
     return network_class(n_targets=TARGETS, **{**small, **COVARIATES, **sizes}).double().eval()
 
 
@@ -185,7 +188,7 @@ USER_NETWORK = '''
 import torch
 from torch import nn
 
-from project.model.distributions import make_distribution
+from project.model.distributions import Distribution, PointForecast
 from project.model.network import init_args
 
 
@@ -199,16 +202,16 @@ class Cache:
 class MyNetwork(nn.Module):
     patch_length = 1
 
-    def __init__(self, n_targets: int = 1, distribution: str = "none", scale: float = 1.0):
+    def __init__(self, n_targets: int = 1, distribution: Distribution | None = None, scale: float = 1.0):
         """Args:
             n_targets: Target channels (linked).
-            distribution: What the head predicts (linked).
+            distribution: What the head predicts, and its loss.
             scale: Initial scale of the step.
         """
         super().__init__()
         self.init_args = init_args(locals())
         self.n_targets = n_targets
-        self.distribution = make_distribution(distribution)
+        self.distribution = distribution or PointForecast()
         self.step = nn.Linear(n_targets, n_targets * self.distribution.n_parameters)
 
     def encode(self, context, past_covariates=None, future_covariates=None, static_categorical=None,
@@ -246,8 +249,11 @@ def test_a_users_own_network_trains_through_the_cli(tmp_path):
 def test_a_network_whose_only_argument_is_the_linked_target_count_trains_through_the_cli(tmp_path):
     only_targets = (
         textwrap.dedent(USER_NETWORK)
-        .replace('(self, n_targets: int = 1, distribution: str = "none", scale: float = 1.0)', "(self, n_targets: int)")
-        .replace("make_distribution(distribution)", 'make_distribution("none")')
+        .replace(
+            "(self, n_targets: int = 1, distribution: Distribution | None = None, scale: float = 1.0)",
+            "(self, n_targets: int)",
+        )
+        .replace("distribution or PointForecast()", "PointForecast()")
     )
     (tmp_path / "usermod.py").write_text(only_targets)
     logs = tmp_path / "logs"

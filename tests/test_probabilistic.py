@@ -12,6 +12,7 @@ import torch
 from project.checkpoints import read_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError
+from project.model.distributions import Quantiles
 from project.training.module import Forecaster
 from tests.helpers import cli, quiet_trainer, tiny_module
 
@@ -58,7 +59,8 @@ def test_on_a_gaussian_ar1_the_80_percent_interval_covers_80_percent_and_crps_is
 def test_a_checkpoint_with_a_distribution_restores_it_and_predict_writes_its_quantiles(quantile_panel_run, tmp_path):
     checkpoint = quantile_panel_run
     restored = Forecaster.load_from_checkpoint(checkpoint)
-    assert restored.distribution.name == "quantile"
+    assert type(restored.distribution) is Quantiles
+    assert restored.distribution.levels == [0.1, 0.5, 0.9]
     assert restored.hparams.feedback_value == "sample"
     output = tmp_path / "forecast.csv"
     assert cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false") == 0

@@ -1,8 +1,20 @@
-"""The networks (an encoder–decoder transformer and a GRU), the contract they follow and the decoding they share."""
+"""The networks (an encoder–decoder transformer and a GRU), the contract they follow, the distributions their heads
+predict and the decoding they share."""
 
 from project.model.cache import KVCache
+from project.model.distributions import Distribution, Normal, PointForecast, Quantiles, StudentT
 from project.model.gru import GRUForecaster
 from project.model.network import ForecastNetwork
 from project.model.transformer import ForecastTransformer
 
-__all__ = ["ForecastNetwork", "ForecastTransformer", "GRUForecaster", "KVCache"]
+__all__ = [
+    "Distribution",
+    "ForecastNetwork",
+    "ForecastTransformer",
+    "GRUForecaster",
+    "KVCache",
+    "Normal",
+    "PointForecast",
+    "Quantiles",
+    "StudentT",
+]

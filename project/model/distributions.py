@@ -1,9 +1,14 @@
-"""What the decoder's head predicts for each target value: a point, or the parameters of a distribution.
+"""What the decoder's head predicts for each target value, and how it is trained: a component given by class_path.
 
-Each class turns the head's raw outputs into valid parameters (``constrain``) and knows its training loss, its
+A ``Distribution`` turns the head's raw outputs into valid parameters (``constrain``) and owns its training loss, its
 point forecast (what is fed back with ``feedback_value: mean``), how to draw from it (``sample``, reparameterised
 where the distribution allows, so that BPTT can differentiate through the draws) and how to undo a scaling
 (``affine``). Parameters have shape (…, n_parameters); values have the shape of (…).
+
+The network owns its distribution (it sizes the head), given in a config as
+``model.network.init_args.distribution: {class_path: project.model.Quantiles, init_args: {levels: [0.1, 0.5, 0.9]}}``;
+the ``Forecaster`` trains with its loss. Adding one is a subclass of ``Distribution`` in your own module, named by
+its class path, with no edit here (``tests/test_distributions.py`` trains one from a temporary module).
 
 Draws take an optional ``torch.Generator`` so that a rollout and a hand-written loop with the same generator draw
 exactly the same paths.
@@ -11,8 +16,9 @@ exactly the same paths.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -20,18 +26,83 @@ from torch.nn import functional as F
 
 from project.errors import InputError
 
-DistributionName = Literal["none", "normal", "student_t", "quantile"]
 PointLoss = Literal["mse", "mae", "huber"]
 _MIN_SCALE = 1e-3  # in scaled units: keeps the likelihood finite when a window is nearly constant
+# The quantile levels a quantile head predicts, and predict reports, unless told others: the 80% interval and the
+# median.
+DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
 
 
-class PointForecast:
-    """No distribution: the head predicts the value itself, trained with ``loss`` (MSE, MAE or Huber)."""
+class Distribution(ABC):
+    """The contract of an output head's distribution (subclass it for your own).
 
-    name, n_parameters, reparameterised = "none", 1, True
+    Attributes:
+        n_parameters: Head outputs per target value.
+        probabilistic: Whether it predicts a distribution to draw sample paths from (``False``: a point forecast,
+            and the ``Forecaster``'s sampling and interval options do not apply).
+        reparameterised: Whether ``sample`` is differentiable in the parameters (needed by ``bptt`` with
+            ``feedback_value: sample``).
+        init_args: The constructor's arguments, recorded in checkpoints so that they can rebuild it.
+    """
+
+    n_parameters: int = 1
+    probabilistic: bool = True
+    reparameterised: bool = True
+
+    @property
+    def init_args(self) -> dict[str, Any]:
+        return {}
+
+    @abstractmethod
+    def constrain(self, raw: Tensor) -> Tensor:
+        """Raw head outputs (…, n_parameters) → valid parameters (positive scales, ordered quantiles)."""
+
+    @abstractmethod
+    def loss(self, parameters: Tensor, target: Tensor) -> Tensor:
+        """The mean training loss of ``parameters`` (…, n_parameters) for ``target`` (…)."""
+
+    @abstractmethod
+    def point(self, parameters: Tensor) -> Tensor:
+        """The point forecast (…) of each value: what ``feedback_value: mean`` feeds back."""
+
+    @abstractmethod
+    def sample(self, parameters: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """One draw (…) per value, reproducible with ``generator``."""
+
+    def affine(self, parameters: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
+        """The parameters of ``value * scale + loc`` (``loc``, ``scale`` of shape (…)); this default suits
+        parameters that are all values (a point, quantiles)."""
+        return parameters * scale.unsqueeze(-1) + loc.unsqueeze(-1)
+
+    def point_of_paths(self, samples: Tensor) -> Tensor:
+        """The point forecast of sample paths (N, K, T, F) → (N, T, F): their mean."""
+        return samples.mean(dim=1)
+
+    def __repr__(self) -> str:
+        arguments = ", ".join(f"{name}={value!r}" for name, value in self.init_args.items())
+        return f"{type(self).__name__}({arguments})"
+
+
+class PointForecast(Distribution):
+    """No distribution: the head predicts the value itself, trained with ``loss``.
+
+    Args:
+        loss: ``mse``, ``mae`` or ``huber``.
+        huber_delta: Threshold between the quadratic and linear parts of the Huber loss (``loss: huber`` only).
+    """
+
+    probabilistic = False
 
     def __init__(self, loss: PointLoss = "mse", huber_delta: float = 1.0) -> None:
+        if loss != "huber" and huber_delta != 1.0:
+            raise InputError(f"huber_delta applies to loss=huber; got loss={loss}")
+        if not huber_delta > 0:
+            raise InputError(f"huber_delta must be a finite number > 0; got {huber_delta!r}")
         self.point_loss, self.huber_delta = loss, huber_delta
+
+    @property
+    def init_args(self) -> dict[str, Any]:
+        return {"loss": self.point_loss, "huber_delta": self.huber_delta}
 
     def constrain(self, raw: Tensor) -> Tensor:
         return raw
@@ -50,14 +121,11 @@ class PointForecast:
     def sample(self, parameters: Tensor, generator: torch.Generator | None = None) -> Tensor:
         return parameters[..., 0]
 
-    def affine(self, parameters: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
-        return parameters * scale.unsqueeze(-1) + loc.unsqueeze(-1)
 
-
-class Normal:
+class Normal(Distribution):
     """Gaussian with mean and standard deviation; trained by negative log-likelihood."""
 
-    name, n_parameters, reparameterised = "normal", 2, True
+    n_parameters = 2
 
     def constrain(self, raw: Tensor) -> Tensor:
         return torch.stack([raw[..., 0], F.softplus(raw[..., 1]) + _MIN_SCALE], dim=-1)
@@ -79,11 +147,11 @@ class Normal:
         return torch.stack([parameters[..., 0] * scale + loc, parameters[..., 1] * scale], dim=-1)
 
 
-class StudentT:
+class StudentT(Distribution):
     """Student's t with location, scale and degrees of freedom (> 2, so the mean and variance exist): heavier
     tails than the Gaussian; trained by negative log-likelihood."""
 
-    name, n_parameters, reparameterised = "student_t", 3, True
+    n_parameters = 3
 
     def constrain(self, raw: Tensor) -> Tensor:
         return torch.stack([raw[..., 0], F.softplus(raw[..., 1]) + _MIN_SCALE, 2.0 + F.softplus(raw[..., 2])], dim=-1)
@@ -107,32 +175,33 @@ class StudentT:
         return torch.stack([parameters[..., 0] * scale + loc, parameters[..., 1] * scale, parameters[..., 2]], dim=-1)
 
 
-# The quantile levels a quantile head predicts, and predict reports, unless told others: the 80% interval and the
-# median.
-DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
-
-
-class Quantiles:
+class Quantiles(Distribution):
     """A fixed set of quantiles of the predictive distribution, trained with the pinball (quantile) loss.
 
     The head predicts the median and the gaps between neighbouring quantiles (through a softplus), so quantiles
     never cross. Draws interpolate the quantile function linearly between levels (and extend its outer segments
-    beyond them); they are not reparameterised, so BPTT with ``feedback_value: sample`` is refused.
+    beyond them); they are not reparameterised, so BPTT with ``feedback_value: sample`` is refused. The point
+    forecast is the median, of the head and of sample paths.
+
+    Args:
+        levels: The quantile levels the head predicts: increasing, in (0, 1), with the median 0.5.
     """
 
-    name, reparameterised = "quantile", False
+    reparameterised = False
 
     def __init__(self, levels: Sequence[float] = DEFAULT_QUANTILES) -> None:
         levels = [float(level) for level in levels]
         if sorted(set(levels)) != levels or not all(0 < level < 1 for level in levels) or 0.5 not in levels:
-            raise InputError(
-                f"quantile_levels must be increasing, between 0 and 1 and include the median 0.5; got {levels}"
-            )
+            raise InputError(f"levels must be increasing, between 0 and 1 and include the median 0.5; got {levels}")
         if len(levels) < 2:
-            raise InputError(f"quantile_levels needs at least two levels; got {levels}")
+            raise InputError(f"levels needs at least two levels; got {levels}")
         self.levels = levels
         self.median_index = levels.index(0.5)
         self.n_parameters = len(levels)
+
+    @property
+    def init_args(self) -> dict[str, Any]:
+        return {"levels": list(self.levels)}
 
     def constrain(self, raw: Tensor) -> Tensor:
         centre = raw[..., self.median_index : self.median_index + 1]
@@ -163,33 +232,12 @@ class Quantiles:
         upper = parameters.gather(-1, (segment + 1).unsqueeze(-1)).squeeze(-1)
         return lower + (upper - lower) * (probability - lower_level) / (upper_level - lower_level)
 
-    def affine(self, parameters: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
-        return parameters * scale.unsqueeze(-1) + loc.unsqueeze(-1)
-
-
-OutputDistribution = PointForecast | Normal | StudentT | Quantiles
-
-
-def make_distribution(
-    name: DistributionName,
-    loss: PointLoss = "mse",
-    huber_delta: float = 1.0,
-    quantile_levels: Sequence[float] = DEFAULT_QUANTILES,
-) -> OutputDistribution:
-    """The output distribution called ``name`` (``none`` is a point forecast trained with ``loss``)."""
-    if name == "none":
-        return PointForecast(loss, huber_delta)
-    if name == "normal":
-        return Normal()
-    if name == "student_t":
-        return StudentT()
-    if name == "quantile":
-        return Quantiles(quantile_levels)
-    raise InputError(f"distribution must be none, normal, student_t or quantile; got {name!r}")
+    def point_of_paths(self, samples: Tensor) -> Tensor:
+        return samples.median(dim=1).values
 
 
 def value_to_feed_back(
-    distribution: OutputDistribution,
+    distribution: Distribution,
     parameters: Tensor,
     value: Literal["mean", "sample"],
     generator: torch.Generator | None = None,

@@ -19,9 +19,9 @@ from torch import Tensor, nn
 
 from project.domains import check_domains
 from project.errors import InputError
-from project.model.distributions import DEFAULT_QUANTILES, DistributionName, make_distribution
+from project.model.distributions import Distribution, PointForecast
 from project.model.network import init_args
-from project.model.transformer import StaticEmbedding
+from project.model.static import StaticEmbedding
 
 
 @dataclass
@@ -59,8 +59,9 @@ class GRUForecaster(nn.Module):
         hidden_size: Width H of the hidden state of both GRUs.
         num_layers: Stacked GRU layers in the encoder and in the decoder.
         dropout: Dropout between stacked layers (off in ``eval()``).
-        distribution: What the head predicts per value (linked from the ``Forecaster``'s ``distribution``).
-        quantile_levels: Levels of the ``quantile`` head (linked from the ``Forecaster``).
+        distribution: What the head predicts per target value, and the loss it trains with (a
+            ``project.model.distributions.Distribution`` by class_path: ``PointForecast`` (the default, MSE),
+            ``Normal``, ``StudentT``, ``Quantiles`` or yours); it sizes the head.
     """
 
     patch_length = 1  # a recurrent decoder steps through time one value at a time
@@ -75,8 +76,7 @@ class GRUForecaster(nn.Module):
         hidden_size: int = 64,
         num_layers: int = 2,
         dropout: float = 0.0,
-        distribution: DistributionName = "none",
-        quantile_levels: Sequence[float] = DEFAULT_QUANTILES,
+        distribution: Distribution | None = None,
     ) -> None:
         super().__init__()
         self.init_args = init_args(locals())
@@ -86,7 +86,7 @@ class GRUForecaster(nn.Module):
             n_past_covariates,
             n_future_covariates,
         )
-        self.distribution = make_distribution(distribution, quantile_levels=list(quantile_levels))
+        self.distribution = distribution or PointForecast()
         has_static = bool(static_cardinalities) or n_static_reals > 0
         self.static_embedding = (
             StaticEmbedding(static_cardinalities, n_static_reals, hidden_size) if has_static else None

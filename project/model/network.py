@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from project.errors import InputError
 from project.imports import checkpoint_class
-from project.model.distributions import OutputDistribution
+from project.model.distributions import Distribution
 
 
 @runtime_checkable
@@ -41,8 +41,8 @@ class ForecastNetwork(Protocol):
     Attributes:
         n_targets: Target channels F, forecast and fed back.
         patch_length: Time steps per decoder token P (1 for one token per step).
-        distribution: The output head's distribution (``project.model.distributions``): how its parameters are
-            constrained, what is fed back and how draws are made.
+        distribution: The output head's distribution (a ``project.model.distributions.Distribution``, an argument
+            of the network given by class_path): the head's size, the loss, what is fed back and how draws are made.
         init_args: The constructor's arguments, so that a checkpoint can rebuild the network
             (``self.init_args = init_args(locals())`` as the first line after ``super().__init__()``).
 
@@ -57,7 +57,7 @@ class ForecastNetwork(Protocol):
 
     n_targets: int
     patch_length: int
-    distribution: OutputDistribution
+    distribution: Distribution
     init_args: dict[str, Any]
 
     def encode(
@@ -87,35 +87,60 @@ class ForecastNetwork(Protocol):
 
 
 def init_args(frame_locals: dict[str, Any]) -> dict[str, Any]:
-    """A constructor's arguments from its ``locals()``, as a checkpoint records them (tuples as lists):
-    ``self.init_args = init_args(locals())`` before any other local is made."""
-    return {
-        name: list(value) if isinstance(value, tuple) else value
-        for name, value in frame_locals.items()
-        if name not in ("self", "__class__")
-    }
+    """A constructor's arguments from its ``locals()``, as a checkpoint records them (tuples as lists, a component
+    such as the distribution as its class_path and init_args): ``self.init_args = init_args(locals())`` before any
+    other local is made."""
+    return {name: _recorded(value) for name, value in frame_locals.items() if name not in ("self", "__class__")}
 
 
-def build_network(spec: object, where: str = "", allow_imported: bool = False) -> nn.Module:
-    """The untrained network that ``spec`` (``{"class_path": ..., "init_args": {...}}``, as a checkpoint records it)
-    names: its class imported under ``project.imports``' rule (the project's own or one the user trusted; with
-    ``allow_imported``, also one whose module the caller imported), an ``nn.Module`` subclass and nothing else,
-    called with the arguments. ``where`` prefixes the one-line errors (a checkpoint's path)."""
-    if not (isinstance(spec, dict) and isinstance(spec.get("class_path"), str) and "." in spec["class_path"]):
-        raise InputError(f"{where}it records no network (a class_path and init_args); was it written by this template?")
-    network_class = checkpoint_class(spec["class_path"], "network", where, allow_imported)
-    if not (isinstance(network_class, type) and issubclass(network_class, nn.Module)):
-        raise InputError(f"{where}its network {spec['class_path']} is not an nn.Module subclass")
-    return network_class(**(spec.get("init_args") or {}))
+def _recorded(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Distribution):
+        return component_spec(value)
+    return value
 
 
-def network_spec(network: ForecastNetwork) -> dict[str, Any]:
-    """``{"class_path": ..., "init_args": {...}}``: how a checkpoint and a config name a network."""
-    cls = type(network)
-    arguments = getattr(network, "init_args", None)
+def component_spec(component: object) -> dict[str, Any]:
+    """``{"class_path": ..., "init_args": {...}}``: how a checkpoint and a config name a network or a distribution."""
+    cls = type(component)
+    arguments = getattr(component, "init_args", None)
     if not isinstance(arguments, dict):
         raise InputError(
             f"{cls.__qualname__} must record its constructor arguments in self.init_args (see "
             "project.model.network.init_args), so that checkpoints can rebuild it"
         )
     return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": dict(arguments)}
+
+
+def build_network(spec: object, where: str = "", allow_imported: bool = False) -> nn.Module:
+    """The untrained network that ``spec`` (``{"class_path": ..., "init_args": {...}}``, as a checkpoint records it)
+    names, with the components among its arguments (the distribution) rebuilt the same way: each class imported
+    under ``project.imports``' rule (the project's own or one the user trusted; with ``allow_imported``, also one
+    whose module the caller imported) and of the expected base class. ``where`` prefixes the one-line errors (a
+    checkpoint's path)."""
+    if not _is_spec(spec):
+        raise InputError(f"{where}it records no network (a class_path and init_args); was it written by this template?")
+    arguments = dict(spec.get("init_args") or {})
+    if _is_spec(arguments.get("distribution")):
+        arguments["distribution"] = _built(
+            arguments["distribution"], "distribution", Distribution, where, allow_imported
+        )
+    return _built({**spec, "init_args": arguments}, "network", nn.Module, where, allow_imported)
+
+
+def _is_spec(spec: object) -> bool:
+    return isinstance(spec, dict) and isinstance(spec.get("class_path"), str) and "." in spec["class_path"]
+
+
+def _built(spec: dict, kind: str, base: type, where: str, allow_imported: bool) -> Any:
+    cls = checkpoint_class(spec["class_path"], kind, where, allow_imported)
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        expected = "an nn.Module" if base is nn.Module else f"a {base.__module__}.{base.__qualname__}"
+        raise InputError(f"{where}its {kind} {spec['class_path']} is not {expected} subclass")
+    return cls(**(spec.get("init_args") or {}))
+
+
+def network_spec(network: ForecastNetwork) -> dict[str, Any]:
+    """How a checkpoint and a config name a network: its ``component_spec``."""
+    return component_spec(network)

@@ -32,8 +32,9 @@ from torch.utils.checkpoint import checkpoint
 from project.domains import check_domains
 from project.errors import InputError
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache, KVCache, LayerCache
-from project.model.distributions import DEFAULT_QUANTILES, DistributionName, make_distribution
+from project.model.distributions import Distribution, PointForecast
 from project.model.network import init_args
+from project.model.static import StaticEmbedding
 
 
 @dataclass
@@ -74,22 +75,6 @@ class SinusoidalPositions(nn.Module):
 
     def forward(self, length: int, offset: int = 0) -> Tensor:
         return self.table[offset : offset + length]  # (length, d_model)
-
-
-class StaticEmbedding(nn.Module):
-    """One vector per series from its static covariates: a learned embedding per category (index 0 is "unknown",
-    for categories not seen in training) and a linear map of the numeric ones, summed."""
-
-    def __init__(self, cardinalities: Sequence[int], n_reals: int, d_model: int) -> None:
-        super().__init__()
-        self.categories = nn.ModuleList(nn.Embedding(cardinality + 1, d_model) for cardinality in cardinalities)
-        self.reals = nn.Linear(n_reals, d_model) if n_reals else None
-
-    def forward(self, categorical: Tensor | None, reals: Tensor | None) -> Tensor:
-        parts = [embedding(categorical[:, i]) for i, embedding in enumerate(self.categories)]
-        if self.reals is not None:
-            parts.append(self.reals(reals))
-        return torch.stack(parts).sum(0)  # (N, d_model)
 
 
 def split_heads(x: Tensor, nhead: int) -> Tensor:
@@ -232,9 +217,9 @@ class ForecastTransformer(nn.Module):
         checkpoint_layers: Recompute each layer's activations in backward instead of storing them (activation
             checkpointing): less memory for more compute. Applies to whole-sequence passes in training; cached
             decoding is never checkpointed because it appends to the cache.
-        distribution: What the head predicts per target value (linked from the ``Forecaster``'s
-            ``distribution``): ``none`` (a point), ``normal``, ``student_t`` or ``quantile``.
-        quantile_levels: Levels of the ``quantile`` head (linked from the ``Forecaster``).
+        distribution: What the head predicts per target value, and the loss it trains with (a
+            ``project.model.distributions.Distribution`` by class_path: ``PointForecast`` (the default, MSE),
+            ``Normal``, ``StudentT``, ``Quantiles`` or yours); it sizes the head.
     """
 
     def __init__(
@@ -254,8 +239,7 @@ class ForecastTransformer(nn.Module):
         patch_length: int = 1,
         channel_independent: bool = False,
         checkpoint_layers: bool = False,
-        distribution: DistributionName = "none",
-        quantile_levels: Sequence[float] = DEFAULT_QUANTILES,
+        distribution: Distribution | None = None,
     ) -> None:
         super().__init__()
         self.init_args = init_args(locals())
@@ -268,7 +252,7 @@ class ForecastTransformer(nn.Module):
         self.patch_length = patch_length
         self.channel_independent = channel_independent
         self.checkpoint_layers = checkpoint_layers
-        self.distribution = make_distribution(distribution, quantile_levels=list(quantile_levels))
+        self.distribution = distribution or PointForecast()
         channels_per_token = 1 if channel_independent else n_targets
         encoder_width = patch_length * (channels_per_token + n_past_covariates + n_future_covariates)
         decoder_width = patch_length * (channels_per_token + n_future_covariates)

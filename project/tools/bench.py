@@ -38,6 +38,7 @@ from torch.utils import benchmark
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
 from project.model.decoding import generate, rollout
+from project.model.distributions import Distribution, Normal
 from project.model.transformer import ForecastTransformer
 from project.tools.results import stamp
 from project.training.memory import SavedTensorsMeter
@@ -174,7 +175,7 @@ def _interleaved_median_ms(steps: dict[str, Callable[[], None] | None], repeats:
 def benchmark_inference(args: argparse.Namespace, device: torch.device, samples: int | None) -> list[InferenceRow]:
     """``generate`` with the cache against re-decoding the prefix every step: one path per series, or ``samples``
     sample paths per series (N·samples rows)."""
-    model = _model(args, device, distribution="normal" if samples else "none").eval()
+    model = _model(args, device, Normal() if samples else None).eval()
     src = torch.randn(args.batch_size, CONTEXT_LENGTH, N_FEATURES, device=device)
     rows, naive_seconds = [], None
     label = "sampling " if samples else "inference"
@@ -208,7 +209,9 @@ def benchmark_inference(args: argparse.Namespace, device: torch.device, samples:
     return rows
 
 
-def _model(args: argparse.Namespace, device: torch.device, distribution: str = "none") -> ForecastTransformer:
+def _model(
+    args: argparse.Namespace, device: torch.device, distribution: Distribution | None = None
+) -> ForecastTransformer:
     torch.manual_seed(0)
     model = ForecastTransformer(
         n_targets=N_FEATURES,

@@ -3,7 +3,7 @@
     python -m project.tools.datasets etth1                 # data/ETTh1.csv
     python -m project.tools.etth1 --jobs 2                 # the regimes table: 3 seeds each, 2 runs at a time
     python -m project.tools.etth1 --experiment covariates  # OT alone against OT with the six loads and the calendar
-    python -m project.tools.etth1 --experiment probabilistic --model.distribution=quantile   # intervals: CRPS, coverage
+    python -m project.tools.etth1 --experiment probabilistic  # a Quantiles head: CRPS, coverage, width
 
 ETTh1 (Zhou et al. 2021, CC BY-ND 4.0) is not part of this repository. The protocol is the long-horizon
 benchmarks' (configs/etth1.yaml): look-back 336, horizon 96, 12/4/4-month split, scaling fitted on the training
@@ -36,9 +36,11 @@ from project.imports import trust_argument
 from project.runs import read_scalars
 from project.tools.linear_baseline import LinearBaseline
 from project.tools.results import (
+    DISTRIBUTION_OPTION,
     best_checkpoint,
     best_epoch,
     clock,
+    distribution_name,
     fit_seeds,
     forecast_split,
     hardware,
@@ -50,7 +52,6 @@ from project.tools.results import (
     run_commit,
     seed_runs,
     seeds_column,
-    without_point_loss,
     write_table,
 )
 from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_model
@@ -195,7 +196,7 @@ def train_and_test(
     row["seeds"], row["best_epoch"] = args.seeds, [best_epoch(best_checkpoint(run)) for run, _ in runs]
     row["runs"] = [run for run, _ in runs]
     settings = read_checkpoint(best_checkpoint(row["runs"][0]))["hyper_parameters"]
-    row["interval"] = settings.get("interval") if settings.get("distribution", "none") != "none" else None
+    row["interval"] = settings.get("interval") if distribution_name(settings) else None
     for run, _ in runs:
         if row["interval"] is not None:  # the factor validation calibrated the intervals by (1: not calibrated)
             state = read_checkpoint(best_checkpoint(run))["state_dict"]
@@ -319,12 +320,13 @@ def main(argv: list[str] | None = None) -> None:
             windows = datamodule(args.data, extra)
             rows = measure_baselines(windows)
             distribution = next(
-                (a.split("=", 1)[1] for a in extra if a.startswith("--model.distribution=")), "quantile"
+                (a.split("=", 1)[1] for a in extra if a.startswith(f"{DISTRIBUTION_OPTION}=")), "Quantiles"
             )
             given = {argument.split("=", 1)[0] for argument in extra}
-            settings = [] if "--model.distribution" in given else [f"--model.distribution={distribution}"]
-            title = f"free-running detach, {distribution.replace('_', '-')} distribution (this template)"
-            settings = without_point_loss(settings + extra)
+            settings = [] if DISTRIBUTION_OPTION in given else [f"{DISTRIBUTION_OPTION}={distribution}"]
+            distribution = distribution.rpartition(".")[2]
+            title = f"free-running detach, {distribution} distribution (this template)"
+            settings += extra
             rows.append(train_and_test(f"probabilistic_{distribution}", title, [CONFIG], settings, args, windows))
             table = markdown(rows, hardware(), ", probabilistic")
         else:

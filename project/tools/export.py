@@ -99,7 +99,7 @@ def export(
 ) -> dict:
     """Write the graphs of ``module`` (loaded from ``checkpoint``) and ``model.json`` into ``output``, each file
     whole or not at all."""
-    if module.hparams.distribution != "none":
+    if module.has_distribution:
         print("The exported decoder feeds back the point forecast (mean, or median of quantiles): a point path.")
     model = module.network.float()
     inputs = example_inputs(module, batch_size, horizon)
@@ -140,7 +140,7 @@ def export(
         "context_length": module.hparams.context_length,
         "patch_length": model.patch_length,
         "n_targets": model.n_targets,
-        "distribution": distribution.name,
+        "distribution": f"{type(distribution).__module__}.{type(distribution).__qualname__}",
         "point_index": getattr(distribution, "median_index", 0),
         "instance_norm": bool(module.hparams.instance_norm),
         "cache_shape": list(cache_shape),

@@ -36,6 +36,7 @@ from project.tools.results import (
     best_checkpoint,
     best_epoch,
     clock,
+    distribution_name,
     fit_seeds,
     forecast_split,
     hardware,
@@ -47,7 +48,6 @@ from project.tools.results import (
     run_commit,
     run_seconds,
     seeds_column,
-    without_point_loss,
     write_table,
 )
 from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_model
@@ -225,12 +225,13 @@ def score_checkpoints(
     forecasts once per split)."""
     settings = read_checkpoint(checkpoints[0])["hyper_parameters"]
     name = regime_name(settings["training_mode"], settings["feedback_gradient"]).replace("_", " ")
-    if settings["distribution"] != "none":
-        name += f", {settings['distribution'].replace('_', '-')} distribution"
+    distribution = distribution_name(settings)
+    if distribution:
+        name += f", {distribution} distribution"
     row = _row(f"{name} (this template)", [], [], seconds)
     row["seeds"] = seeds or [None] * len(checkpoints)  # checkpoints given by path: one seed each, unknown which
     row["best_epoch"] = [best_epoch(checkpoint) for checkpoint in checkpoints]
-    row["interval"] = settings.get("interval") if settings["distribution"] != "none" else None
+    row["interval"] = settings.get("interval") if distribution else None
     members = {split: [forecast_split(c, windows, split) for c in checkpoints] for split in SPLITS}
     for index, checkpoint in enumerate(checkpoints):
         for split in SPLITS:
@@ -350,7 +351,6 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     trust_argument(parser)
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
-    extra = without_point_loss(extra)
     benchmark = BENCHMARKS[args.frequency]
     args.data = args.data or benchmark.data
     output = args.output or Path(f"results/m4_{args.frequency}.md")

@@ -99,14 +99,14 @@ def preset_datamodule(preset: Path, data: Path, **overrides) -> WindowDataModule
     return windows
 
 
-def without_point_loss(arguments: list[str]) -> list[str]:
-    """The arguments, plus ``--model.loss=null`` when they ask for a distribution and name no loss: the presets
-    set a point loss (MSE or MAE), and a distribution trains by its own likelihood or pinball loss."""
-    given = {argument.split("=", 1)[0] for argument in arguments}
-    wants_distribution = any(
-        argument.startswith("--model.distribution=") and not argument.endswith("=none") for argument in arguments
-    )
-    return [*arguments, "--model.loss=null"] if wants_distribution and "--model.loss" not in given else arguments
+DISTRIBUTION_OPTION = "--model.network.init_args.distribution"
+
+
+def distribution_name(hyper_parameters: dict) -> str | None:
+    """The class name of a checkpoint's distribution (``Quantiles``, …), or None for a point forecast."""
+    spec = hyper_parameters.get("network", {}).get("init_args", {}).get("distribution") or {}
+    name = str(spec.get("class_path", "")).rpartition(".")[2]
+    return None if name in ("", "PointForecast") else name
 
 
 def best_checkpoint(run: Path) -> Path:

@@ -21,7 +21,7 @@ from torchmetrics import CatMetric, MeanMetric
 from project.domains import check_domains
 from project.errors import InputError, TrainingDiverged
 from project.model.decoding import generate
-from project.model.distributions import DEFAULT_QUANTILES, DistributionName, PointLoss, make_distribution
+from project.model.distributions import DEFAULT_QUANTILES, Distribution
 from project.model.network import ForecastNetwork, build_network, network_spec
 from project.rules import check_settings
 from project.training import regimes
@@ -77,9 +77,11 @@ class Forecaster(L.LightningModule):
 
     Args:
         network: The network (a ``project.model.network.ForecastNetwork``: ``encode``, ``decode`` with a cache,
-            ``new_cache``, ``start_of``), with its architecture's hyperparameters; in a config,
-            ``class_path: project.model.ForecastTransformer`` (or ``project.model.GRUForecaster``, or yours) and its
-            ``init_args``. Its sizes that the data decides are linked from the data module.
+            ``new_cache``, ``start_of``), with its architecture's hyperparameters and its head's ``distribution``,
+            which is also what the model trains with (its loss: a point's MSE, MAE or Huber, a likelihood, the
+            pinball loss); in a config, ``class_path: project.model.ForecastTransformer`` (or
+            ``project.model.GRUForecaster``, or yours) and its ``init_args``. Its sizes that the data decides are
+            linked from the data module.
         context_length: Time steps of each input window (linked from the data module).
         horizon: Time steps to forecast in training and evaluation (linked from the data module).
         predict_horizon: Time steps ``predict`` forecasts (linked from the data module); empty: ``horizon``.
@@ -98,10 +100,6 @@ class Forecaster(L.LightningModule):
         rollout_dropout: Keep dropout on in the no-grad rollouts of ``detach`` and scheduled sampling, so that
             training feeds back what the naive training loop would (and ``detach`` equals it exactly); false feeds
             back the dropout-free predictions that ``predict`` makes.
-        distribution: What the model predicts for each value: ``none`` (a point, trained with ``loss``),
-            ``normal`` or ``student_t`` (trained by negative log-likelihood) or ``quantile`` (the
-            ``quantile_levels``, trained with the pinball loss).
-        quantile_levels: Quantile levels of the ``quantile`` head; must include the median 0.5.
         num_samples: Sample paths drawn per window for evaluation and ``predict`` with a distribution.
         prediction_quantiles: Quantiles ``predict`` reports (and figures draw) from the sample paths.
         interval: Coverage of the central prediction interval of a distribution: what evaluation scores
@@ -117,9 +115,6 @@ class Forecaster(L.LightningModule):
         cuda_graph: Decode the no-grad rollouts (free-running training's first pass, evaluation, predict) with
             fixed shapes, capturing one decode step as a CUDA graph and replaying it: the same forecasts with
             far fewer kernel launches. Needs a CUDA device.
-        loss: Training loss of ``distribution: none``: ``mse`` (empty means mse), ``mae`` or ``huber``. Leave it
-            empty with a distribution, which trains by its own likelihood or pinball loss.
-        huber_delta: Threshold between the quadratic and linear parts of the Huber loss.
         teacher_forcing_schedule: For ``scheduled_sampling``: ``linear``, ``exponential`` or ``inverse_sigmoid``
             decay of the teacher-forcing probability (Bengio et al. 2015).
         schedule_steps: Optimizer steps over which the teacher-forcing probability decays.
@@ -142,16 +137,12 @@ class Forecaster(L.LightningModule):
         feedback_gradient: FeedbackGradient = "detach",
         feedback_value: regimes.FeedbackValue = "mean",
         rollout_dropout: bool = True,
-        distribution: DistributionName = "none",
-        quantile_levels: list[float] | None = None,
         num_samples: int = 100,
         prediction_quantiles: list[float] | None = None,
         interval: float = 0.8,
         interval_calibration: Literal["validation", "none"] = "validation",
         season: int | None = None,
         cuda_graph: bool = False,
-        loss: PointLoss | None = None,
-        huber_delta: float = 1.0,
         teacher_forcing_schedule: regimes.TeacherForcingSchedule = "inverse_sigmoid",
         schedule_steps: int = 1000,
         min_teacher_forcing: float = 0.0,
@@ -170,22 +161,21 @@ class Forecaster(L.LightningModule):
         self.save_hyperparameters({**self.hparams, "network": network_spec(network)})  # logged with the others
         settings = {**self.hparams, "max_horizon": longest_forecast(horizon, max_horizon)}
         settings["patch_length"] = network.patch_length
-        settings["quantile_levels"] = quantile_levels or list(DEFAULT_QUANTILES)
         settings["prediction_quantiles"] = prediction_quantiles or list(DEFAULT_QUANTILES)
         # What the rules need to know of the regimes (project/rules.py does not import them): the pairs that select
         # one, and the selected one's share of true values (1: it feeds back nothing; None: a schedule).
         settings["regimes"] = {name: (r.training_mode, r.feedback_gradient) for name, r in regimes.REGIMES.items()}
         selected = regimes.REGIMES.get(regimes.regime_name(training_mode, feedback_gradient) or "")
         settings["teacher_forcing_share"] = selected.teacher_forcing if selected else 0.0
+        settings["probabilistic"] = network.distribution.probabilistic
+        settings["reparameterised"] = network.distribution.reparameterised
         check_domains(settings, prefix="model.")
         check_settings(settings, self._defaults())
         self.max_horizon = settings["max_horizon"]
         self.prediction_quantiles = settings["prediction_quantiles"]
         self.regime = regimes.REGIMES[regimes.regime_name(training_mode, feedback_gradient)]
         self.network: ForecastNetwork = network
-        self.distribution = make_distribution(distribution, loss or "mse", huber_delta, settings["quantile_levels"])
-        check_head(network, self.distribution, cuda_graph)
-        self.has_distribution = distribution != "none"
+        check_cuda_graph(network, cuda_graph)
         # Every score as a sum and a count synchronised across processes: exact under DDP, unlike the mean of
         # per-process means that self.log(..., sync_dist=True) would give. The point scores on scaled values and in
         # original units (``forecast_scores``); the naive forecasts' MAE, in original units on the same windows, is
@@ -206,11 +196,21 @@ class Forecaster(L.LightningModule):
         self.step_loss = MeanMetric()
         self.epoch_loss = MeanMetric()
 
+    @property
+    def distribution(self) -> Distribution:
+        """The network head's distribution: what the model trains with and samples from."""
+        return self.network.distribution
+
+    @property
+    def has_distribution(self) -> bool:
+        """Whether the model forecasts sample paths (a probabilistic distribution), not only points."""
+        return self.network.distribution.probabilistic
+
     @classmethod
     def _defaults(cls) -> dict:
         parameters = inspect.signature(Forecaster.__init__).parameters.items()  # a subclass's own arguments aside
         defaults = {n: p.default for n, p in parameters if n not in ("self", "network")}
-        defaults["quantile_levels"] = defaults["prediction_quantiles"] = list(DEFAULT_QUANTILES)
+        defaults["prediction_quantiles"] = list(DEFAULT_QUANTILES)
         return defaults
 
     # -- Forecasting -------------------------------------------------------------------------------------------
@@ -238,7 +238,7 @@ class Forecaster(L.LightningModule):
         generator = torch.Generator(context.device).manual_seed(0)
         paths = generate(self.network, context, horizon, self.hparams.num_samples, generator, cuda_graph, **covariates)
         samples = norm.inverse(paths.transpose(0, 1)).transpose(0, 1)  # (N, K, T, F)
-        point = samples.median(dim=1).values if self.distribution.name == "quantile" else samples.mean(dim=1)
+        point = self.distribution.point_of_paths(samples)
         if self.hparams.interval_calibration == "validation":
             samples = point.unsqueeze(1) + self.interval_scale * (samples - point.unsqueeze(1))
         levels = samples.new_tensor(self.prediction_quantiles)
@@ -469,22 +469,17 @@ def check_network(network: nn.Module) -> None:
             f"network {name} is not a ForecastNetwork (project.model.network): an nn.Module with "
             f"{', '.join(missing) or 'encode, decode, new_cache, start_of'}"
         )
-
-
-def check_head(network: nn.Module, distribution, cuda_graph: bool) -> None:
-    """The network's head predicts the distribution this module trains, and can decode as it is asked to."""
-    name, head = type(network).__name__, network.distribution
-    if (head.name, head.n_parameters, getattr(head, "levels", None)) != (
-        distribution.name,
-        distribution.n_parameters,
-        getattr(distribution, "levels", None),
-    ):
+    if not isinstance(network.distribution, Distribution):
         raise InputError(
-            f"network {name} predicts distribution={head.name} but the model trains distribution="
-            f"{distribution.name}; give the network the model's distribution (and quantile_levels)"
+            f"network {name}'s distribution is a {type(network.distribution).__name__}, not a "
+            "project.model.distributions.Distribution"
         )
+
+
+def check_cuda_graph(network: nn.Module, cuda_graph: bool) -> None:
+    """The network can decode as it is asked to: with CUDA graphs only through a fixed-shape cache."""
     if cuda_graph and not hasattr(network, "new_fixed_shape_cache"):
-        raise InputError(f"cuda_graph needs a network with new_fixed_shape_cache; {name} has none")
+        raise InputError(f"cuda_graph needs a network with new_fixed_shape_cache; {type(network).__name__} has none")
 
 
 def check_finite_weights(state: dict[str, Tensor], where: str = "") -> None:

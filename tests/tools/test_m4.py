@@ -37,18 +37,6 @@ def test_seasonal_naive_reproduces_the_published_m4_scores_on_the_same_windows(m
     assert {"repeat-last (measured)", "least-squares linear map on the look-back (measured)"} < set(rows)
 
 
-def test_a_distribution_asked_of_the_scripts_clears_the_presets_point_loss():
-    from project.tools.results import without_point_loss
-
-    assert without_point_loss(["--model.distribution=quantile"]) == [
-        "--model.distribution=quantile",
-        "--model.loss=null",
-    ]
-    assert without_point_loss(["--model.distribution=normal", "--model.loss=mae"])[-1] == "--model.loss=mae"
-    assert without_point_loss(["--model.distribution=none"]) == ["--model.distribution=none"]
-    assert without_point_loss(["--trainer.max_epochs=2"]) == ["--trainer.max_epochs=2"]
-
-
 def test_a_checkpoint_trained_on_other_data_is_refused_in_one_line(m4_data, user_run, tmp_path, monkeypatch, capsys):
     from tests.helpers import REPOSITORY, exit_code, one_line_error
 

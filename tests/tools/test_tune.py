@@ -77,7 +77,7 @@ def test_trials_with_different_losses_are_scored_by_the_metric_their_checkpoints
     from project.runs import read_scalars
 
     space = tmp_path / "space.yaml"
-    space.write_text("model.loss: {choice: [mse, mae]}\n")
+    space.write_text("model.network.init_args.distribution.init_args.loss: {choice: [mse, mae]}\n")
     logs = tmp_path / "logs"
     arguments = ["--config", BASE, "--search", str(space), "--logs", str(logs), "--study", "losses", "--trials", "2"]
     tune.main([*arguments, "--checkpoint.monitor=val/mse", "--early_stopping.monitor=val/mse", *TINY_TRIALS])
