@@ -18,6 +18,7 @@ from project.errors import InputError
 from project.imports import trust
 from project.runs import read_scalars
 from project.training.module import naive_comparison
+from project.training.regimes import REGIMES, regime_settings
 from tests.helpers import (
     BASE,
     REPOSITORY,
@@ -367,6 +368,14 @@ def test_the_amp_preset_trains_with_bf16_on_cpu(tmp_path):
 
 def test_the_debug_preset_runs_one_batch_of_everything():
     assert cli("fit", "--config", BASE, "--config", config("debug.yaml"), *SMALL_MODEL) == 0
+
+
+@pytest.mark.parametrize("regime", REGIMES)
+def test_configs_base_yaml_stacked_with_a_switch_of_regime_starts(regime):
+    """configs/base.yaml sets its regime and no option of it (scheduled sampling's decay is sized to the run), so
+    switching to any other regime from a preset or the command line needs nothing else: one batch of each."""
+    switch = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
+    assert cli("fit", "--config", config("base.yaml"), "--config", config("debug.yaml"), *SMALL_MODEL, *switch) == 0
 
 
 def test_fit_help_documents_every_option():

@@ -179,6 +179,38 @@ def test_learning_rate_warms_up_then_follows_a_cosine_to_zero():
     assert relative_difference(torch.tensor(rates[-1]), torch.tensor(expected_last)) < 1e-9
 
 
+class RecordTeacherForcing(L.Callback):
+    """The teacher-forcing probability at the start of each optimizer step, by step."""
+
+    def __init__(self):
+        self.probabilities = {}
+
+    def on_train_batch_start(self, trainer, module, *args):
+        self.probabilities[trainer.global_step] = module.teacher_forcing_probability()
+
+
+def test_an_empty_schedule_steps_decays_over_half_of_the_runs_optimizer_steps():
+    recorder = RecordTeacherForcing()
+    datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
+    module = tiny_module(training_mode="scheduled_sampling")  # inverse sigmoid: 99% at step 0, 1% at its end
+    trainer = quiet_trainer(max_epochs=2, limit_train_batches=10, accumulate_grad_batches=2, limit_val_batches=0,
+                            callbacks=[recorder])  # fmt: skip
+    trainer.fit(module, datamodule)
+    assert trainer.estimated_stepping_batches == 10  # 2 epochs of 10 batches, accumulated 2 to a step
+    assert module.decay_steps == 5
+    assert recorder.probabilities[0] == pytest.approx(0.99, rel=1e-12)
+    assert recorder.probabilities[5] == pytest.approx(0.01, rel=1e-12)
+    assert all(recorder.probabilities[step] < 0.01 for step in range(6, 10))
+
+
+def test_an_empty_schedule_steps_in_a_run_of_unknown_length_is_refused_at_fit_start():
+    datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
+    module = tiny_module(training_mode="scheduled_sampling")
+    with pytest.raises(InputError, match=r"no known length .* set schedule_steps"):
+        quiet_trainer(max_epochs=-1, limit_train_batches=2, limit_val_batches=0).fit(module, datamodule)
+    assert module.global_step == 0
+
+
 def test_forecaster_is_a_lightning_module_with_documented_arguments():
     documented = Forecaster.__doc__
     for name in Forecaster._defaults():

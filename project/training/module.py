@@ -117,7 +117,10 @@ class Forecaster(L.LightningModule):
             far fewer kernel launches. Needs a CUDA device.
         teacher_forcing_schedule: For ``scheduled_sampling``: ``linear``, ``exponential`` or ``inverse_sigmoid``
             decay of the teacher-forcing probability (Bengio et al. 2015).
-        schedule_steps: Optimizer steps over which the teacher-forcing probability decays.
+        schedule_steps: Optimizer steps over which the teacher-forcing probability decays. Empty: half of the run's
+            optimizer steps (``Trainer.estimated_stepping_batches`` when fit starts), the share the decoder-depth
+            study used, so that one config serves runs of any length; a run without a known length
+            (``max_epochs: -1`` and no ``max_steps``) must set it.
         min_teacher_forcing: Floor of the teacher-forcing probability.
         learning_rate: Peak learning rate of AdamW.
         weight_decay: AdamW weight decay, applied to weight matrices only (not biases or norms).
@@ -144,7 +147,7 @@ class Forecaster(L.LightningModule):
         season: int | None = None,
         cuda_graph: bool = False,
         teacher_forcing_schedule: regimes.TeacherForcingSchedule = "inverse_sigmoid",
-        schedule_steps: int = 1000,
+        schedule_steps: int | None = None,
         min_teacher_forcing: float = 0.0,
         learning_rate: float = 1e-3,
         weight_decay: float = 0.01,
@@ -174,6 +177,7 @@ class Forecaster(L.LightningModule):
         self.max_horizon = settings["max_horizon"]
         self.prediction_quantiles = settings["prediction_quantiles"]
         self.regime = regimes.REGIMES[regimes.regime_name(training_mode, feedback_gradient)]
+        self.decay_steps = schedule_steps  # empty: sized to the run when fit starts (on_fit_start)
         self.network: ForecastNetwork = network
         check_cuda_graph(network, cuda_graph)
         # Every score as a sum and a count synchronised across processes: exact under DDP, unlike the mean of
@@ -271,10 +275,12 @@ class Forecaster(L.LightningModule):
         """The regime's share of true previous values: its constant, or the schedule's value at this step."""
         if self.regime.teacher_forcing is not None:
             return self.regime.teacher_forcing
+        if self.decay_steps is None:
+            raise InputError("schedule_steps is empty (sized to the run when Trainer.fit starts); set it outside fit")
         return regimes.teacher_forcing_probability(
             self.global_step,
             self.hparams.teacher_forcing_schedule,
-            self.hparams.schedule_steps,
+            self.decay_steps,
             self.hparams.min_teacher_forcing,
         )
 
@@ -286,6 +292,18 @@ class Forecaster(L.LightningModule):
     def setup(self, stage: str) -> None:
         if self.hparams.cuda_graph and self.device.type != "cuda":
             raise InputError(f"cuda_graph needs a CUDA device; this run is on {self.device.type}")
+
+    def on_fit_start(self) -> None:
+        # An empty schedule_steps is a share of this run's optimizer steps, which only the trainer knows.
+        if self.regime.teacher_forcing is not None or self.hparams.schedule_steps is not None:
+            return
+        total_steps = self.trainer.estimated_stepping_batches
+        if not 1 <= total_steps < math.inf:
+            raise InputError(
+                "schedule_steps is empty, which sizes the teacher-forcing decay to the run, and this run has no known "
+                "length (max_epochs=-1 without max_steps); set schedule_steps"
+            )
+        self.decay_steps = max(1, round(regimes.DECAY_SHARE_OF_RUN * total_steps))
 
     def on_train_start(self) -> None:
         # Runs with different devices or accumulation are comparable by the batch the optimizer sees. Logged
