@@ -134,7 +134,6 @@ def test_every_rule_has_a_description_and_every_rejected_combination_is_one_line
         "predict_horizon=50 exceeds max_horizon=16": dict(predict_horizon=50),
         "d_model must be divisible by nhead; got d_model=30, nhead=4": dict(d_model=30, nhead=4),
         "horizon=6 must be a multiple of patch_length=4": dict(context_length=8, horizon=6, patch_length=4),
-        "season=24 must be at most context_length=8": dict(season=24),
     }
     for message, settings in rejected.items():
         with pytest.raises(InputError, match=message) as error:
@@ -195,7 +194,6 @@ NO_EFFECT = {  # option → settings under which it means nothing, and the words
     "num_samples": (dict(num_samples=10), "distribution=none forecasts points"),
     "prediction_quantiles": (dict(prediction_quantiles=[0.05, 0.5, 0.95]), "distribution=none forecasts points"),
     "interval": (dict(interval=0.9), "distribution=none forecasts points"),
-    "interval_calibration": (dict(interval_calibration="none"), "distribution=none forecasts points"),
     "loss": (dict(distribution="student_t", loss="huber"), "applies to distribution=none"),
     "huber_delta": (dict(loss="mse", huber_delta=0.5), "applies to loss=huber"),
     "quantile_levels": (dict(distribution="normal", quantile_levels=[0.2, 0.5, 0.8]), "apply to distribution=quantile"),
