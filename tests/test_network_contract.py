@@ -18,7 +18,6 @@ from project.model import ForecastNetwork, ForecastTransformer, GRUForecaster
 from project.model.decoding import generate
 from project.runs import read_scalars
 from project.training.module import Forecaster
-from project.training.naive import naive_free_running
 from project.training.regimes import REGIMES, RegimeOptions, regime_settings
 from tests.helpers import (
     BASE,
@@ -31,6 +30,7 @@ from tests.helpers import (
     quiet_trainer,
     run_cli,
 )
+from tests.reference_loops import naive_free_running
 
 NETWORKS = {  # a name → the class and the arguments of a small instance, besides the sizes the data links
     "transformer": (
