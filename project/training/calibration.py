@@ -35,7 +35,7 @@ class IntervalCalibration(L.Callback):
         self.needed_scale = self.needed_scale.to(pl_module.device)
 
     def on_validation_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch: dict, batch_idx: int, *_
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch: dict, batch_idx: int, dataloader_idx=0
     ) -> None:
         forecast = outputs  # the model's forecast of the batch (Forecaster.validation_step)
         if not self.enabled or trainer.sanity_checking or getattr(forecast, "samples", None) is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from functools import partial
 
 import lightning as L
 from lightning.pytorch.utilities import rank_zero_only
@@ -32,7 +33,7 @@ class NaiveComparison(L.Callback):
         self.season, self.enabled = season, enabled
         self.naive = {"repeat_last": repeat_last}
         if season:
-            self.naive["seasonal_naive"] = lambda context, horizon: seasonal_naive(context, horizon, season)
+            self.naive["seasonal_naive"] = partial(seasonal_naive, season=season)
         # Sums and counts synchronised across processes when computed: exact under DDP. A NaN value makes the
         # score NaN (nan_strategy=NaN), never a finite mean of the others.
         self.scores = {split: {name: MeanMetric(nan_strategy=math.nan) for name in self.naive} for split in SPLITS}
@@ -45,11 +46,11 @@ class NaiveComparison(L.Callback):
                 "seasonal-naive forecast repeats the context's last season)"
             )
 
-    def on_validation_batch_end(self, trainer, pl_module, outputs, batch: dict, batch_idx: int, *_) -> None:
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch: dict, batch_idx: int, dataloader_idx=0):
         if not trainer.sanity_checking:
             self._update("val", batch, pl_module)
 
-    def on_test_batch_end(self, trainer, pl_module, outputs, batch: dict, batch_idx: int, *_) -> None:
+    def on_test_batch_end(self, trainer, pl_module, outputs, batch: dict, batch_idx: int, dataloader_idx=0) -> None:
         self._update("test", batch, pl_module)
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
