@@ -28,8 +28,10 @@ from project.files import check_folder_writable
 from project.imports import CLI_TRUST, imported_class, trust
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
+from project.training.calibration import IntervalCalibration
 from project.training.callbacks import ForecastCheckpoint, RandomState
 from project.training.module import Forecaster, longest_forecast
+from project.training.naive_comparison import NaiveComparison
 
 # Decided by the data and linked into the network, so a user sets them once (or never) under `data:`. A network
 # class receives those of its __init__ arguments that have these names (jsonargparse skips the others).
@@ -44,9 +46,8 @@ DEFAULT_CLASSES = {
     },
     "data": {"class_path": "project.data.WindowDataModule"},
 }
-# Settings a checkpoint may be used with at other values: they choose what is forecast (or compared with), not
-# what was learned.
-FREE_AFTER_TRAINING = ("predict_horizon", "max_horizon", "num_samples", "prediction_quantiles", "season")
+# Settings a checkpoint may be used with at other values: they choose what is forecast, not what was learned.
+FREE_AFTER_TRAINING = ("predict_horizon", "max_horizon", "num_samples", "prediction_quantiles")
 # The network's arguments that are linked (from the data or the model's own options), never set by the user.
 LINKED_INTO_NETWORK = (*LINKED_FROM_DATA, "max_length")
 # Data settings that change the network's shape or what its inputs mean: given explicitly, they must equal the
@@ -159,6 +160,8 @@ class ForecastCLI(LightningCLI):
         parser.set_defaults({"lr_monitor.logging_interval": "step"})
         parser.add_lightning_class_args(ForecastFigures, "forecast_figures")
         parser.add_lightning_class_args(ForecastWriter, "predictions")
+        parser.add_lightning_class_args(IntervalCalibration, "interval_calibration")
+        parser.add_lightning_class_args(NaiveComparison, "naive_comparison")
         parser.add_argument(
             "--test_after_fit", type=bool, default=True, help="fit: test the best checkpoint when training ends"
         )

@@ -109,7 +109,6 @@ DOMAINS: dict[str, Domain] = {
     "model.network.init_args.hidden_size": POSITIVE,
     "model.network.init_args.num_layers": POSITIVE,
     "model.num_samples": _at_least(2),
-    "model.season": _at_least(1),
     "model.interval": Domain("a number in (0, 1)", lambda v: _number(v) and 0 < v < 1),
     "model.prediction_quantiles": Domain(
         "a list of numbers in (0, 1)", lambda v: all(_number(q) and 0 < q < 1 for q in v)
@@ -142,6 +141,7 @@ DOMAINS: dict[str, Domain] = {
     "early_stopping.divergence_threshold": FINITE,
     "forecast_figures.every_n_epochs": NON_NEGATIVE,
     "forecast_figures.num_windows": Domain("an integer in [1, 50]", lambda v: _integer(v) and 1 <= v <= 50),
+    "naive_comparison.season": _at_least(1),
 }
 
 

@@ -39,14 +39,6 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        "season is at most context_length (the seasonal-naive forecast repeats the context's last season)",
-        lambda s, d: (
-            None
-            if not s["season"] or s["season"] <= s["context_length"]
-            else f"season={s['season']} must be at most context_length={s['context_length']}"
-        ),
-    ),
-    Rule(
         "training_mode and feedback_gradient select one of the REGIMES (project/training/regimes.py): bptt is "
         "free_running's (scheduled sampling feeds back without gradient)",
         lambda s, d: (
@@ -95,13 +87,10 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        "num_samples, prediction_quantiles, interval and interval_calibration apply to a probabilistic distribution",
+        "num_samples, prediction_quantiles and interval apply to a probabilistic distribution",
         lambda s, d: (
             None
-            if s["probabilistic"]
-            or not (
-                changed := _changed(s, d, "num_samples", "prediction_quantiles", "interval", "interval_calibration")
-            )
+            if s["probabilistic"] or not (changed := _changed(s, d, "num_samples", "prediction_quantiles", "interval"))
             else f"{', '.join(changed)} apply to the sample paths of a distribution; the network's PointForecast "
             "forecasts points"
         ),

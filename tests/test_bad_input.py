@@ -175,8 +175,8 @@ CLI_CASES = {  # name → (arguments given the test folder and a trained checkpo
         r"rollout_dropout apply to what free running and scheduled sampling feed back; training_mode=teacher_forcing",
     ),
     "sample paths of a point forecast": (
-        lambda t, c: ["--model.num_samples=50", "--model.interval_calibration=none"],
-        r"num_samples, interval_calibration apply to the sample paths of a distribution; the network's PointForecast",
+        lambda t, c: ["--model.num_samples=50", "--model.interval=0.9"],
+        r"num_samples, interval apply to the sample paths of a distribution; the network's PointForecast",
     ),
     "embedded-data options with a source": (
         lambda t, c: data(t, None, "--data.synthetic_rows=500"),

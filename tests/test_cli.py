@@ -17,7 +17,7 @@ from project.cli import cli_main
 from project.errors import InputError
 from project.imports import trust
 from project.runs import read_scalars
-from project.training.module import naive_comparison
+from project.training.naive_comparison import naive_comparison
 from project.training.regimes import REGIMES, regime_settings
 from tests.helpers import (
     BASE,
@@ -26,6 +26,7 @@ from tests.helpers import (
     cli,
     config,
     last_line,
+    one_line_error,
     only_run,
     quick_fit_arguments,
     run_cli,
@@ -142,13 +143,33 @@ def test_test_and_validate_print_the_model_beside_the_naive_forecasts_in_origina
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
     for command, split in (("test", "test"), ("validate", "val")):
         assert cli(command, f"--ckpt_path={checkpoint}", f"--trainer.default_root_dir={tmp_path / command}",
-                   "--model.season=12") == 0  # fmt: skip
+                   "--naive_comparison.season=12") == 0  # fmt: skip
         metrics = read_scalars(only_run(tmp_path / command, "lightning_logs"))
         printed = capfd.readouterr().err
         line = next(line for line in printed.splitlines() if line.startswith(f"{split} MAE in original units"))
         for name in ("mae_original_units", "mae_repeat_last_original_units", "mae_seasonal_naive_original_units"):
             assert f"{metrics[f'{split}/{name}'].iloc[-1]:.6g}" in line
         assert "seasonal naive (season 12)" in line
+
+
+def test_the_naive_comparison_is_removed_in_one_config_line(trained_run, tmp_path, capfd):
+    checkpoint = trained_run / "checkpoints" / "last.ckpt"
+    assert cli("test", f"--ckpt_path={checkpoint}", f"--trainer.default_root_dir={tmp_path}",
+               "--trainer.limit_test_batches=2", "--naive_comparison.enabled=false") == 0  # fmt: skip
+    metrics = read_scalars(only_run(tmp_path, "lightning_logs"))
+    assert "test/mae_original_units" in metrics
+    assert not [name for name in metrics if "naive" in name or "repeat_last" in name]
+    assert "MAE in original units" not in capfd.readouterr().err
+
+
+def test_a_season_longer_than_the_context_is_refused_in_one_line(trained_run, tmp_path, capsys):
+    checkpoint = trained_run / "checkpoints" / "last.ckpt"
+    assert cli("test", f"--ckpt_path={checkpoint}", f"--trainer.default_root_dir={tmp_path}",
+               "--naive_comparison.season=13") == 2  # fmt: skip
+    assert one_line_error(capsys) == (
+        "error: naive_comparison.season=13 must be at most model.context_length=12 (the seasonal-naive forecast "
+        "repeats the context's last season)"
+    )
 
 
 def test_the_comparison_warns_in_one_line_naming_each_naive_forecast_that_did_better():

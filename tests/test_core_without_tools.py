@@ -31,6 +31,16 @@ def test_nothing_outside_the_tools_imports_them():
         assert not used, f"{relative} imports {used}: deleting project/tools would break it"
 
 
+def test_the_core_imports_no_test_code():
+    """The reference loops and the saved-tensor meter live in tests/: the benchmark may measure them, the core never
+    runs them."""
+    for path in REPOSITORY.glob("project/**/*.py"):
+        relative = str(path.relative_to(REPOSITORY))
+        if not relative.startswith("project/tools"):
+            used = {name for name in imported_modules(path) if name.split(".")[0] == "tests"}
+            assert not used, f"{relative} imports {used}"
+
+
 def test_the_suite_is_collected_without_the_tools(tmp_path):
     copy = tmp_path / "clone"
     ignored = shutil.ignore_patterns(".venv", ".git", "lightning_logs", ".cache", "data", "*.egg-info", "tools")

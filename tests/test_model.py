@@ -5,8 +5,8 @@ from torch.nn import functional as F
 from project.model.cache import attend
 from project.model.decoding import generate
 from project.model.transformer import Encoded
-from project.training.naive import naive_generate
 from tests.helpers import relative_difference, small_model
+from tests.reference_loops import naive_generate
 
 VARIANTS = {
     "step-tokens": {},

@@ -13,8 +13,9 @@ from project.checkpoints import read_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError
 from project.model.distributions import Quantiles
+from project.training.calibration import IntervalCalibration
 from project.training.module import Forecaster
-from tests.helpers import cli, quiet_trainer, tiny_module
+from tests.helpers import cli, only_run, quiet_trainer, tiny_module
 
 PHI, SIGMA = 0.8, 1.0
 
@@ -98,11 +99,59 @@ def test_validation_calibrates_the_interval_to_hold_80_percent_of_its_targets():
     L.seed_everything(0)
     datamodule = WindowDataModule(gaussian_ar1(3000), context_length=8, horizon=4, batch_size=64, scaling="none")
     module = tiny_module(n_targets=1, distribution="normal", num_samples=50)  # untrained: badly calibrated
-    before = quiet_trainer().validate(module, datamodule, verbose=False)[0]["val/coverage"]
+    calibrated = lambda: quiet_trainer(callbacks=[IntervalCalibration()])  # noqa: E731
+    before = calibrated().validate(module, datamodule, verbose=False)[0]["val/coverage"]
     assert abs(before - 0.8) > 0.05
     assert module.interval_scale.item() != 1.0
-    after = quiet_trainer().validate(module, datamodule, verbose=False)[0]["val/coverage"]
-    assert after == pytest.approx(0.8, abs=0.005)
-    uncalibrated = tiny_module(n_targets=1, distribution="normal", num_samples=50, interval_calibration="none")
-    quiet_trainer().validate(uncalibrated, datamodule, verbose=False)
+    after = calibrated().validate(module, datamodule, verbose=False)[0]
+    assert after["val/coverage"] == pytest.approx(0.8, abs=0.005)
+    assert after["val/interval_scale"] == module.interval_scale.item()
+    uncalibrated = tiny_module(n_targets=1, distribution="normal", num_samples=50)
+    scores = quiet_trainer(callbacks=[IntervalCalibration(enabled=False)]).validate(uncalibrated, datamodule)[0]
     assert uncalibrated.interval_scale.item() == 1.0
+    assert "val/interval_scale" not in scores
+
+
+def test_calibration_widens_intervals_that_are_too_narrow_to_hold_80_percent():
+    L.seed_everything(0)
+    datamodule = WindowDataModule(gaussian_ar1(3000), context_length=8, horizon=4, batch_size=64, scaling="none")
+    module = tiny_module(n_targets=1, distribution="normal", num_samples=50)
+    module.interval_scale.fill_(0.05)  # paths squeezed to a twentieth of their spread
+    calibrated = lambda: quiet_trainer(callbacks=[IntervalCalibration()])  # noqa: E731
+    too_narrow = calibrated().validate(module, datamodule, verbose=False)[0]
+    assert too_narrow["val/coverage"] < 0.3
+    assert module.interval_scale.item() > 0.05 * 5
+    fixed = calibrated().validate(module, datamodule, verbose=False)[0]
+    assert fixed["val/coverage"] == pytest.approx(0.8, abs=0.005)
+    assert fixed["val/width"] > 3 * too_narrow["val/width"]
+
+
+def test_a_checkpoint_keeps_its_calibrated_scale_for_test_and_predict_from_python(tmp_path):
+    """The scale lives in the model's weights: Forecaster.load_from_checkpoint (export, backtest, figures) uses it
+    with no callback at all."""
+    L.seed_everything(0)
+    datamodule = WindowDataModule(gaussian_ar1(3000), context_length=8, horizon=4, batch_size=64, scaling="none")
+    module = tiny_module(n_targets=1, distribution="normal", num_samples=50)
+    trainer = quiet_trainer(callbacks=[IntervalCalibration()])
+    trainer.validate(module, datamodule, verbose=False)
+    trainer.save_checkpoint(tmp_path / "calibrated.ckpt")
+    restored = Forecaster.load_from_checkpoint(tmp_path / "calibrated.ckpt")
+    scale = module.interval_scale.item()
+    assert restored.interval_scale.item() == scale != 1.0
+    L.seed_everything(0)
+    tested = quiet_trainer().test(restored, datamodule, verbose=False)[0]
+    restored.interval_scale.fill_(1.0)
+    L.seed_everything(0)
+    as_drawn = quiet_trainer().test(restored, datamodule, verbose=False)[0]
+    assert tested["test/width"] == pytest.approx(scale * as_drawn["test/width"], rel=1e-4)
+
+
+def test_interval_calibration_is_removed_in_one_config_line(quantile_panel_run, tmp_path):
+    from project.runs import read_scalars
+
+    for enabled in ("true", "false"):
+        assert cli("validate", f"--ckpt_path={quantile_panel_run}", f"--trainer.default_root_dir={tmp_path / enabled}",
+                   "--trainer.limit_val_batches=2", f"--interval_calibration.enabled={enabled}") == 0  # fmt: skip
+        logged = read_scalars(only_run(tmp_path / enabled, "lightning_logs"))
+        assert "val/coverage" in logged
+        assert ("val/interval_scale" in logged) == (enabled == "true")

@@ -6,10 +6,10 @@ import torch
 from project.errors import InputError
 from project.model.decoding import rollout
 from project.training import regimes
-from project.training.memory import SavedTensorsMeter
-from project.training.naive import naive_free_running
 from project.training.regimes import REGIMES, RegimeOptions
 from tests.helpers import forecaster, relative_difference, small_model, tiny_module
+from tests.reference_loops import naive_free_running
+from tests.saved_tensors import SavedTensorsMeter
 from tests.test_model import COVARIATES, covariates_for
 
 DISTRIBUTIONS = ("normal", "student_t", "quantile")

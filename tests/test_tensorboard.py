@@ -11,6 +11,7 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 from project.data import WindowDataModule
 from project.figures import ForecastFigures
 from project.runs import read_hyperparameters, read_scalars
+from project.training.naive_comparison import NaiveComparison
 from tests.helpers import learnable_series, tiny_module
 
 
@@ -25,7 +26,11 @@ def short_run(log_dir, figures_every_n_epochs=1, accumulate=1, **module_override
         log_every_n_steps=1,
         accumulate_grad_batches=accumulate,
         logger=TensorBoardLogger(log_dir, name="", version="run"),
-        callbacks=[LearningRateMonitor("step"), ForecastFigures(every_n_epochs=figures_every_n_epochs, num_windows=2)],
+        callbacks=[
+            LearningRateMonitor("step"),
+            ForecastFigures(every_n_epochs=figures_every_n_epochs, num_windows=2),
+            NaiveComparison(),
+        ],
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,

@@ -9,6 +9,7 @@ import torch
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project.data import WindowDataModule
+from project.errors import InputError
 from project.training.callbacks import ForecastCheckpoint, RandomState
 from tests.helpers import learnable_series, quiet_trainer, relative_difference, tiny_module
 
@@ -91,6 +92,30 @@ def test_last_ckpt_holds_the_final_step_even_when_the_metric_did_not_improve(tmp
     )
     trainer.fit(tiny_module(learning_rate=1e-30), datamodule)
     assert torch.load(tmp_path / "last.ckpt", weights_only=False)["global_step"] == 10
+
+
+@pytest.mark.parametrize("save_last", [True, False])
+def test_save_last_is_followed_as_the_user_gave_it(tmp_path, save_last):
+    datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
+    checkpoint = ForecastCheckpoint(dirpath=tmp_path, monitor="val/loss", save_last=save_last)
+    trainer = quiet_trainer(
+        max_steps=10, val_check_interval=5, limit_val_batches=2, enable_checkpointing=True, callbacks=[checkpoint]
+    )
+    trainer.fit(tiny_module(), datamodule)
+    trainer.test(tiny_module(), datamodule, verbose=False)  # setup again: the user's setting still stands
+    assert (tmp_path / "last.ckpt").is_file() == save_last
+    assert checkpoint.keep_latest == save_last
+    assert list(tmp_path.glob("epoch=*.ckpt"))  # the best checkpoint either way
+
+
+def test_save_last_link_is_refused_in_one_line_rather_than_written_as_a_copy(tmp_path):
+    datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
+    checkpoint = ForecastCheckpoint(dirpath=tmp_path, monitor="val/loss", save_last="link")
+    trainer = quiet_trainer(max_steps=2, enable_checkpointing=True, callbacks=[checkpoint])
+    with pytest.raises(InputError, match=r"save_last=link would make last\.ckpt a link") as error:
+        trainer.fit(tiny_module(), datamodule)
+    assert "\n" not in str(error.value)
+    assert not list(tmp_path.glob("*.ckpt"))
 
 
 def test_bf16_mixed_precision_trains_on_cpu():

@@ -34,6 +34,7 @@ from project.errors import InputError, reported_in_one_line
 from project.files import check_output_folder, write_atomically
 from project.imports import trust_argument
 from project.model.network import build_network
+from project.training.calibration import IntervalCalibration
 from project.training.metrics import forecast_scores, unscale
 from project.training.module import Forecaster
 
@@ -94,7 +95,7 @@ def refit(
     module = model_class(**{**settings, "network": build_network(settings["network"])})
     trainer = L.Trainer(
         max_epochs=epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False,
+        enable_model_summary=False, callbacks=[IntervalCalibration()],  # a distribution's intervals, as fit does
     )  # fmt: skip
     trainer.fit(module, refitted)
     return module.eval(), refitted

@@ -41,9 +41,11 @@ from project.model.decoding import generate, rollout
 from project.model.distributions import Distribution, Normal
 from project.model.transformer import ForecastTransformer
 from project.tools.results import stamp
-from project.training.memory import SavedTensorsMeter
-from project.training.naive import naive_free_running, naive_generate
 from project.training.regimes import REGIMES, RegimeOptions
+
+# The tests' reference loops and saved-tensor meter, measured beside the regimes (importable from the repository root).
+from tests.reference_loops import naive_free_running, naive_generate
+from tests.saved_tensors import SavedTensorsMeter
 
 N_FEATURES, CONTEXT_LENGTH = 5, 12
 NAIVE = "naive_loop_as_posted"

@@ -62,7 +62,7 @@ DATA_SETTINGS = [  # the column roles of the monthly panel, on top of configs/pa
     f"--data.val_size={HORIZON}",
     f"--data.test_size={HORIZON}",
     f"--data.eval_stride={HORIZON}",  # one validation and one test window per series
-    f"--model.season={SEASON}",
+    f"--naive_comparison.season={SEASON}",
     "--trainer.max_epochs=10",
 ]
 LOSS = "--model.network.init_args.distribution.init_args.loss"  # of the point forecast every recipe trains

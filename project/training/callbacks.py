@@ -9,6 +9,8 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from project.errors import InputError
+
 
 class ForecastCheckpoint(ModelCheckpoint):
     """``ModelCheckpoint`` whose ``last.ckpt`` is the latest state, not the latest *best* one.
@@ -18,15 +20,23 @@ class ForecastCheckpoint(ModelCheckpoint):
     and of ``fit``, and when the run is stopped by SIGTERM (a scheduler's pre-emption), at the step where the run
     stands. It is written with the Trainer's public ``save_checkpoint``, so nothing here depends on
     ``ModelCheckpoint``'s private members; the top-k checkpoints are ``ModelCheckpoint``'s own. The arguments are
-    ``ModelCheckpoint``'s.
+    ``ModelCheckpoint``'s; ``save_last`` is ``true`` (the latest state, a file) or ``false`` (no ``last.ckpt``).
+    ``save_last: link`` is refused in one line: a link to the newest top-k checkpoint is not the latest state.
     """
 
-    keep_latest: bool | None = None  # save_last as given; Lightning's own last-checkpoint logic is switched off
+    # save_last as the user gave it, which _save_latest follows; the attribute save_last itself is set to False at
+    # setup so that Lightning's own last.ckpt (written only beside a top-k checkpoint) never replaces ours.
+    keep_latest: bool | None = None
     _latest_step: int | None = None
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         if self.keep_latest is None:  # setup runs again for the test after fit: take save_last once
+            if self.save_last == "link":
+                raise InputError(
+                    "checkpoint.save_last=link would make last.ckpt a link to the newest top-k checkpoint, not the "
+                    "latest state ForecastCheckpoint keeps; use save_last: true (the latest state) or false (none)"
+                )
             self.keep_latest, self.save_last = bool(self.save_last), False
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -14,9 +12,8 @@ import lightning as L
 import torch
 from lightning.pytorch.core.saving import save_hparams_to_yaml
 from lightning.pytorch.loggers import TensorBoardLogger
-from lightning.pytorch.utilities import rank_zero_only
 from torch import Tensor, nn
-from torchmetrics import CatMetric, MeanMetric
+from torchmetrics import MeanMetric
 
 from project.domains import check_domains
 from project.errors import InputError, TrainingDiverged
@@ -25,8 +22,7 @@ from project.model.distributions import DEFAULT_QUANTILES, Distribution
 from project.model.network import ForecastNetwork, build_network, network_spec
 from project.rules import check_settings
 from project.training import regimes
-from project.training.baselines import repeat_last, seasonal_naive
-from project.training.metrics import central_interval, forecast_scores, unscale
+from project.training.metrics import forecast_scores, unscale
 
 # The choices of training_mode and feedback_gradient are the registry's (project/training/regimes.py).
 TrainingMode = Literal[regimes.TRAINING_MODES]
@@ -103,15 +99,8 @@ class Forecaster(L.LightningModule):
         num_samples: Sample paths drawn per window for evaluation and ``predict`` with a distribution.
         prediction_quantiles: Quantiles ``predict`` reports (and figures draw) from the sample paths.
         interval: Coverage of the central prediction interval of a distribution: what evaluation scores
-            (``coverage``, ``width``), calibration aims at and figures draw; 0.8 is the 10%–90% interval.
-        interval_calibration: ``validation`` (split conformal): after every validation, the spread of the sample
-            paths around their point forecast is rescaled so that the central ``interval`` would have held that
-            share of the validation's targets, and test and ``predict`` use the scale of the checkpoint they load; a
-            model that learned too narrow or too wide intervals is corrected without looking at test data. ``none``:
-            the paths as drawn.
-        season: Season of the seasonal-naive forecast that validation and test compare the model with, in steps
-            (24 for hourly data with a daily cycle, 12 for monthly data); at most ``context_length``. Empty:
-            repeat-last only.
+            (``coverage``, ``width``), calibration (the ``IntervalCalibration`` callback) aims at and figures draw;
+            0.8 is the 10%–90% interval.
         cuda_graph: Decode the no-grad rollouts (free-running training's first pass, evaluation, predict) with
             fixed shapes, capturing one decode step as a CUDA graph and replaying it: the same forecasts with
             far fewer kernel launches. Needs a CUDA device.
@@ -143,8 +132,6 @@ class Forecaster(L.LightningModule):
         num_samples: int = 100,
         prediction_quantiles: list[float] | None = None,
         interval: float = 0.8,
-        interval_calibration: Literal["validation", "none"] = "validation",
-        season: int | None = None,
         cuda_graph: bool = False,
         teacher_forcing_schedule: regimes.TeacherForcingSchedule = "inverse_sigmoid",
         schedule_steps: int | None = None,
@@ -182,21 +169,19 @@ class Forecaster(L.LightningModule):
         check_cuda_graph(network, cuda_graph)
         # Every score as a sum and a count synchronised across processes: exact under DDP, unlike the mean of
         # per-process means that self.log(..., sync_dist=True) would give. The point scores on scaled values and in
-        # original units (``forecast_scores``); the naive forecasts' MAE, in original units on the same windows, is
-        # what the model must beat (``naive_comparison``).
+        # original units (``forecast_scores``).
         scores = ["loss", "loss_teacher_forced", "mse", "mae", "smape"]
         scores += [f"{name}_original_units" for name in ("mse", "mae", "smape")]
-        scores += [f"mae_{name}_original_units" for name in self._naive_forecasts()]
         scores += ["crps", "coverage", "width", "crps_original_units"] if self.has_distribution else []
         # A NaN forecast makes its scores NaN, never a finite mean of the other values. nan_strategy=NaN (NaN kept,
         # weights kept), not "disable": torchmetrics' "disable" drops the weights passed to update.
         self.val_scores = torch.nn.ModuleDict({name: MeanMetric(nan_strategy=math.nan) for name in scores})
         self.test_scores = torch.nn.ModuleDict({name: MeanMetric(nan_strategy=math.nan) for name in scores})
-        # The loss of one optimizer step: the mean over its accumulated micro-batches (and, under DDP, devices).
-        # Split-conformal calibration of the intervals (interval_calibration): the factor by which the sample paths'
-        # spread around the point forecast is scaled, kept in checkpoints, and this validation's evidence for it.
+        # The factor by which the sample paths' spread around the point forecast is scaled: 1 until the
+        # IntervalCalibration callback (project/training/calibration.py) sets it after a validation; kept in
+        # checkpoints, so that test and predict of a loaded checkpoint use the scale it was calibrated to.
         self.register_buffer("interval_scale", torch.ones(()))
-        self.val_needed_scale = CatMetric()
+        # The loss of one optimizer step: the mean over its accumulated micro-batches (and, under DDP, devices).
         self.step_loss = MeanMetric()
         self.epoch_loss = MeanMetric()
 
@@ -243,8 +228,7 @@ class Forecaster(L.LightningModule):
         paths = generate(self.network, context, horizon, self.hparams.num_samples, generator, cuda_graph, **covariates)
         samples = norm.inverse(paths.transpose(0, 1)).transpose(0, 1)  # (N, K, T, F)
         point = self.distribution.point_of_paths(samples)
-        if self.hparams.interval_calibration == "validation":
-            samples = point.unsqueeze(1) + self.interval_scale * (samples - point.unsqueeze(1))
+        samples = point.unsqueeze(1) + self.interval_scale * (samples - point.unsqueeze(1))
         levels = samples.new_tensor(self.prediction_quantiles)
         quantiles = torch.quantile(samples, levels, dim=1).permute(1, 2, 3, 0)  # (N, T, F, Q)
         return Forecast(point, quantiles, samples)
@@ -336,11 +320,13 @@ class Forecaster(L.LightningModule):
         self.log("train/loss", self.step_loss.compute(), on_step=True, on_epoch=False)
         self.step_loss.reset()
 
-    def validation_step(self, batch: dict[str, Tensor], batch_index: int) -> None:
-        self._evaluate(batch, "val", self.val_scores)
+    def validation_step(self, batch: dict[str, Tensor], batch_index: int) -> Forecast:
+        """Scores the batch's free-running forecast, and returns it for the callbacks that observe validation
+        (``on_validation_batch_end``'s ``outputs``): the one forecast of the batch, never computed twice."""
+        return self._evaluate(batch, "val", self.val_scores)
 
-    def test_step(self, batch: dict[str, Tensor], batch_index: int) -> None:
-        self._evaluate(batch, "test", self.test_scores)
+    def test_step(self, batch: dict[str, Tensor], batch_index: int) -> Forecast:
+        return self._evaluate(batch, "test", self.test_scores)
 
     def predict_step(self, batch: dict[str, Tensor], batch_index: int) -> dict[str, Tensor]:
         """The forecast in original units, with the window and series it belongs to."""
@@ -383,14 +369,13 @@ class Forecaster(L.LightningModule):
         path = callback and (callback.last_model_path or callback.best_model_path)
         return f"; the last good checkpoint is {path}" if path else "; no checkpoint was saved before"
 
-    def _evaluate(self, batch: dict, split: str, scores: torch.nn.ModuleDict) -> None:
-        context, target, loc, scale = batch["context"], batch["target"], batch["loc"], batch["scale"]
+    def _evaluate(self, batch: dict, split: str, scores: torch.nn.ModuleDict) -> Forecast:
+        target = batch["target"]
         forecast = self.forecast(batch, target.shape[1])
-        per_value = forecast_scores(forecast.point, target, loc, scale, forecast.samples, self.hparams.interval)
+        per_value = forecast_scores(
+            forecast.point, target, batch["loc"], batch["scale"], forecast.samples, self.hparams.interval
+        )
         if self.has_distribution:
-            if split == "val" and self.hparams.interval_calibration == "validation":
-                lower, upper = central_interval(forecast.samples, self.hparams.interval)
-                self.val_needed_scale.update(self._needed_scale(forecast.point, lower, upper, target).flatten())
             # The free-running loss of a distribution is its CRPS: a proper score of the forecast paths.
             scores["loss"].update(per_value["crps"])
         else:
@@ -399,50 +384,9 @@ class Forecaster(L.LightningModule):
         scores["loss_teacher_forced"].update(teacher_forced, target.numel())
         for name, values in per_value.items():
             scores[name].update(values)
-        unscaled_context, unscaled_target = unscale(context, loc, scale), unscale(target, loc, scale)
-        for name, naive in self._naive_forecasts().items():
-            scores[f"mae_{name}_original_units"].update(
-                (naive(unscaled_context, target.shape[1]) - unscaled_target).abs()
-            )
         for name, score in scores.items():
             self.log(f"{split}/{name}", score, prog_bar=split == "val" and name == "loss")
-
-    def _naive_forecasts(self) -> dict[str, Callable[[Tensor, int], Tensor]]:
-        """The naive forecasts the model is compared with: (context, horizon) → forecast."""
-        naive = {"repeat_last": repeat_last}
-        if self.hparams.season:
-            naive["seasonal_naive"] = lambda context, horizon: seasonal_naive(context, horizon, self.hparams.season)
-        return naive
-
-    def on_test_end(self) -> None:
-        self._compare_with_naive("test")
-
-    def on_validation_end(self) -> None:
-        if self.trainer.state.fn == "validate":  # a `validate` run; fit's validations are read in TensorBoard
-            self._compare_with_naive("val")
-
-    @rank_zero_only
-    def _compare_with_naive(self, split: str) -> None:
-        """Print the model's MAE beside the naive forecasts' (original units, same windows), and one warning line
-        when the model is worse than any of them."""
-        if f"{split}/mae_original_units" in self.trainer.callback_metrics:  # not when no batch was evaluated
-            print(naive_comparison(split, self.trainer.callback_metrics, self.hparams.season), file=sys.stderr)
-
-    def _needed_scale(self, point: Tensor, lower: Tensor, upper: Tensor, target: Tensor) -> Tensor:
-        """Per target value, the interval scale at which the calibrated central interval just covers it."""
-        below = target < point
-        gap = torch.where(below, point - lower, upper - point).clamp_min(1e-12)
-        return self.interval_scale * (target - point).abs() / gap
-
-    def on_validation_epoch_end(self) -> None:
-        if self.trainer.sanity_checking or self.hparams.interval_calibration != "validation":
-            return
-        if self.has_distribution and self.val_needed_scale.update_count:
-            needed = self.val_needed_scale.compute()  # every process's values, synchronised
-            rank = max(1, math.ceil(self.hparams.interval * needed.numel()))
-            self.interval_scale.fill_(needed.float().kthvalue(rank).values.clamp(1e-3, 1e3))
-            self.log("val/interval_scale", self.interval_scale)
-        self.val_needed_scale.reset()
+        return forecast
 
     def configure_optimizers(self):
         decay = [p for p in self.parameters() if p.dim() >= 2]
@@ -504,19 +448,3 @@ def check_finite_weights(state: dict[str, Tensor], where: str = "") -> None:
     """A diverged run's weights are refused wherever a checkpoint is loaded; ``where`` prefixes the message."""
     if not all(torch.isfinite(value).all() for value in state.values() if torch.is_floating_point(value)):
         raise InputError(f"{where}the checkpoint holds non-finite weights (a diverged run); use an earlier checkpoint")
-
-
-def naive_comparison(split: str, metrics: dict, season: int | None) -> str:
-    """One line comparing ``{split}/mae_original_units`` with the naive forecasts' MAE logged beside it, and a second
-    line, a warning, naming every naive forecast that did better."""
-    model = float(metrics[f"{split}/mae_original_units"])
-    naive = {
-        "repeat-last": metrics.get(f"{split}/mae_repeat_last_original_units"),
-        f"seasonal naive (season {season})": metrics.get(f"{split}/mae_seasonal_naive_original_units"),
-    }
-    naive = {name: float(mae) for name, mae in naive.items() if mae is not None}
-    line = f"{split} MAE in original units: model {model:.6g}, " + ", ".join(f"{n} {m:.6g}" for n, m in naive.items())
-    better = [name for name, mae in naive.items() if mae < model]
-    if better:
-        line += f"\nwarning: the model's {split} MAE is worse than {' and '.join(better)} on the same windows"
-    return line

@@ -1,7 +1,8 @@
 """The slow reference loops users write today: the whole decoder re-run on the growing sequence every step.
 
-Kept for tests (the fast regimes must match them exactly) and for the benchmark (what the cache saves).
-Never use them to train.
+The tests' reference: the fast regimes must match them exactly. The benchmark (``project/tools/bench.py``, run
+from the repository root) times them too, for what the cache saves. Nothing in ``project/`` but that tool imports
+them. Never use them to train.
 """
 
 from __future__ import annotations

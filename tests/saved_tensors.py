@@ -1,4 +1,5 @@
-"""Deterministic memory accounting: bytes autograd keeps alive for backward."""
+"""Deterministic memory accounting: bytes autograd keeps alive for backward, which the tests assert on and the
+benchmark (``project/tools/bench.py``, run from the repository root) reports."""
 
 from __future__ import annotations
 

@@ -1,0 +1,61 @@
+"""Split-conformal calibration of a distribution's prediction intervals, as a callback."""
+
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import torch
+from torch import Tensor
+from torchmetrics import CatMetric
+
+from project.training.metrics import central_interval
+
+
+class IntervalCalibration(L.Callback):
+    """After every validation, rescales the spread of the model's sample paths around their point forecast so that
+    its central ``interval`` would have held that share of the validation's targets (split conformal): a model that
+    learned too narrow or too wide intervals is corrected without looking at test data.
+
+    The scale is the model's ``interval_scale`` buffer, which ``forecast`` applies and checkpoints keep: test and
+    ``predict`` of a loaded checkpoint use the scale it was calibrated to, with or without this callback. Logged as
+    ``val/interval_scale``. A model without a distribution forecasts points and is left as it is.
+
+    Args:
+        enabled: Calibrate after every validation; false (``--interval_calibration.enabled=false``) draws the paths
+            as the model predicts them (a new model's scale stays 1, a loaded checkpoint's stays its own).
+    """
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        # Every process's values, gathered when computed: the quantile is exact under DDP.
+        self.needed_scale = CatMetric()
+
+    def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.needed_scale = self.needed_scale.to(pl_module.device)
+
+    def on_validation_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch: dict, batch_idx: int, dataloader_idx=0
+    ) -> None:
+        forecast = outputs  # the model's forecast of the batch (Forecaster.validation_step)
+        if not self.enabled or trainer.sanity_checking or getattr(forecast, "samples", None) is None:
+            return
+        lower, upper = central_interval(forecast.samples, pl_module.hparams.interval)
+        needed = needed_scale(pl_module.interval_scale, forecast.point, lower, upper, batch["target"])
+        self.needed_scale.update(needed.flatten())
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.needed_scale.update_count:
+            needed = self.needed_scale.compute()
+            rank = max(1, math.ceil(pl_module.hparams.interval * needed.numel()))
+            pl_module.interval_scale.fill_(needed.float().kthvalue(rank).values.clamp(1e-3, 1e3))
+            pl_module.log("val/interval_scale", pl_module.interval_scale)
+        self.needed_scale.reset()
+
+
+def needed_scale(scale: Tensor, point: Tensor, lower: Tensor, upper: Tensor, target: Tensor) -> Tensor:
+    """Per target value, the interval scale at which the central interval (``lower``, ``upper``), drawn at ``scale``,
+    would just cover it."""
+    below = target < point
+    gap = torch.where(below, point - lower, upper - point).clamp_min(1e-12)
+    return scale * (target - point).abs() / gap
