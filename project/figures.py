@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Annotated
 
 import lightning as L
 import torch
@@ -18,7 +19,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 from torch.utils.data import default_collate
 
-from project.domains import check_domains
+from project.domains import Domain, NonNegativeInt, check_arguments, is_integer
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
 from project.training.metrics import central_interval, unscale
@@ -84,6 +85,10 @@ def forecast_figure(model: L.LightningModule, datamodule, split: str, num_window
     return plot_forecasts(context, target, point, datamodule.target_names, band, names, label)
 
 
+# One subplot row per window: more than 50 rows make a figure nobody reads.
+FigureWindows = Annotated[int, Domain("an integer in [1, 50]", lambda v: is_integer(v) and 1 <= v <= 50)]
+
+
 class ForecastFigures(L.Callback):
     """Every ``every_n_epochs`` validation epochs, log a figure of free-running forecasts for fixed windows.
 
@@ -92,7 +97,8 @@ class ForecastFigures(L.Callback):
         num_windows: Validation windows to draw, spread evenly over the validation split (the same each time).
     """
 
-    def __init__(self, every_n_epochs: int = 1, num_windows: int = 3) -> None:
+    def __init__(self, every_n_epochs: NonNegativeInt = 1, num_windows: FigureWindows = 3) -> None:
+        check_arguments(ForecastFigures, {"every_n_epochs": every_n_epochs, "num_windows": num_windows})
         self.every_n_epochs = every_n_epochs
         self.num_windows = num_windows
 
@@ -125,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     trust_argument(parser)
     args = parser.parse_args(argv)
     with reported_in_one_line():
-        check_domains({"num_windows": args.windows}, prefix="forecast_figures.")  # one subplot row per window
+        check_arguments(ForecastFigures, {"num_windows": args.windows}, "forecast_figures.")  # a subplot row each
         checkpoint, model = load_checkpoint(args.checkpoint)
         inputs = checkpoint_inputs(args.checkpoint, checkpoint, args.source)
         check_output(args.output, inputs, args.overwrite)

@@ -25,7 +25,7 @@ from project.data.scaling import Scaler, Scaling
 from project.data.synthetic import synthetic_panel, synthetic_series
 from project.data.table import DATAFRAME_SOURCE, check_file, read_table
 from project.data.windows import ForecastOrigins, PanelWindows, split_windows
-from project.domains import check_domains
+from project.domains import Fraction, NonNegativeInt, PositiveInt, ShuffleSeed, check_arguments
 from project.errors import InputError
 from project.rules import DATA_RULES, check_settings
 
@@ -97,27 +97,27 @@ class WindowDataModule(L.LightningDataModule):
         future_covariates: list[str] | None = None,
         static_covariates: list[str] | None = None,
         calendar_features: bool | None = None,
-        context_length: int = 12,
-        horizon: int = 12,
-        predict_horizon: int | None = None,
-        stride: int = 1,
-        eval_stride: int = 1,
-        batch_size: int = 64,
-        num_workers: int = 0,
-        train_fraction: float | None = None,
-        val_fraction: float | None = None,
-        test_fraction: float | None = None,
+        context_length: PositiveInt = 12,
+        horizon: PositiveInt = 12,
+        predict_horizon: PositiveInt | None = None,
+        stride: PositiveInt = 1,
+        eval_stride: PositiveInt = 1,
+        batch_size: PositiveInt = 64,
+        num_workers: NonNegativeInt = 0,
+        train_fraction: Fraction | None = None,
+        val_fraction: Fraction | None = None,
+        test_fraction: Fraction | None = None,
         val_start: str | None = None,
         test_start: str | None = None,
         test_end: str | None = None,
-        val_size: int | None = None,
-        test_size: int | None = None,
+        val_size: PositiveInt | None = None,
+        test_size: PositiveInt | None = None,
         fill_missing: Literal["none", "ffill", "interpolate"] = "none",
         scaling: Scaling | None = None,
         predict_windows: Literal["last", "test"] = "last",
-        synthetic_rows: int = 10_000,
+        synthetic_rows: PositiveInt = 10_000,
         cache_dir: str | None = ".cache/data",
-        shuffle_seed: int | None = None,
+        shuffle_seed: ShuffleSeed | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["source"])
@@ -126,7 +126,7 @@ class WindowDataModule(L.LightningDataModule):
         self.hparams["source"] = (
             None if source is None or isinstance(source, pd.DataFrame) else str(Path(source).absolute())
         )
-        check_domains({name: value for name, value in self.hparams.items() if name != "source"}, prefix="data.")
+        check_arguments(WindowDataModule, {name: value for name, value in self.hparams.items() if name != "source"})
         if target_columns is not None and not target_columns:
             raise InputError("target_columns must name at least one column, or be left out to use every numeric one")
         self.context_length, self.horizon = context_length, horizon

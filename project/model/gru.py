@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from project.domains import check_domains
+from project.domains import DropoutRate, PositiveInt, check_arguments
 from project.errors import InputError
 from project.model.distributions import Distribution, PointForecast
 from project.model.network import init_args
@@ -73,14 +73,14 @@ class GRUForecaster(nn.Module):
         n_future_covariates: int = 0,
         static_cardinalities: Sequence[int] = (),
         n_static_reals: int = 0,
-        hidden_size: int = 64,
-        num_layers: int = 2,
-        dropout: float = 0.0,
+        hidden_size: PositiveInt = 64,
+        num_layers: PositiveInt = 2,
+        dropout: DropoutRate = 0.0,
         distribution: Distribution | None = None,
     ) -> None:
         super().__init__()
         self.init_args = init_args(locals())
-        check_domains(self.init_args, prefix="model.network.init_args.")
+        check_arguments(GRUForecaster, self.init_args)
         self.n_targets, self.n_past_covariates, self.n_future_covariates = (
             n_targets,
             n_past_covariates,

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
-from project.domains import check_domains
+from project.domains import DropoutRate, PositiveInt, check_arguments
 from project.errors import InputError
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache, KVCache, LayerCache
 from project.model.distributions import Distribution, PointForecast
@@ -229,21 +229,21 @@ class ForecastTransformer(nn.Module):
         n_future_covariates: int = 0,
         static_cardinalities: Sequence[int] = (),
         n_static_reals: int = 0,
-        d_model: int = 128,
-        nhead: int = 8,
-        num_encoder_layers: int = 3,
-        num_decoder_layers: int = 3,
-        dim_feedforward: int = 512,
-        dropout: float = 0.1,
-        max_length: int = 1024,
-        patch_length: int = 1,
+        d_model: PositiveInt = 128,
+        nhead: PositiveInt = 8,
+        num_encoder_layers: PositiveInt = 3,
+        num_decoder_layers: PositiveInt = 3,
+        dim_feedforward: PositiveInt = 512,
+        dropout: DropoutRate = 0.1,
+        max_length: PositiveInt = 1024,
+        patch_length: PositiveInt = 1,
         channel_independent: bool = False,
         checkpoint_layers: bool = False,
         distribution: Distribution | None = None,
     ) -> None:
         super().__init__()
         self.init_args = init_args(locals())
-        check_domains(self.init_args, prefix="model.network.init_args.")
+        check_arguments(ForecastTransformer, self.init_args)
         if d_model % nhead:
             raise InputError(f"d_model must be divisible by nhead; got d_model={d_model}, nhead={nhead}")
         self.n_targets = n_targets

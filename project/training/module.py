@@ -15,7 +15,17 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
-from project.domains import check_domains
+from project.domains import (
+    AtLeastTwo,
+    NonNegativeFloat,
+    NonNegativeInt,
+    OpenUnitInterval,
+    PositiveFloat,
+    PositiveInt,
+    Probability,
+    UnitLevels,
+    check_arguments,
+)
 from project.errors import InputError, TrainingDiverged
 from project.model.decoding import generate
 from project.model.distributions import DEFAULT_QUANTILES, Distribution
@@ -120,25 +130,25 @@ class Forecaster(L.LightningModule):
     def __init__(
         self,
         network: nn.Module,
-        context_length: int = 12,
-        horizon: int = 12,
-        predict_horizon: int | None = None,
-        max_horizon: int | None = None,
+        context_length: PositiveInt = 12,
+        horizon: PositiveInt = 12,
+        predict_horizon: PositiveInt | None = None,
+        max_horizon: PositiveInt | None = None,
         instance_norm: bool = False,
         training_mode: TrainingMode = "free_running",
         feedback_gradient: FeedbackGradient = "detach",
         feedback_value: regimes.FeedbackValue = "mean",
         rollout_dropout: bool = True,
-        num_samples: int = 100,
-        prediction_quantiles: list[float] | None = None,
-        interval: float = 0.8,
+        num_samples: AtLeastTwo = 100,
+        prediction_quantiles: UnitLevels | None = None,
+        interval: OpenUnitInterval = 0.8,
         cuda_graph: bool = False,
         teacher_forcing_schedule: regimes.TeacherForcingSchedule = "inverse_sigmoid",
-        schedule_steps: int | None = None,
-        min_teacher_forcing: float = 0.0,
-        learning_rate: float = 1e-3,
-        weight_decay: float = 0.01,
-        warmup_steps: int = 100,
+        schedule_steps: PositiveInt | None = None,
+        min_teacher_forcing: Probability = 0.0,
+        learning_rate: PositiveFloat = 1e-3,
+        weight_decay: NonNegativeFloat = 0.01,
+        warmup_steps: NonNegativeInt = 100,
         lr_schedule: Literal["cosine", "constant"] = "cosine",
     ) -> None:
         super().__init__()
@@ -159,7 +169,7 @@ class Forecaster(L.LightningModule):
         settings["teacher_forcing_share"] = selected.teacher_forcing if selected else 0.0
         settings["probabilistic"] = network.distribution.probabilistic
         settings["reparameterised"] = network.distribution.reparameterised
-        check_domains(settings, prefix="model.")
+        check_arguments(Forecaster, settings)
         check_settings(settings, self._defaults())
         self.max_horizon = settings["max_horizon"]
         self.prediction_quantiles = settings["prediction_quantiles"]

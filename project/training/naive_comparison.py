@@ -10,6 +10,7 @@ import lightning as L
 from lightning.pytorch.utilities import rank_zero_only
 from torchmetrics import MeanMetric
 
+from project.domains import PositiveInt, check_arguments
 from project.errors import InputError
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import unscale
@@ -29,7 +30,8 @@ class NaiveComparison(L.Callback):
         enabled: Score and print the naive forecasts; false (``--naive_comparison.enabled=false``) leaves them out.
     """
 
-    def __init__(self, season: int | None = None, enabled: bool = True) -> None:
+    def __init__(self, season: PositiveInt | None = None, enabled: bool = True) -> None:
+        check_arguments(NaiveComparison, {"season": season})
         self.season, self.enabled = season, enabled
         self.naive = {"repeat_last": repeat_last}
         if season:
