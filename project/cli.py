@@ -9,7 +9,6 @@ named after its data, and every problem ends in one line and a non-zero exit cod
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from project.figures import ForecastFigures
 from project.files import check_folder_writable
 from project.imports import CLI_TRUST, imported_class, trust
 from project.model.distributions import DEFAULT_QUANTILES
+from project.option_errors import ForecastArgumentParser
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
 from project.training.callbacks import ForecastCheckpoint, RandomState
@@ -57,51 +57,6 @@ SHAPING_DATA_SETTINGS = (
     "context_length", "horizon",
 )  # fmt: skip
 EXIT_SIGTERM = 143  # 143 = 128 + SIGTERM, what schedulers expect of a terminated job
-
-
-class ForecastArgumentParser(LightningArgumentParser):
-    """LightningCLI's parser, with a bad model or data option reported as that option (see ``readable_error``), as
-    one error line without the usage text (``--help`` has it): a search that runs many fits reports each bad
-    option once, not pages of usage."""
-
-    def error(self, message: str, ex: Exception | None = None):
-        if self.exit_on_error:  # the parser the user called; the inner ones raise for jsonargparse to try the next type
-            raise InputError(" ".join(readable_error(message).split())) from ex  # one line
-        super().error(readable_error(message), ex)
-
-
-def readable_error(message: str) -> str:
-    """jsonargparse's message for a bad option of the model or the data, as the option and what was expected.
-
-    In subclass mode jsonargparse reports the whole ``model`` (or ``data``) as matching none of ``Forecaster | None``
-    and lists both attempts; the user needs only the first: ``Parser key "model.training_mode": Expected …``."""
-    head = re.match(r'Parser key "(model|data)":', message)
-    if head is None or "Does not validate against any of the Union subtypes" not in message:
-        return message
-    section, given = head.group(1), re.search(r"Given value: (.*)$", message)
-    errors: list[list[str]] = []
-    for line in message.partition("Errors:")[2].partition("\n  Given value type:")[0].splitlines():
-        if line.startswith("    - "):
-            errors.append([line[6:].strip()])
-        elif errors and line.strip():
-            errors[-1].append(line.strip())
-    errors = [error for error in errors if error != ["Expected a <class 'NoneType'>"]]
-    if not errors:
-        return message
-    first, *rest = errors[0]
-    problem = re.match(r"Problem with given class_path '([^']+)':", first)
-    if problem is None:
-        return f'Parser key "{section}": {given.group(1) if given else ""}: {" ".join([first, *rest])}'
-    if rest and rest[0].startswith('Parser key "'):
-        lines = [rest[0].replace('Parser key "', f'Parser key "{section}.', 1), *rest[1:]]
-        while (
-            len(lines) >= 3
-            and lines[1].startswith("Problem with given class_path")
-            and (inner := re.match(r'Parser key "(.+)":', lines[2]))
-        ):  # an error inside the network: named as a config names it, model.network.init_args.d_model
-            lines = [lines[0].removesuffix('":') + f'.init_args.{inner.group(1)}":', *lines[3:]]
-        return "\n  ".join(lines)
-    return f'Parser key "{section}": {" ".join(rest)} ({problem.group(1)})'
 
 
 class RunConfig(SaveConfigCallback):

@@ -368,7 +368,7 @@ def _none_completed(study: str, trials: list) -> str:
 
 def _one_line(error: BaseException | None) -> str:
     """The error as one line, a bad option named as the CLI names it (``readable_error``)."""
-    from project.cli import readable_error
+    from project.option_errors import readable_error
 
     return " ".join(readable_error(str(error)).split()) if isinstance(error, Exception) else ""
 
