@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import yaml
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_info
@@ -20,7 +19,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project.checkpoints import checkpoint_inputs, find_last_checkpoint, read_checkpoint, warn_if_relative_source
 from project.data import WindowDataModule
-from project.domains import DOMAINS, check_accelerator, check_domains
+from project.domains import check_options
 from project.errors import InputError, reported_in_one_line
 from project.figures import ForecastFigures
 from project.files import check_folder_writable
@@ -29,6 +28,7 @@ from project.model.distributions import DEFAULT_QUANTILES
 from project.option_errors import ForecastArgumentParser
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
+from project.settings import explicit_settings, flattened, input_files, named_classes
 from project.training.callbacks import ForecastCheckpoint, RandomState
 from project.training.module import Forecaster, longest_forecast
 
@@ -334,89 +334,6 @@ class ForecastCLI(LightningCLI):
         return Path(self.trainer.logger.log_dir).resolve() in Path(path).resolve().parents
 
 
-def explicit_settings(args: list[str], config, subcommand: str, root_files: list) -> dict:
-    """What the user set on the command line, in ``--config`` files (every spelling: ``-c``, ``--conf``, ``-cPATH``,
-    before the subcommand too, ``root_files``) or in section files (``--data FILE``, ``--model FILE``), whether or not
-    it equals a default, as a nested dict with the parsed values (``{"model": {"d_model": 128}, …}``). An option of
-    the command line that is not in the parsed config (a class chosen after it has no such argument) is refused: it
-    would be dropped without a word."""
-    keys = {key: False for path in config.get("config") or [] for key in _flattened(_yaml(path))}
-    for path in root_files or []:  # `--config FILE fit`: the file's section of the subcommand
-        keys.update({key: False for key in _flattened(_yaml(path).get(subcommand) or {})})
-    for name, path in config.items():
-        if name.endswith("__path__") and path:  # a section given as a file: --data FILE
-            section = name.removesuffix(".__path__")
-            keys.update({f"{section}.{key}": False for key in _flattened(_yaml(path))})
-    for token in args:
-        key = token[2:].partition("=")[0].removesuffix("+")  # `--option+=value` appends to a list
-        if token.startswith("--") and not (len(key) >= 2 and "config".startswith(key)):  # --conf is --config
-            keys[key] = True  # True: given on the command line
-    explicit: dict = {}
-    for key, on_command_line in sorted(keys.items()):
-        key, stored_at = _in_subclass_mode(key)
-        key = _with_init_args(config, key)
-        try:
-            value = config[key]
-        except (KeyError, TypeError):
-            if on_command_line and key.startswith(("model.init_args.", "data.init_args.")):  # classes may change
-                owner = _class_owning(config, key)
-                raise InputError(
-                    f"--{stored_at} does not apply to {owner}, which a later option, a config or the checkpoint "
-                    "chose: options apply in order; give it after the option that chooses the class, or leave it out"
-                ) from None
-            continue
-        stored_at = _user_facing(key)
-        *sections, name = stored_at.split(".")
-        level = explicit
-        for section in sections:
-            level = level.setdefault(section, {})
-        if on_command_line and hasattr(value, "class_path") and not stored_at.endswith("init_args"):
-            value = {"class_path": value.class_path}  # `--model.network=Class` names the class, not its defaults
-        level[name] = value.as_dict() if hasattr(value, "as_dict") else value
-    return explicit
-
-
-def _with_init_args(config, key: str) -> str:
-    """``key`` as it is stored: jsonargparse accepts a subclass's argument without ``init_args``
-    (``model.init_args.network.d_model`` is ``model.init_args.network.init_args.d_model``)."""
-    parts = key.split(".")
-    for position in range(1, len(parts)):
-        prefix = ".".join(parts[:position])
-        if parts[position] not in ("init_args", "class_path", "dict_kwargs") and _has(config, f"{prefix}.class_path"):
-            parts.insert(position, "init_args")
-            return _with_init_args(config, ".".join(parts))
-    return key
-
-
-def _class_owning(config, key: str) -> str:
-    """The class whose arguments ``key`` would be among (the nearest ``class_path`` above it), for messages."""
-    parts = key.split(".")
-    for position in range(len(parts) - 1, 0, -1):
-        prefix = ".".join(parts[:position]).removesuffix(".init_args")
-        if _has(config, f"{prefix}.class_path"):
-            return str(config[f"{prefix}.class_path"])
-    return "the options"
-
-
-def _file(path) -> Path:
-    """A config file's path, from jsonargparse's path object (its absolute form) or a plain one."""
-    return Path(str(getattr(path, "absolute", path)))
-
-
-def _has(config, key: str) -> bool:
-    try:
-        config[key]
-    except (KeyError, TypeError):
-        return False
-    return True
-
-
-def input_files(config) -> list[str]:
-    """The config files a run read: ``--config`` files and section files (``--data FILE``)."""
-    sections = [path for name, path in config.items() if name.endswith("__path__")]
-    return [str(_file(path)) for path in [*(config.get("config") or []), *sections] if path]
-
-
 def check_writable_folders(config) -> None:
     """The folders a run will write (checkpoints, logs, the data cache) refused at start-up, in one line, when they
     cannot be written: not after an epoch of training."""
@@ -441,50 +358,6 @@ def _no_logger(logger: object) -> bool:
     return logger is False or (isinstance(logger, list) and not logger)
 
 
-def named_classes(explicit: dict) -> set[str]:
-    """The class paths the user named (model, network, data): the ones a checkpoint may name outside this project."""
-    model, data = explicit.get("model", {}), explicit.get("data", {})
-    network = model.get("network", {})
-    named = [model.get("class_path"), data.get("class_path"), network.get("class_path")]
-    return {name for name in named if isinstance(name, str)}
-
-
-def _yaml(path) -> dict:
-    """A config file's settings (a jsonargparse path or a plain one); nothing for a config given inline."""
-    file = _file(path) if path else None
-    content = yaml.safe_load(file.read_text()) if file is not None and file.is_file() else None
-    return content if isinstance(content, dict) else {}
-
-
-def _in_subclass_mode(key: str) -> tuple[str, str]:
-    """Where an option the user wrote lives in the parsed config, and the name it goes by everywhere else: the
-    model's and data's arguments sit under ``init_args`` (``model.learning_rate`` is ``model.init_args.learning_rate``,
-    ``--model=X`` sets ``model.class_path``)."""
-    section, _, rest = key.partition(".")
-    if section not in ("model", "data"):
-        return key, key
-    rest = rest.removeprefix("init_args.") if rest != "init_args" else ""
-    if rest in ("", "class_path"):
-        return f"{section}.class_path", f"{section}.class_path"
-    return f"{section}.init_args.{rest}", f"{section}.{rest}"
-
-
-def _user_facing(name: str) -> str:
-    """``model.init_args.learning_rate`` as users write it: ``model.learning_rate``."""
-    for section in ("model.", "data."):
-        if name.startswith(section + "init_args."):
-            return section + name.removeprefix(section + "init_args.")
-    return name
-
-
-def check_options(config) -> None:
-    """Every numeric option inside its domain (``project.domains``) and an accelerator this machine has, checked
-    before anything is built."""
-    flat = {_user_facing(name): value for name, value in config.items()}
-    check_domains({name: flat[name] for name in DOMAINS if name in flat})
-    check_accelerator(config.trainer.get("accelerator"))
-
-
 def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -> None:
     """Fail with one line when the user asks, on purpose, for a model or data shape other than the checkpoint's.
 
@@ -493,11 +366,11 @@ def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -
     are the data's context and horizon. Settings that only choose what to forecast may differ.
     """
     trained = checkpoint.get("hyper_parameters", {})
-    trained_model = _flattened({name: value for name, value in trained.items() if not name.startswith("_")})
+    trained_model = flattened({name: value for name, value in trained.items() if not name.startswith("_")})
     trained_model["class_path"] = trained.get("_class_path", "project.training.module.Forecaster")
     given_model = {
         name: value
-        for name, value in _flattened(explicit.get("model", {})).items()
+        for name, value in flattened(explicit.get("model", {})).items()
         if name not in FREE_AFTER_TRAINING and name.removeprefix("network.init_args.") not in LINKED_INTO_NETWORK
     }
     network = trained_model.get("network.class_path")
@@ -537,18 +410,6 @@ def _same(name: str, given: object, trained: object) -> bool:
     if name in ("class_path", "network.class_path") and isinstance(given, str) and isinstance(trained, str):
         return imported_class(given) is not None and imported_class(given) is imported_class(trained)
     return given == trained
-
-
-def _flattened(tree: dict, prefix: str = "") -> dict:
-    """A nested settings dict as its leaves under dotted keys (``network.init_args.d_model``): a section counts
-    through the keys it sets, not its defaults; lists stay values."""
-    flat = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flattened(value, f"{prefix}{key}."))  # an empty section sets nothing
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None) -> ForecastCLI | None:
