@@ -17,18 +17,27 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveCon
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from project.checkpoints import checkpoint_inputs, find_last_checkpoint, read_checkpoint, warn_if_relative_source
+from project.checkpoints import (
+    check_checkpoint_matches,
+    check_data_fits_checkpoint,
+    checkpoint_data_settings,
+    checkpoint_inputs,
+    checkpoint_model_settings,
+    find_last_checkpoint,
+    keep_forecasting_choices,
+    read_checkpoint,
+)
 from project.data import WindowDataModule
 from project.domains import check_options
 from project.errors import InputError, reported_in_one_line
 from project.figures import ForecastFigures
 from project.files import check_folder_writable
-from project.imports import CLI_TRUST, imported_class, trust
+from project.imports import CLI_TRUST, trust
 from project.model.distributions import DEFAULT_QUANTILES
 from project.option_errors import ForecastArgumentParser
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
-from project.settings import explicit_settings, flattened, input_files, named_classes
+from project.settings import explicit_settings, input_files, named_classes
 from project.training.callbacks import ForecastCheckpoint, RandomState
 from project.training.module import Forecaster, longest_forecast
 
@@ -45,17 +54,8 @@ DEFAULT_CLASSES = {
     },
     "data": {"class_path": "project.data.WindowDataModule"},
 }
-# Settings a checkpoint may be used with at other values: they choose what is forecast (or compared with), not
-# what was learned.
-FREE_AFTER_TRAINING = ("predict_horizon", "max_horizon", "num_samples", "prediction_quantiles", "season")
 # The network's arguments that are linked (from the data or the model's own options), never set by the user.
 LINKED_INTO_NETWORK = (*LINKED_FROM_DATA, "distribution", "quantile_levels", "max_length")
-# Data settings that change the network's shape or what its inputs mean: given explicitly, they must equal the
-# checkpoint's (the others, such as the file, the splits or the batch size, may change after training).
-SHAPING_DATA_SETTINGS = (
-    "target_columns", "past_covariates", "future_covariates", "static_covariates", "calendar_features", "scaling",
-    "context_length", "horizon",
-)  # fmt: skip
 EXIT_SIGTERM = 143  # 143 = 128 + SIGTERM, what schedulers expect of a terminated job
 
 
@@ -156,8 +156,9 @@ class ForecastCLI(LightningCLI):
         if config.get("ckpt_path"):
             trust(named_classes(self.explicit), CLI_TRUST)
             checkpoint = self.checkpoint = read_checkpoint(config.ckpt_path)
-            check_checkpoint_matches(config.ckpt_path, checkpoint, self.explicit)
-            self._use_the_checkpoints_data(parser, subcommand, checkpoint)
+            check_checkpoint_matches(config.ckpt_path, checkpoint, self.explicit, LINKED_INTO_NETWORK)
+            data = checkpoint_data_settings(checkpoint, config.ckpt_path, self.explicit.get("data", {}))
+            self.config = parser.parse_object({subcommand: {"data": data}}, self.config)
             self._name_the_run(self.config[subcommand])
         config = self.config[subcommand]
         if _no_logger(config.trainer.get("logger")) and "cache_dir" not in self.explicit.get("data", {}):
@@ -174,39 +175,13 @@ class ForecastCLI(LightningCLI):
         checkpoint = getattr(self, "checkpoint", None)
         if checkpoint is None:
             return
-        settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if k != "_instantiator"}
-        if "_class_path" in settings:
-            settings = {"class_path": settings.pop("_class_path"), "dict_kwargs": settings}
-        self.config = self.parser.parse_object({self.config.subcommand: {"model": settings}}, self.config)
-
-    def _use_the_checkpoints_data(self, parser: LightningArgumentParser, subcommand: str, checkpoint: dict) -> None:
-        """The data the checkpoint was trained on (its class and settings, checked by ``read_checkpoint``), except
-        what the user set: LightningCLI restores the model's settings from a checkpoint, not the data's."""
-        trained, explicit = checkpoint.get("datamodule_hyper_parameters", {}), self.explicit.get("data", {})
-        data: dict = {"init_args": {k: v for k, v in trained.items() if not k.startswith("_") and k not in explicit}}
-        if explicit.get("source") is not None:  # the embedded data's settings do not carry over to the user's file
-            for name in ("synthetic", "synthetic_rows"):
-                data["init_args"].pop(name, None)
-        else:
-            warn_if_relative_source(checkpoint, self.config[subcommand].ckpt_path)
-        class_path = explicit.get("class_path") or trained.get("_class_path")
-        if class_path:  # given with the settings, or jsonargparse would take them for the default class's
-            data["class_path"] = class_path
-        self.config = parser.parse_object({subcommand: {"data": data}}, self.config)
+        settings = {self.config.subcommand: {"model": checkpoint_model_settings(checkpoint)}}
+        self.config = self.parser.parse_object(settings, self.config)
 
     def before_instantiate_classes(self) -> None:
-        # LightningCLI has replaced the model's settings with the checkpoint's; what the user chose for
-        # forecasting (not learning) stands.
         subcommand = self.config.get("subcommand")
         if subcommand and self.config[subcommand].get("ckpt_path"):
-            model, data = self.config[subcommand].model.init_args, self.config[subcommand].data.init_args
-            for name in FREE_AFTER_TRAINING:
-                if name in self.explicit.get("model", {}):
-                    model[name] = self.explicit["model"][name]
-            if "max_horizon" in self.explicit.get("model", {}) and "max_length" in model.network.init_args:
-                # The positional table is not a weight: it is sized again for the longer forecasts asked for.
-                longest = longest_forecast(data.horizon, model.max_horizon)
-                model.network.init_args.max_length = max(data.context_length, longest)
+            keep_forecasting_choices(self.config[subcommand], self.explicit.get("model", {}))
 
     def _dump_config(self) -> None:
         super()._dump_config()
@@ -250,23 +225,10 @@ class ForecastCLI(LightningCLI):
                 callback.inputs = self.inputs
 
     def _check_data_fits_checkpoint(self) -> None:
-        """The sizes the data gives the network (targets, covariates, static categories) must be the checkpoint's,
-        or its weights cannot be loaded: refused in one line naming them, before any data is read."""
-        if self.checkpoint is None:
-            return
-        trained = self.checkpoint["hyper_parameters"].get("network", {}).get("init_args", {})
-        given = self.model.hparams["network"]["init_args"]
-        differing = [
-            f"{name}={given[name]!r} (checkpoint: {trained[name]!r})"
-            for name in LINKED_FROM_DATA
-            if name in trained and name in given and given[name] != trained[name]
-        ]
-        if differing:
-            source = self.config[self.subcommand].data.init_args.get("source") or "the embedded data"
-            raise InputError(
-                f"{source} does not fit {self.config[self.subcommand].ckpt_path}: its columns give the network "
-                f"{', '.join(differing)}; use data with the checkpoint's targets, covariates and static categories"
-            )
+        if self.checkpoint is not None:
+            config = self.config[self.subcommand]
+            network, source = self.model.hparams["network"]["init_args"], config.data.init_args.get("source")
+            check_data_fits_checkpoint(self.checkpoint, config.ckpt_path, network, source, LINKED_FROM_DATA)
 
     def before_fit(self) -> None:
         self._check_data_fits_checkpoint()
@@ -356,60 +318,6 @@ def check_writable_folders(config) -> None:
 def _no_logger(logger: object) -> bool:
     """``trainer.logger`` turns logging off (``false`` or an empty list); ``null`` is Lightning's default logger."""
     return logger is False or (isinstance(logger, list) and not logger)
-
-
-def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -> None:
-    """Fail with one line when the user asks, on purpose, for a model or data shape other than the checkpoint's.
-
-    The model is rebuilt from the checkpoint's hyperparameters (LightningCLI's ``ckpt_path`` handling); every model
-    setting the user set explicitly (command line or config file, even at its default value) is compared, and so
-    are the data's context and horizon. Settings that only choose what to forecast may differ.
-    """
-    trained = checkpoint.get("hyper_parameters", {})
-    trained_model = flattened({name: value for name, value in trained.items() if not name.startswith("_")})
-    trained_model["class_path"] = trained.get("_class_path", "project.training.module.Forecaster")
-    given_model = {
-        name: value
-        for name, value in flattened(explicit.get("model", {})).items()
-        if name not in FREE_AFTER_TRAINING and name.removeprefix("network.init_args.") not in LINKED_INTO_NETWORK
-    }
-    network = trained_model.get("network.class_path")
-    inapplicable = [f"model.{name}" for name in given_model if name not in trained_model and name != "class_path"]
-    if inapplicable:  # the checkpoint's class has no such setting: it would be ignored, not applied
-        raise InputError(
-            f"{ckpt_path} has no setting {', '.join(inapplicable)} (its model is {trained_model['class_path']}, its "
-            f"network {network}); leave {'it' if len(inapplicable) == 1 else 'them'} out when using this checkpoint"
-        )
-    mismatches = [
-        f"model.{name}={value!r} (checkpoint: {trained_model[name]!r})"
-        for name, value in given_model.items()
-        if not _same(name, value, trained_model[name])
-    ]
-    trained_data = {**checkpoint.get("datamodule_hyper_parameters", {})}
-    trained_data.update({name: trained[name] for name in ("context_length", "horizon") if name in trained})
-    # The scaling as it resolved, also when the checkpoint records the default (null), which a run's own config.yaml
-    # gives too: either is the checkpoint's.
-    recorded_scaling = trained_data.get("scaling")
-    resolved_scaling = checkpoint.get(WindowDataModule.__qualname__, {}).get("scaler", {}).get("mode")
-    trained_data["scaling"] = resolved_scaling or recorded_scaling
-    mismatches += [
-        f"data.{name}={value!r} (checkpoint: {trained_data[name]!r})"
-        for name, value in explicit.get("data", {}).items()
-        if name in SHAPING_DATA_SETTINGS
-        and name in trained_data
-        and value != trained_data[name]
-        and not (name == "scaling" and value == recorded_scaling)
-    ]
-    if mismatches:
-        raise InputError(f"{ckpt_path} was trained with other settings than the config: {', '.join(mismatches)}")
-
-
-def _same(name: str, given: object, trained: object) -> bool:
-    """Equal settings; a model's or network's class_path by the class it names (``project.model.ForecastTransformer``
-    is ``project.model.transformer.ForecastTransformer``)."""
-    if name in ("class_path", "network.class_path") and isinstance(given, str) and isinstance(trained, str):
-        return imported_class(given) is not None and imported_class(given) is imported_class(trained)
-    return given == trained
 
 
 def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None) -> ForecastCLI | None:
