@@ -166,15 +166,6 @@ def checkpoint_inputs(path: str | Path, checkpoint: dict, *sources: str | Path |
     return [path, *(source for source in (trained_on, *sources) if source is not None)]
 
 
-def find_last_checkpoint(log_dir: str | Path) -> Path | None:
-    """The ``last.ckpt`` of the newest ``version_N`` run under ``log_dir`` (a logger's save_dir/name folder)."""
-    runs = sorted(
-        (p for p in Path(log_dir).glob("version_*/checkpoints/last.ckpt") if p.parts[-3].split("_")[-1].isdigit()),
-        key=lambda p: int(p.parts[-3].split("_")[-1]),
-    )
-    return runs[-1] if runs else None
-
-
 def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict, linked: tuple[str, ...]) -> None:
     """Fail with one line when the user asks, on purpose, for a model or data shape other than the checkpoint's.
 

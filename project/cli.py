@@ -10,7 +10,6 @@ named after its data, and every problem ends in one line and a non-zero exit cod
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
@@ -23,7 +22,6 @@ from project.checkpoints import (
     checkpoint_data_settings,
     checkpoint_inputs,
     checkpoint_model_settings,
-    find_last_checkpoint,
     keep_forecasting_choices,
     read_checkpoint,
 )
@@ -31,12 +29,20 @@ from project.data import WindowDataModule
 from project.domains import check_options
 from project.errors import InputError, reported_in_one_line
 from project.figures import ForecastFigures
-from project.files import check_folder_writable
 from project.imports import CLI_TRUST, trust
 from project.model.distributions import DEFAULT_QUANTILES
 from project.option_errors import ForecastArgumentParser
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
+from project.run_folders import (
+    check_the_run_folder_is_new,
+    check_writable_folders,
+    drop_the_data_cache_without_logs,
+    keeps_checkpoints_without_a_logger,
+    name_the_run,
+    no_logger,
+    resume_last_run,
+)
 from project.settings import explicit_settings, input_files, named_classes
 from project.training.callbacks import ForecastCheckpoint, RandomState
 from project.training.module import Forecaster, longest_forecast
@@ -150,19 +156,18 @@ class ForecastCLI(LightningCLI):
         self.explicit = explicit_settings(given, config, subcommand, self.config.get("config"))
         self.checkpoint: dict | None = None
         check_options(config)
-        self._name_the_run(config)
+        name_the_run(config, self.explicit)
         if config.get("ckpt_path") == "last" and subcommand == "fit":
-            self._resume_last_run(config)
+            resume_last_run(config)
         if config.get("ckpt_path"):
             trust(named_classes(self.explicit), CLI_TRUST)
             checkpoint = self.checkpoint = read_checkpoint(config.ckpt_path)
             check_checkpoint_matches(config.ckpt_path, checkpoint, self.explicit, LINKED_INTO_NETWORK)
             data = checkpoint_data_settings(checkpoint, config.ckpt_path, self.explicit.get("data", {}))
             self.config = parser.parse_object({subcommand: {"data": data}}, self.config)
-            self._name_the_run(self.config[subcommand])
+            name_the_run(self.config[subcommand], self.explicit)
         config = self.config[subcommand]
-        if _no_logger(config.trainer.get("logger")) and "cache_dir" not in self.explicit.get("data", {}):
-            config.data.init_args.cache_dir = None  # a run that writes no logs leaves no data cache behind either
+        drop_the_data_cache_without_logs(config, self.explicit)
         check_writable_folders(config)
         # Every file the run reads, for the output guards: never replaced, not even with --overwrite.
         self.inputs = [config.data.init_args.get("source"), *input_files(config)]
@@ -195,18 +200,9 @@ class ForecastCLI(LightningCLI):
         """The Trainer with the default callbacks, less those whose Trainer feature the user turned off."""
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         callbacks = [self._get(self.config_init, key) for key in self._parser(self.subcommand).callback_keys]
-        if _no_logger(trainer_config.get("logger")):
+        if no_logger(trainer_config.get("logger")):
             callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
-            # Without a logger there is no run folder: checkpoints would land in the working directory, and
-            # pile up there run after run. They are written only where the user names a folder.
-            explicit = self.explicit
-            named_folder = explicit.get("checkpoint", {}).get("dirpath")
-            if explicit.get("trainer", {}).get("enable_checkpointing") and not named_folder:
-                raise InputError(
-                    "trainer.enable_checkpointing=true with trainer.logger=false needs a folder for the checkpoints: "
-                    "set --checkpoint.dirpath"
-                )
-            if not named_folder:
+            if not keeps_checkpoints_without_a_logger(self.explicit):
                 trainer_config["enable_checkpointing"] = False
         if trainer_config.get("enable_checkpointing") is False:
             callbacks = [c for c in callbacks if not isinstance(c, ForecastCheckpoint)]
@@ -232,17 +228,7 @@ class ForecastCLI(LightningCLI):
 
     def before_fit(self) -> None:
         self._check_data_fits_checkpoint()
-        logger = self.trainer.logger
-        version = self.explicit.get("trainer", {}).get("logger", {})
-        version = version.get("init_args", {}).get("version") if isinstance(version, dict) else None
-        resuming = self.config.fit.get("ckpt_path") and logger is not None and self._inside(self.config.fit.ckpt_path)
-        if logger is not None and version is not None and not resuming:
-            log_dir = Path(logger.log_dir)
-            if log_dir.is_dir() and any(log_dir.iterdir()):
-                raise InputError(
-                    f"{log_dir} already holds a run; choose another trainer.logger.init_args.version, or resume it "
-                    "with --ckpt_path last"
-                )
+        check_the_run_folder_is_new(self.trainer.logger, self.explicit, self.config.fit.get("ckpt_path"))
 
     def after_fit(self) -> None:
         if not self.config.fit.test_after_fit or self.trainer.fast_dev_run or self.trainer.interrupted:
@@ -255,69 +241,6 @@ class ForecastCLI(LightningCLI):
         # The fit already logged every hyperparameter with the effective batch size; do not log them again.
         self.trainer.enable_autolog_hparams = False
         self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best or None)
-
-    def _resume_last_run(self, config) -> None:
-        """``--ckpt_path last``: the newest run's last.ckpt, logged on in that run's folder (or a fresh start)."""
-        logger = config.trainer.get("logger")
-        init_args = logger.get("init_args", {}) if hasattr(logger, "get") else {}
-        if "version" not in init_args:
-            raise InputError("--ckpt_path last needs a logger with versioned run folders (TensorBoard or CSV)")
-        save_dir = Path(init_args.get("save_dir") or config.trainer.get("default_root_dir") or ".")
-        name = init_args.get("name") or "lightning_logs"
-        last = find_last_checkpoint(save_dir / name)
-        if last is None:
-            rank_zero_info(f"No last.ckpt under {save_dir / name}; starting from scratch")
-            config.ckpt_path = None
-            return
-        config.ckpt_path = str(last)
-        if hasattr(logger, "get") and "init_args" in logger:
-            logger.init_args.version = int(last.parts[-3].split("_")[-1])
-
-    def _name_the_run(self, config) -> None:
-        """Log under the data's name (the file's stem, or the embedded data's), unless the config names the run.
-
-        The name goes where the logger keeps it: ``name`` (TensorBoard, CSV, W&B) or ``run_name`` (MLflow)."""
-        logger = config.trainer.get("logger")
-        if not (hasattr(logger, "get") and "init_args" in logger):
-            return
-        key = next((k for k in ("name", "run_name") if k in logger.init_args), None)
-        explicit_logger = self.explicit.get("trainer", {}).get("logger")
-        named = isinstance(explicit_logger, dict) and key in explicit_logger.get("init_args", {})
-        if key and not named:
-            logger.init_args[key] = self._run_name(config)
-
-    @staticmethod
-    def _run_name(config) -> str:
-        data = config.data.init_args
-        source = data.get("source")
-        return Path(str(source)).stem if source else f"synthetic_{data.get('synthetic', 'series')}"
-
-    def _inside(self, path: str) -> bool:
-        return Path(self.trainer.logger.log_dir).resolve() in Path(path).resolve().parents
-
-
-def check_writable_folders(config) -> None:
-    """The folders a run will write (checkpoints, logs, the data cache) refused at start-up, in one line, when they
-    cannot be written: not after an epoch of training."""
-    logger = config.trainer.get("logger")
-    loggers = logger if isinstance(logger, list) else [logger]
-    folders = {"checkpoint.dirpath": config.get("checkpoint", {}).get("dirpath")}
-    if logger is None or logger is True:  # Lightning's default logger writes under default_root_dir
-        folders["trainer.default_root_dir"] = config.trainer.get("default_root_dir") or "."
-    for position, entry in enumerate(loggers):
-        if hasattr(entry, "get") and hasattr(entry.get("init_args"), "get"):
-            where = "trainer.logger" + (f"[{position}]" if isinstance(logger, list) else "")
-            folders[f"{where}.init_args.save_dir"] = entry.init_args.get("save_dir")
-    if config.data.init_args.get("source") is not None:  # only a file's matrix is cached
-        folders["data.cache_dir"] = config.data.init_args.get("cache_dir")
-    for option, folder in folders.items():
-        if folder:
-            check_folder_writable(folder, option)
-
-
-def _no_logger(logger: object) -> bool:
-    """``trainer.logger`` turns logging off (``false`` or an empty list); ``null`` is Lightning's default logger."""
-    return logger is False or (isinstance(logger, list) and not logger)
 
 
 def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None) -> ForecastCLI | None:
