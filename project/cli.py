@@ -26,7 +26,6 @@ from project.checkpoints import (
     read_checkpoint,
 )
 from project.data import WindowDataModule
-from project.domains import check_options
 from project.errors import InputError, reported_in_one_line
 from project.figures import ForecastFigures
 from project.imports import CLI_TRUST, trust
@@ -43,7 +42,7 @@ from project.run_folders import (
     no_logger,
     resume_last_run,
 )
-from project.settings import explicit_settings, input_files, named_classes
+from project.settings import check_options, explicit_settings, input_files, named_classes
 from project.training.callbacks import ForecastCheckpoint, RandomState
 from project.training.module import Forecaster, longest_forecast
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from project.errors import InputError
-from project.settings import user_facing
 
 
 @dataclass(frozen=True)
@@ -176,11 +175,3 @@ def check_accelerator(accelerator: Any) -> None:
         raise InputError(f"trainer.accelerator must be auto, gpu or one of {', '.join(known)}; got {accelerator!r}")
     if not AcceleratorRegistry[name]["accelerator"].is_available():
         raise InputError(f"trainer.accelerator={accelerator}: this machine has none; use cpu or auto")
-
-
-def check_options(config) -> None:
-    """Every numeric option of a parsed ``config`` inside its domain (``DOMAINS``) and an accelerator this machine
-    has, checked before anything is built."""
-    flat = {user_facing(name): value for name, value in config.items()}
-    check_domains({name: flat[name] for name in DOMAINS if name in flat})
-    check_accelerator(config.trainer.get("accelerator"))

@@ -2,7 +2,8 @@
 the subcommand too) and section files (``--data FILE``), whether or not a value equals its default.
 
 The CLI compares these settings with a checkpoint's (``project.checkpoints.check_checkpoint_matches``), lets them
-stand over the checkpoint's data settings, and lists the files they came from among the run's inputs.
+stand over the checkpoint's data settings, and lists the files they came from among the run's inputs. Every option
+of the parsed config, by the name users write it with, is checked in its domain (``check_options``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from project.domains import DOMAINS, check_accelerator, check_domains
 from project.errors import InputError
 
 
@@ -143,3 +145,11 @@ def flattened(tree: dict, prefix: str = "") -> dict:
         else:
             flat[f"{prefix}{key}"] = value
     return flat
+
+
+def check_options(config) -> None:
+    """Every numeric option of a parsed ``config`` inside its domain (``DOMAINS``) and an accelerator this machine
+    has, checked before anything is built."""
+    flat = {user_facing(name): value for name, value in config.items()}
+    check_domains({name: flat[name] for name in DOMAINS if name in flat})
+    check_accelerator(config.trainer.get("accelerator"))
