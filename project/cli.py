@@ -1,10 +1,10 @@
 """Command line: ``python -m project.cli {fit,validate,test,predict} --config configs/base.yaml``.
 
 LightningCLI builds the Trainer, the model (``Forecaster``, or the subclass ``--model`` names) and the data
-(``WindowDataModule``, or the subclass ``--data`` names) from the configs; this file only wires them: values the
-data decides are linked into the model, the default callbacks are added (and left out when the Trainer flag that
-needs them is off), a checkpoint is checked before anything loads it and compared with what the user set, the run is
-named after its data, and every problem ends in one line and a non-zero exit code.
+(``WindowDataModule``, or the subclass ``--data`` names) from the configs; this file only wires them: values the data
+decides are linked into the model, and the default callbacks are added (less those whose Trainer feature is off).
+The hooks call what decides the rest: what the user set (``project.settings``), a checkpoint's fit with it
+(``project.checkpoints``), where the run writes (``project.run_folders``), a bad option (``project.option_errors``).
 """
 
 from __future__ import annotations
@@ -12,37 +12,19 @@ from __future__ import annotations
 import sys
 
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from project.checkpoints import (
-    check_checkpoint_matches,
-    check_data_fits_checkpoint,
-    checkpoint_data_settings,
-    checkpoint_inputs,
-    checkpoint_model_settings,
-    keep_forecasting_choices,
-    read_checkpoint,
-)
+from project import checkpoints, run_folders, settings
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.figures import ForecastFigures
 from project.imports import CLI_TRUST, trust
 from project.model.distributions import DEFAULT_QUANTILES
-from project.option_errors import ForecastArgumentParser
+from project.option_errors import ForecastArgumentParser, network_options_hint
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
-from project.run_folders import (
-    check_the_run_folder_is_new,
-    check_writable_folders,
-    drop_the_data_cache_without_logs,
-    keeps_checkpoints_without_a_logger,
-    name_the_run,
-    no_logger,
-    resume_last_run,
-)
-from project.settings import check_options, explicit_settings, input_files, named_classes
 from project.training.callbacks import ForecastCheckpoint, RandomState
 from project.training.module import Forecaster, longest_forecast
 
@@ -61,17 +43,15 @@ DEFAULT_CLASSES = {
 }
 # The network's arguments that are linked (from the data or the model's own options), never set by the user.
 LINKED_INTO_NETWORK = (*LINKED_FROM_DATA, "distribution", "quantile_levels", "max_length")
+CALLBACK_DEFAULTS = {
+    "checkpoint.monitor": "val/loss", "checkpoint.filename": "best-epoch{epoch}-step{step}",
+    "checkpoint.auto_insert_metric_name": False, "checkpoint.save_last": True,
+    "early_stopping.monitor": "val/loss", "early_stopping.patience": 10,
+    # After each validation, so a run cut short by max_steps before validating still ends cleanly.
+    "early_stopping.check_on_train_epoch_end": False,
+    "lr_monitor.logging_interval": "step",
+}  # fmt: skip
 EXIT_SIGTERM = 143  # 143 = 128 + SIGTERM, what schedulers expect of a terminated job
-
-
-class RunConfig(SaveConfigCallback):
-    """Saves the run's config.yaml in its log folder, and nowhere when there is none (logger off, or a logger
-    without a local folder such as MLflow's): LightningCLI would otherwise write, and with overwriting replace, a
-    config.yaml in the working directory."""
-
-    def setup(self, trainer, pl_module, stage: str) -> None:
-        if trainer.logger is not None and trainer.logger.log_dir is not None:
-            super().setup(trainer, pl_module, stage)
 
 
 class ForecastCLI(LightningCLI):
@@ -105,27 +85,11 @@ class ForecastCLI(LightningCLI):
             compute_fn=lambda context, horizon, longest: max(context, longest_forecast(horizon, longest)),
         )
         parser.add_lightning_class_args(ForecastCheckpoint, "checkpoint")
-        parser.set_defaults(
-            {
-                "checkpoint.monitor": "val/loss",
-                "checkpoint.filename": "best-epoch{epoch}-step{step}",
-                "checkpoint.auto_insert_metric_name": False,
-                "checkpoint.save_last": True,
-            }
-        )
         parser.add_lightning_class_args(EarlyStopping, "early_stopping")
-        parser.set_defaults(
-            {
-                "early_stopping.monitor": "val/loss",
-                "early_stopping.patience": 10,
-                # After each validation, so a run cut short by max_steps before validating still ends cleanly.
-                "early_stopping.check_on_train_epoch_end": False,
-            }
-        )
         parser.add_lightning_class_args(LearningRateMonitor, "lr_monitor")
-        parser.set_defaults({"lr_monitor.logging_interval": "step"})
         parser.add_lightning_class_args(ForecastFigures, "forecast_figures")
         parser.add_lightning_class_args(ForecastWriter, "predictions")
+        parser.set_defaults(CALLBACK_DEFAULTS)
         parser.add_argument(
             "--test_after_fit", type=bool, default=True, help="fit: test the best checkpoint when training ends"
         )
@@ -139,53 +103,47 @@ class ForecastCLI(LightningCLI):
         try:
             super().parse_arguments(parser, args)
         except InputError as error:
-            if '"model.network' in str(error) and any(str(a).startswith("--ckpt_path") for a in given):
-                # The network's options are parsed before the checkpoint is read, against the class the command
-                # line and configs name: the default transformer unless told otherwise.
-                raise InputError(
-                    f"{error} (network options are checked against the network the command line and configs name, "
-                    "project.model.ForecastTransformer by default, not the checkpoint's: name the checkpoint's "
-                    "network with --model.network.class_path before them)"
-                ) from None
+            if hint := network_options_hint(error, given):
+                raise InputError(f"{error} ({hint})") from None
             raise
-        subcommand = self.config.get("subcommand")
-        if subcommand is None:
+        if (subcommand := self.config.get("subcommand")) is None:
             return
         config = self.config[subcommand]
-        self.explicit = explicit_settings(given, config, subcommand, self.config.get("config"))
+        self.explicit = explicit = settings.explicit_settings(given, config, subcommand, self.config.get("config"))
         self.checkpoint: dict | None = None
-        check_options(config)
-        name_the_run(config, self.explicit)
-        if config.get("ckpt_path") == "last" and subcommand == "fit":
-            resume_last_run(config)
+        settings.check_options(config)
+        run_folders.place_the_run(config, explicit, resume_last=subcommand == "fit")
         if config.get("ckpt_path"):
-            trust(named_classes(self.explicit), CLI_TRUST)
-            checkpoint = self.checkpoint = read_checkpoint(config.ckpt_path)
-            check_checkpoint_matches(config.ckpt_path, checkpoint, self.explicit, LINKED_INTO_NETWORK)
-            data = checkpoint_data_settings(checkpoint, config.ckpt_path, self.explicit.get("data", {}))
+            trust(settings.named_classes(explicit), CLI_TRUST)
+            self.checkpoint = checkpoints.read_checkpoint(config.ckpt_path)
+            checkpoints.check_checkpoint_matches(config.ckpt_path, self.checkpoint, explicit, LINKED_INTO_NETWORK)
+            data = checkpoints.checkpoint_data_settings(self.checkpoint, config.ckpt_path, explicit.get("data", {}))
             self.config = parser.parse_object({subcommand: {"data": data}}, self.config)
-            name_the_run(self.config[subcommand], self.explicit)
-        config = self.config[subcommand]
-        drop_the_data_cache_without_logs(config, self.explicit)
-        check_writable_folders(config)
+            config = self.config[subcommand]
+            run_folders.name_the_run(config, explicit)
+        run_folders.drop_the_data_cache_without_logs(config, explicit)
+        run_folders.check_writable_folders(config)
         # Every file the run reads, for the output guards: never replaced, not even with --overwrite.
-        self.inputs = [config.data.init_args.get("source"), *input_files(config)]
+        self.inputs = [config.data.init_args.get("source"), *settings.input_files(config)]
         if self.checkpoint is not None:  # the checkpoint and the data it was trained on
-            self.inputs += checkpoint_inputs(config.ckpt_path, self.checkpoint)
+            self.inputs += checkpoints.checkpoint_inputs(config.ckpt_path, self.checkpoint)
 
     def _parse_ckpt_path(self) -> None:
         """The model's settings from the checkpoint that ``parse_arguments`` read and checked, not from a second read
         of the file (as LightningCLI does), which could find another file there."""
-        checkpoint = getattr(self, "checkpoint", None)
-        if checkpoint is None:
-            return
-        settings = {self.config.subcommand: {"model": checkpoint_model_settings(checkpoint)}}
-        self.config = self.parser.parse_object(settings, self.config)
+        if getattr(self, "checkpoint", None) is not None:
+            model = checkpoints.checkpoint_model_settings(self.checkpoint)
+            self.config = self.parser.parse_object({self.config.subcommand: {"model": model}}, self.config)
 
     def before_instantiate_classes(self) -> None:
-        subcommand = self.config.get("subcommand")
-        if subcommand and self.config[subcommand].get("ckpt_path"):
-            keep_forecasting_choices(self.config[subcommand], self.explicit.get("model", {}))
+        if getattr(self, "checkpoint", None) is not None:
+            checkpoints.keep_forecasting_choices(self.config[self.config.subcommand], self.explicit.get("model", {}))
+
+    def after_instantiate_classes(self) -> None:
+        if getattr(self, "checkpoint", None) is not None:  # before any subcommand reads data or loads weights
+            config, network = self.config[self.subcommand], self.model.hparams["network"]["init_args"]
+            source = config.data.init_args.get("source")
+            checkpoints.check_data_fits_checkpoint(self.checkpoint, config.ckpt_path, network, source, LINKED_FROM_DATA)
 
     def _dump_config(self) -> None:
         super()._dump_config()
@@ -199,35 +157,21 @@ class ForecastCLI(LightningCLI):
         """The Trainer with the default callbacks, less those whose Trainer feature the user turned off."""
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         callbacks = [self._get(self.config_init, key) for key in self._parser(self.subcommand).callback_keys]
-        if no_logger(trainer_config.get("logger")):
+        if run_folders.no_logger(trainer_config.get("logger")):
             callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
-            if not keeps_checkpoints_without_a_logger(self.explicit):
+            if not run_folders.keeps_checkpoints_without_a_logger(self.explicit):
                 trainer_config["enable_checkpointing"] = False
         if trainer_config.get("enable_checkpointing") is False:
             callbacks = [c for c in callbacks if not isinstance(c, ForecastCheckpoint)]
         return self._instantiate_trainer(trainer_config, [*callbacks, RandomState(), *self.extra_callbacks])
 
-    def before_validate(self) -> None:
-        self._check_data_fits_checkpoint()
-
-    def before_test(self) -> None:
-        self._check_data_fits_checkpoint()
-
     def before_predict(self) -> None:
-        self._check_data_fits_checkpoint()
         for callback in self.trainer.callbacks:
             if isinstance(callback, ForecastWriter):  # the run's inputs are never replaced by its output
                 callback.inputs = self.inputs
 
-    def _check_data_fits_checkpoint(self) -> None:
-        if self.checkpoint is not None:
-            config = self.config[self.subcommand]
-            network, source = self.model.hparams["network"]["init_args"], config.data.init_args.get("source")
-            check_data_fits_checkpoint(self.checkpoint, config.ckpt_path, network, source, LINKED_FROM_DATA)
-
     def before_fit(self) -> None:
-        self._check_data_fits_checkpoint()
-        check_the_run_folder_is_new(self.trainer.logger, self.explicit, self.config.fit.get("ckpt_path"))
+        run_folders.check_the_run_folder_is_new(self.trainer.logger, self.explicit, self.config.fit.get("ckpt_path"))
 
     def after_fit(self) -> None:
         if not self.config.fit.test_after_fit or self.trainer.fast_dev_run or self.trainer.interrupted:
@@ -254,7 +198,7 @@ def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None)
                 args=args,
                 extra_callbacks=extra_callbacks,
                 auto_configure_optimizers=False,  # Forecaster.configure_optimizers is the one optimizer setup
-                save_config_callback=RunConfig,
+                save_config_callback=run_folders.RunConfig,
                 save_config_kwargs={"overwrite": True},  # before_fit refuses an existing run folder itself
             )
     except SIGTERMException as stopped:

@@ -79,3 +79,16 @@ def _given_value(message: str) -> str:
     """What the user gave, from the message's last line ``  Given value: …``; empty when it has none."""
     last_line = message.splitlines()[-1] if message.splitlines() else ""
     return last_line.partition(GIVEN_VALUE)[2]
+
+
+def network_options_hint(error: InputError, args: list) -> str | None:
+    """Why a bad network option given with ``--ckpt_path`` is bad: the network's options are parsed before the
+    checkpoint is read, against the class the command line and configs name (the default transformer unless told
+    otherwise), not the checkpoint's. None for any other error."""
+    if '"model.network' not in str(error) or not any(str(argument).startswith("--ckpt_path") for argument in args):
+        return None
+    return (
+        "network options are checked against the network the command line and configs name, "
+        "project.model.ForecastTransformer by default, not the checkpoint's: name the checkpoint's "
+        "network with --model.network.class_path before them"
+    )

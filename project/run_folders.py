@@ -1,6 +1,6 @@
 """Where a run writes: its folder named after its data, ``--ckpt_path last`` resolved to the newest run's
-``last.ckpt``, and every folder it will write checked before the work starts; nothing of an earlier run is
-overwritten.
+``last.ckpt``, its config.yaml kept in its folder, and every folder it will write checked before the work starts;
+nothing of an earlier run is overwritten.
 
 (``project.runs`` reads runs back once written.)
 """
@@ -9,10 +9,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_info
 
 from project.errors import InputError
 from project.files import check_folder_writable
+
+
+class RunConfig(SaveConfigCallback):
+    """Saves the run's config.yaml in its log folder, and nowhere when there is none (logger off, or a logger
+    without a local folder such as MLflow's): LightningCLI would otherwise write, and with overwriting replace, a
+    config.yaml in the working directory."""
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if trainer.logger is not None and trainer.logger.log_dir is not None:
+            super().setup(trainer, pl_module, stage)
+
+
+def place_the_run(config, explicit: dict, resume_last: bool) -> None:
+    """Name the run after its data (``name_the_run``) and, for ``--ckpt_path last`` when ``resume_last``, resume the
+    newest run of that name (``resume_last_run``)."""
+    name_the_run(config, explicit)
+    if resume_last and config.get("ckpt_path") == "last":
+        resume_last_run(config)
 
 
 def name_the_run(config, explicit: dict) -> None:
