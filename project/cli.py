@@ -25,7 +25,7 @@ from project.model.distributions import DEFAULT_QUANTILES
 from project.option_errors import ForecastArgumentParser, network_options_hint
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
-from project.training.callbacks import ForecastCheckpoint, RandomState
+from project.training.callbacks import ForecastCheckpoint, RandomState, stopped_by_sigterm
 from project.training.module import Forecaster, longest_forecast
 
 # Decided by the data and linked into the network, so a user sets them once (or never) under `data:`. A network
@@ -35,14 +35,13 @@ LINKED_SETTINGS = ("context_length", "horizon", "predict_horizon")
 MODEL, DATA = "model.init_args", "data.init_args"  # subclass mode: a class_path, and its arguments under init_args
 NETWORK = f"{MODEL}.network.init_args"
 DEFAULT_CLASSES = {
-    "model": {
-        "class_path": "project.training.module.Forecaster",
-        "init_args": {"network": {"class_path": "project.model.ForecastTransformer"}},
-    },
+    "model": {"class_path": "project.training.module.Forecaster",
+              "init_args": {"network": {"class_path": "project.model.ForecastTransformer"}}},
     "data": {"class_path": "project.data.WindowDataModule"},
-}
+}  # fmt: skip
 # The network's arguments that are linked (from the data or the model's own options), never set by the user.
 LINKED_INTO_NETWORK = (*LINKED_FROM_DATA, "distribution", "quantile_levels", "max_length")
+EXIT_SIGTERM = 143  # 143 = 128 + SIGTERM, what schedulers expect of a terminated job
 CALLBACK_DEFAULTS = {
     "checkpoint.monitor": "val/loss", "checkpoint.filename": "best-epoch{epoch}-step{step}",
     "checkpoint.auto_insert_metric_name": False, "checkpoint.save_last": True,
@@ -51,7 +50,6 @@ CALLBACK_DEFAULTS = {
     "early_stopping.check_on_train_epoch_end": False,
     "lr_monitor.logging_interval": "step",
 }  # fmt: skip
-EXIT_SIGTERM = 143  # 143 = 128 + SIGTERM, what schedulers expect of a terminated job
 
 
 class ForecastCLI(LightningCLI):
@@ -123,10 +121,9 @@ class ForecastCLI(LightningCLI):
             run_folders.name_the_run(config, explicit)
         run_folders.drop_the_data_cache_without_logs(config, explicit)
         run_folders.check_writable_folders(config)
-        # Every file the run reads, for the output guards: never replaced, not even with --overwrite.
-        self.inputs = [config.data.init_args.get("source"), *settings.input_files(config)]
+        self.inputs = settings.input_files(config)  # for the output guards: never replaced, even with --overwrite
         if self.checkpoint is not None:  # the checkpoint and the data it was trained on
-            self.inputs += checkpoints.checkpoint_inputs(config.ckpt_path, self.checkpoint)
+            self.inputs = checkpoints.checkpoint_inputs(config.ckpt_path, self.checkpoint, *self.inputs)
 
     def _parse_ckpt_path(self) -> None:
         """The model's settings from the checkpoint that ``parse_arguments`` read and checked, not from a second read
@@ -202,9 +199,7 @@ def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None)
                 save_config_kwargs={"overwrite": True},  # before_fit refuses an existing run folder itself
             )
     except SIGTERMException as stopped:
-        saved = getattr(stopped, "latest_checkpoint", None)  # noted by ForecastCheckpoint when it saved the state
-        resume = f"; {saved} holds the current step; continue with --ckpt_path last" if saved else ""
-        print(f"error: stopped by SIGTERM{resume or '; no checkpoint holds the current step'}", file=sys.stderr)
+        print(f"error: {stopped_by_sigterm(stopped)}", file=sys.stderr)
         raise SystemExit(EXIT_SIGTERM) from None
 
 

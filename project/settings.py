@@ -93,10 +93,12 @@ def _has(config, key: str) -> bool:
     return True
 
 
-def input_files(config) -> list[str]:
-    """The config files a run read: ``--config`` files and section files (``--data FILE``)."""
+def input_files(config) -> list[str | None]:
+    """The files a run reads that its settings name: the data file (None for the embedded data), ``--config`` files
+    and section files (``--data FILE``)."""
     sections = [path for name, path in config.items() if name.endswith("__path__")]
-    return [str(_file(path)) for path in [*(config.get("config") or []), *sections] if path]
+    configs = [str(_file(path)) for path in [*(config.get("config") or []), *sections] if path]
+    return [config.data.init_args.get("source"), *configs]
 
 
 def named_classes(explicit: dict) -> set[str]:

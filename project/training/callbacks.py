@@ -10,6 +10,14 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 
+def stopped_by_sigterm(stopped: SIGTERMException) -> str:
+    """What a run stopped by SIGTERM says, in one line: where ``ForecastCheckpoint`` saved the current step (the
+    ``latest_checkpoint`` it noted on the exception), or that no checkpoint holds it."""
+    saved = getattr(stopped, "latest_checkpoint", None)
+    resume = f"; {saved} holds the current step; continue with --ckpt_path last" if saved else ""
+    return f"stopped by SIGTERM{resume or '; no checkpoint holds the current step'}"
+
+
 class ForecastCheckpoint(ModelCheckpoint):
     """``ModelCheckpoint`` whose ``last.ckpt`` is the latest state, not the latest *best* one.
 
