@@ -1,4 +1,5 @@
-"""Reading a checkpoint before anything trusts it, and rebuilding the data it was trained on.
+"""Reading a checkpoint before anything trusts it, rebuilding the data it was trained on, and checking it against
+what the user set (``project.settings``) before the CLI uses it.
 
 Every problem is one line: a missing, truncated or foreign file, a diverged run's non-finite weights.
 """
@@ -7,16 +8,29 @@ from __future__ import annotations
 
 import inspect
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from project import run_folders
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import check_name_lengths
-from project.imports import checkpoint_class
+from project.imports import CLI_TRUST, checkpoint_class, imported_class, trust
 from project.model.network import build_network
-from project.training.module import Forecaster, check_finite_weights
+from project.settings import flattened, named_classes
+from project.training.module import Forecaster, check_finite_weights, longest_forecast
+
+# Settings a checkpoint may be used with at other values: they choose what is forecast (or compared with), not
+# what was learned.
+FREE_AFTER_TRAINING = ("predict_horizon", "max_horizon", "num_samples", "prediction_quantiles")
+# Data settings that change the network's shape or what its inputs mean: given explicitly, they must equal the
+# checkpoint's (the others, such as the file, the splits or the batch size, may change after training).
+SHAPING_DATA_SETTINGS = (
+    "target_columns", "past_covariates", "future_covariates", "static_covariates", "calendar_features", "scaling",
+    "context_length", "horizon",
+)  # fmt: skip
 
 
 def read_checkpoint(path: str | Path) -> dict:
@@ -154,10 +168,162 @@ def checkpoint_inputs(path: str | Path, checkpoint: dict, *sources: str | Path |
     return [path, *(source for source in (trained_on, *sources) if source is not None)]
 
 
-def find_last_checkpoint(log_dir: str | Path) -> Path | None:
-    """The ``last.ckpt`` of the newest ``version_N`` run under ``log_dir`` (a logger's save_dir/name folder)."""
-    runs = sorted(
-        (p for p in Path(log_dir).glob("version_*/checkpoints/last.ckpt") if p.parts[-3].split("_")[-1].isdigit()),
-        key=lambda p: int(p.parts[-3].split("_")[-1]),
-    )
-    return runs[-1] if runs else None
+def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict, linked: tuple[str, ...]) -> None:
+    """Fail with one line when the user asks, on purpose, for a model or data shape other than the checkpoint's.
+
+    The model is rebuilt from the checkpoint's hyperparameters (LightningCLI's ``ckpt_path`` handling); every model
+    setting the user set explicitly (command line or config file, even at its default value) is compared, and so
+    are the data settings that shape the network. Settings that only choose what to forecast may differ, and the
+    network's ``linked`` arguments (set by the CLI's links, never by the user) are not compared.
+    """
+    trained = checkpoint.get("hyper_parameters", {})
+    trained_model = flattened({name: value for name, value in trained.items() if not name.startswith("_")})
+    trained_model["class_path"] = trained.get("_class_path", "project.training.module.Forecaster")
+    given_model = {
+        name: value
+        for name, value in flattened(explicit.get("model", {})).items()
+        if name not in FREE_AFTER_TRAINING and name.removeprefix("network.init_args.") not in linked
+    }
+    network = trained_model.get("network.class_path")
+    inapplicable = [f"model.{name}" for name in given_model if name not in trained_model and name != "class_path"]
+    if inapplicable:  # the checkpoint's class has no such setting: it would be ignored, not applied
+        raise InputError(
+            f"{ckpt_path} has no setting {', '.join(inapplicable)} (its model is {trained_model['class_path']}, its "
+            f"network {network}); leave {'it' if len(inapplicable) == 1 else 'them'} out when using this checkpoint"
+        )
+    mismatches = [
+        f"model.{name}={value!r} (checkpoint: {trained_model[name]!r})"
+        for name, value in given_model.items()
+        if not _same(name, value, trained_model[name])
+    ]
+    trained_data = {**checkpoint.get("datamodule_hyper_parameters", {})}
+    trained_data.update({name: trained[name] for name in ("context_length", "horizon") if name in trained})
+    # The scaling as it resolved, also when the checkpoint records the default (null), which a run's own config.yaml
+    # gives too: either is the checkpoint's.
+    recorded_scaling = trained_data.get("scaling")
+    resolved_scaling = checkpoint.get(WindowDataModule.__qualname__, {}).get("scaler", {}).get("mode")
+    trained_data["scaling"] = resolved_scaling or recorded_scaling
+    mismatches += [
+        f"data.{name}={value!r} (checkpoint: {trained_data[name]!r})"
+        for name, value in explicit.get("data", {}).items()
+        if name in SHAPING_DATA_SETTINGS
+        and name in trained_data
+        and value != trained_data[name]
+        and not (name == "scaling" and value == recorded_scaling)
+    ]
+    if mismatches:
+        raise InputError(f"{ckpt_path} was trained with other settings than the config: {', '.join(mismatches)}")
+
+
+def _same(name: str, given: object, trained: object) -> bool:
+    """Equal settings; a class_path (the model's, the network's, the distribution's) by the class it names
+    (``project.model.ForecastTransformer`` is ``project.model.transformer.ForecastTransformer``)."""
+    if name.endswith("class_path") and isinstance(given, str) and isinstance(trained, str):
+        return imported_class(given) is not None and imported_class(given) is imported_class(trained)
+    return given == trained
+
+
+def checkpoint_model_settings(checkpoint: dict) -> dict:
+    """The model section a config would give for the checkpoint's model: its class and settings."""
+    settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if k != "_instantiator"}
+    if "_class_path" in settings:
+        settings = {"class_path": settings.pop("_class_path"), "dict_kwargs": settings}
+    return settings
+
+
+def checkpoint_data_settings(checkpoint: dict, ckpt_path: str, explicit_data: dict) -> dict:
+    """The data section a config would give for the data the checkpoint was trained on (its class and settings,
+    checked by ``read_checkpoint``), less what the user set (``explicit_data``): LightningCLI restores the model's
+    settings from a checkpoint, not the data's."""
+    trained = checkpoint.get("datamodule_hyper_parameters", {})
+    data: dict = {"init_args": {k: v for k, v in trained.items() if not k.startswith("_") and k not in explicit_data}}
+    if explicit_data.get("source") is not None:  # the embedded data's settings do not carry over to the user's file
+        for name in ("synthetic", "synthetic_rows"):
+            data["init_args"].pop(name, None)
+    else:
+        warn_if_relative_source(checkpoint, ckpt_path)
+    class_path = explicit_data.get("class_path") or trained.get("_class_path")
+    if class_path:  # given with the settings, or jsonargparse would take them for the default class's
+        data["class_path"] = class_path
+    return data
+
+
+def keep_forecasting_choices(config, explicit_model: dict) -> None:
+    """What the user chose for forecasting (not learning) stands in a subcommand's ``config`` whose model settings
+    LightningCLI replaced with the checkpoint's."""
+    model, data = config.model.init_args, config.data.init_args
+    for name in FREE_AFTER_TRAINING:
+        if name in explicit_model:
+            model[name] = explicit_model[name]
+    if "max_horizon" in explicit_model and "max_length" in model.network.init_args:
+        # The positional table is not a weight: it is sized again for the longer forecasts asked for.
+        longest = longest_forecast(data.horizon, model.max_horizon)
+        model.network.init_args.max_length = max(data.context_length, longest)
+
+
+def check_data_fits_checkpoint(
+    checkpoint: dict, ckpt_path: str, network_settings: dict, source: str | None, sizes: tuple[str, ...]
+) -> None:
+    """The ``sizes`` the data gives the network (targets, covariates, static categories: ``network_settings`` as
+    linked from the data) must be the checkpoint's, or its weights cannot be loaded: refused in one line naming
+    them, before any data is read."""
+    trained = checkpoint["hyper_parameters"].get("network", {}).get("init_args", {})
+    differing = [
+        f"{name}={network_settings[name]!r} (checkpoint: {trained[name]!r})"
+        for name in sizes
+        if name in trained and name in network_settings and network_settings[name] != trained[name]
+    ]
+    if differing:
+        raise InputError(
+            f"{source or 'the embedded data'} does not fit {ckpt_path}: its columns give the network "
+            f"{', '.join(differing)}; use data with the checkpoint's targets, covariates and static categories"
+        )
+
+
+@dataclass
+class CommandCheckpoint:
+    """The checkpoint a command was given (``--ckpt_path``), read and checked once, at start-up, and what the
+    command's later steps ask of it; empty (``checkpoint`` None) without one, when every step does nothing."""
+
+    path: str | None = None
+    checkpoint: dict | None = None
+    explicit: dict = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, parser, parsed, explicit: dict, linked: tuple[str, ...]) -> tuple[object, CommandCheckpoint]:
+        """``parsed`` with the data settings of the checkpoint its subcommand names (the user's stand), and the
+        checkpoint: read under the import rule (the classes the user named trusted), refused in one line when it
+        does not match what the user set (``check_checkpoint_matches``; ``linked``: the network's linked
+        arguments), the run named after its data."""
+        config = parsed[parsed.subcommand]
+        if not config.get("ckpt_path"):
+            return parsed, cls(explicit=explicit)
+        trust(named_classes(explicit), CLI_TRUST)
+        checkpoint = read_checkpoint(config.ckpt_path)
+        check_checkpoint_matches(config.ckpt_path, checkpoint, explicit, linked)
+        data = checkpoint_data_settings(checkpoint, config.ckpt_path, explicit.get("data", {}))
+        parsed = parser.parse_object({parsed.subcommand: {"data": data}}, parsed)
+        run_folders.name_the_run(parsed[parsed.subcommand], explicit)
+        return parsed, cls(str(config.ckpt_path), checkpoint, explicit)
+
+    def inputs(self, *others: str | Path | None) -> list:
+        """``others`` and, with a checkpoint, the checkpoint and the data it was trained on."""
+        return list(others) if self.checkpoint is None else checkpoint_inputs(self.path, self.checkpoint, *others)
+
+    def with_its_model(self, parser, parsed):
+        """``parsed`` with the model's settings from the checkpoint read at start-up (LightningCLI would read the
+        file a second time, and could find another file there)."""
+        if self.checkpoint is None:
+            return parsed
+        return parser.parse_object({parsed.subcommand: {"model": checkpoint_model_settings(self.checkpoint)}}, parsed)
+
+    def keep_forecasting_choices(self, config) -> None:
+        """The user's forecasting choices stand over the checkpoint's (``keep_forecasting_choices``)."""
+        if self.checkpoint is not None:
+            keep_forecasting_choices(config, self.explicit.get("model", {}))
+
+    def check_data_fits(self, config, model, linked_from_data: tuple[str, ...]) -> None:
+        """The sizes the data gives the network equal the checkpoint's (``check_data_fits_checkpoint``)."""
+        if self.checkpoint is not None:
+            network, source = model.hparams["network"]["init_args"], config.data.init_args.get("source")
+            check_data_fits_checkpoint(self.checkpoint, self.path, network, source, linked_from_data)

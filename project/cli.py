@@ -1,117 +1,58 @@
 """Command line: ``python -m project.cli {fit,validate,test,predict} --config configs/base.yaml``.
 
-LightningCLI builds the Trainer, the model (``Forecaster``, or the subclass ``--model`` names) and the data
-(``WindowDataModule``, or the subclass ``--data`` names) from the configs; this file only wires them: values the
-data decides are linked into the model, the default callbacks are added (and left out when the Trainer flag that
-needs them is off), a checkpoint is checked before anything loads it and compared with what the user set, the run is
-named after its data, and every problem ends in one line and a non-zero exit code.
+LightningCLI builds the Trainer, the model (``Forecaster`` or the subclass ``--model`` names) and the data
+(``WindowDataModule`` or ``--data``'s) from the configs; this file only wires them: the links, the default callbacks.
+The hooks call what decides the rest: ``project.start_up`` (what the user set, the domains, where the run writes),
+``project.checkpoints.CommandCheckpoint``, ``project.run_folders`` and ``project.option_errors`` (a bad option).
 """
 
 from __future__ import annotations
 
-import re
 import sys
-from pathlib import Path
 
-import yaml
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from project.checkpoints import checkpoint_inputs, find_last_checkpoint, read_checkpoint, warn_if_relative_source
+from project import run_folders
+from project.checkpoints import CommandCheckpoint
 from project.data import WindowDataModule
-from project.domains import DOMAINS, check_accelerator, check_domains
-from project.errors import InputError, reported_in_one_line
+from project.errors import reported_in_one_line
 from project.figures import ForecastFigures
-from project.files import check_folder_writable
-from project.imports import CLI_TRUST, imported_class, trust
+from project.option_errors import ForecastArgumentParser
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
+from project.start_up import after_the_checkpoint, before_the_checkpoint
 from project.training.calibration import IntervalCalibration
-from project.training.callbacks import ForecastCheckpoint, RandomState
+from project.training.callbacks import ForecastCheckpoint, RandomState, exit_after_sigterm
 from project.training.module import Forecaster, longest_forecast
 from project.training.naive_comparison import NaiveComparison
 
-# Decided by the data and linked into the network, so a user sets them once (or never) under `data:`. A network
-# class receives those of its __init__ arguments that have these names (jsonargparse skips the others).
+# Decided by the data and linked into the network (those of its arguments with these names), set once under `data:`.
 LINKED_FROM_DATA = ("n_targets", "n_past_covariates", "n_future_covariates", "static_cardinalities", "n_static_reals")
 LINKED_SETTINGS = ("context_length", "horizon", "predict_horizon")
 MODEL, DATA = "model.init_args", "data.init_args"  # subclass mode: a class_path, and its arguments under init_args
 NETWORK = f"{MODEL}.network.init_args"
 DEFAULT_CLASSES = {
-    "model": {
-        "class_path": "project.training.module.Forecaster",
-        "init_args": {"network": {"class_path": "project.model.ForecastTransformer"}},
-    },
+    "model": {"class_path": "project.training.module.Forecaster",
+              "init_args": {"network": {"class_path": "project.model.ForecastTransformer"}}},
     "data": {"class_path": "project.data.WindowDataModule"},
-}
-# Settings a checkpoint may be used with at other values: they choose what is forecast, not what was learned.
-FREE_AFTER_TRAINING = ("predict_horizon", "max_horizon", "num_samples", "prediction_quantiles")
+}  # fmt: skip
 # The network's arguments that are linked (from the data or the model's own options), never set by the user.
 LINKED_INTO_NETWORK = (*LINKED_FROM_DATA, "max_length")
-# Data settings that change the network's shape or what its inputs mean: given explicitly, they must equal the
-# checkpoint's (the others, such as the file, the splits or the batch size, may change after training).
-SHAPING_DATA_SETTINGS = (
-    "target_columns", "past_covariates", "future_covariates", "static_covariates", "calendar_features", "scaling",
-    "context_length", "horizon",
-)  # fmt: skip
-EXIT_SIGTERM = 143  # 143 = 128 + SIGTERM, what schedulers expect of a terminated job
-
-
-class ForecastArgumentParser(LightningArgumentParser):
-    """LightningCLI's parser, with a bad model or data option reported as that option (see ``readable_error``), as
-    one error line without the usage text (``--help`` has it): a search that runs many fits reports each bad
-    option once, not pages of usage."""
-
-    def error(self, message: str, ex: Exception | None = None):
-        if self.exit_on_error:  # the parser the user called; the inner ones raise for jsonargparse to try the next type
-            raise InputError(" ".join(readable_error(message).split())) from ex  # one line
-        super().error(readable_error(message), ex)
-
-
-def readable_error(message: str) -> str:
-    """jsonargparse's message for a bad option of the model or the data, as the option and what was expected.
-
-    In subclass mode jsonargparse reports the whole ``model`` (or ``data``) as matching none of ``Forecaster | None``
-    and lists both attempts; the user needs only the first: ``Parser key "model.training_mode": Expected …``."""
-    head = re.match(r'Parser key "(model|data)":', message)
-    if head is None or "Does not validate against any of the Union subtypes" not in message:
-        return message
-    section, given = head.group(1), re.search(r"Given value: (.*)$", message)
-    errors: list[list[str]] = []
-    for line in message.partition("Errors:")[2].partition("\n  Given value type:")[0].splitlines():
-        if line.startswith("    - "):
-            errors.append([line[6:].strip()])
-        elif errors and line.strip():
-            errors[-1].append(line.strip())
-    errors = [error for error in errors if error != ["Expected a <class 'NoneType'>"]]
-    if not errors:
-        return message
-    first, *rest = errors[0]
-    problem = re.match(r"Problem with given class_path '([^']+)':", first)
-    if problem is None:
-        return f'Parser key "{section}": {given.group(1) if given else ""}: {" ".join([first, *rest])}'
-    if rest and rest[0].startswith('Parser key "'):
-        lines = [rest[0].replace('Parser key "', f'Parser key "{section}.', 1), *rest[1:]]
-        while (
-            len(lines) >= 3
-            and lines[1].startswith("Problem with given class_path")
-            and (inner := re.match(r'Parser key "(.+)":', lines[2]))
-        ):  # an error inside the network: named as a config names it, model.network.init_args.d_model
-            lines = [lines[0].removesuffix('":') + f'.init_args.{inner.group(1)}":', *lines[3:]]
-        return "\n  ".join(lines)
-    return f'Parser key "{section}": {" ".join(rest)} ({problem.group(1)})'
-
-
-class RunConfig(SaveConfigCallback):
-    """Saves the run's config.yaml in its log folder, and nowhere when there is none (logger off, or a logger
-    without a local folder such as MLflow's): LightningCLI would otherwise write, and with overwriting replace, a
-    config.yaml in the working directory."""
-
-    def setup(self, trainer, pl_module, stage: str) -> None:
-        if trainer.logger is not None and trainer.logger.log_dir is not None:
-            super().setup(trainer, pl_module, stage)
+CALLBACKS = {  # the default callbacks, by the config section that sets each
+    "checkpoint": ForecastCheckpoint, "early_stopping": EarlyStopping, "lr_monitor": LearningRateMonitor,
+    "forecast_figures": ForecastFigures, "predictions": ForecastWriter, "interval_calibration": IntervalCalibration,
+    "naive_comparison": NaiveComparison,
+}  # fmt: skip
+CALLBACK_DEFAULTS = {
+    "checkpoint.monitor": "val/loss", "checkpoint.filename": "best-epoch{epoch}-step{step}",
+    "checkpoint.auto_insert_metric_name": False, "checkpoint.save_last": True,
+    "early_stopping.monitor": "val/loss", "early_stopping.patience": 10,
+    # After each validation, so a run cut short by max_steps before validating still ends cleanly.
+    "early_stopping.check_on_train_epoch_end": False,
+    "lr_monitor.logging_interval": "step",
+}  # fmt: skip
 
 
 class ForecastCLI(LightningCLI):
@@ -120,13 +61,13 @@ class ForecastCLI(LightningCLI):
 
     def __init__(self, *args, extra_callbacks: list | None = None, **kwargs) -> None:
         self.extra_callbacks = list(extra_callbacks or [])
+        self.explicit, self.checkpoint, self.inputs = {}, CommandCheckpoint(), []  # set once parsed
         super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.epilog = describe_rules()  # the end of `fit --help`: every option rule, from the one list
-        # Forecaster, WindowDataModule and the transformer unless a config names other classes, so that configs set
-        # `model.learning_rate` without a class_path, and `predict --ckpt_path X` alone parses (LightningCLI then
-        # replaces the model with the checkpoint's class and arguments).
+        # Default classes: configs set `model.learning_rate` without a class_path, and `predict --ckpt_path X`
+        # alone parses (LightningCLI then replaces the model with the checkpoint's class and arguments).
         parser.set_defaults(DEFAULT_CLASSES)
         for name in LINKED_FROM_DATA:  # attributes of the data module, once it has read the data
             parser.link_arguments(f"data.{name}", f"{NETWORK}.{name}", apply_on="instantiate")
@@ -138,482 +79,67 @@ class ForecastCLI(LightningCLI):
             f"{NETWORK}.max_length",
             compute_fn=lambda context, horizon, longest: max(context, longest_forecast(horizon, longest)),
         )
-        parser.add_lightning_class_args(ForecastCheckpoint, "checkpoint")
-        parser.set_defaults(
-            {
-                "checkpoint.monitor": "val/loss",
-                "checkpoint.filename": "best-epoch{epoch}-step{step}",
-                "checkpoint.auto_insert_metric_name": False,
-                "checkpoint.save_last": True,
-            }
-        )
-        parser.add_lightning_class_args(EarlyStopping, "early_stopping")
-        parser.set_defaults(
-            {
-                "early_stopping.monitor": "val/loss",
-                "early_stopping.patience": 10,
-                # After each validation, so a run cut short by max_steps before validating still ends cleanly.
-                "early_stopping.check_on_train_epoch_end": False,
-            }
-        )
-        parser.add_lightning_class_args(LearningRateMonitor, "lr_monitor")
-        parser.set_defaults({"lr_monitor.logging_interval": "step"})
-        parser.add_lightning_class_args(ForecastFigures, "forecast_figures")
-        parser.add_lightning_class_args(ForecastWriter, "predictions")
-        parser.add_lightning_class_args(IntervalCalibration, "interval_calibration")
-        parser.add_lightning_class_args(NaiveComparison, "naive_comparison")
-        parser.add_argument(
-            "--test_after_fit", type=bool, default=True, help="fit: test the best checkpoint when training ends"
-        )
-        parser.add_argument(
-            "--overwrite", type=bool, default=False, help="replace an existing --predictions.output file"
-        )
+        for section, callback in CALLBACKS.items():
+            parser.add_lightning_class_args(callback, section)
+        parser.set_defaults(CALLBACK_DEFAULTS)
+        parser.add_argument("--test_after_fit", type=bool, default=True, help="fit: then test the best checkpoint")
+        parser.add_argument("--overwrite", type=bool, default=False, help="replace an existing --predictions.output")
         parser.link_arguments("overwrite", "predictions.overwrite")
 
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
-        given = sys.argv[1:] if args is None else args
-        try:
-            super().parse_arguments(parser, args)
-        except InputError as error:
-            if '"model.network' in str(error) and any(str(a).startswith("--ckpt_path") for a in given):
-                # The network's options are parsed before the checkpoint is read, against the class the command
-                # line and configs name: the default transformer unless told otherwise.
-                raise InputError(
-                    f"{error} (network options are checked against the network the command line and configs name, "
-                    "project.model.ForecastTransformer by default, not the checkpoint's: name the checkpoint's "
-                    "network with --model.network.class_path before them)"
-                ) from None
-            raise
-        subcommand = self.config.get("subcommand")
-        if subcommand is None:
+        super().parse_arguments(parser, args)
+        if self.config.get("subcommand") is None:
             return
-        config = self.config[subcommand]
-        self.explicit = explicit_settings(given, config, subcommand, self.config.get("config"))
-        self.checkpoint: dict | None = None
-        check_options(config)
-        self._name_the_run(config)
-        if config.get("ckpt_path") == "last" and subcommand == "fit":
-            self._resume_last_run(config)
-        if config.get("ckpt_path"):
-            trust(named_classes(self.explicit), CLI_TRUST)
-            checkpoint = self.checkpoint = read_checkpoint(config.ckpt_path)
-            check_checkpoint_matches(config.ckpt_path, checkpoint, self.explicit)
-            self._use_the_checkpoints_data(parser, subcommand, checkpoint)
-            self._name_the_run(self.config[subcommand])
-        config = self.config[subcommand]
-        if _no_logger(config.trainer.get("logger")) and "cache_dir" not in self.explicit.get("data", {}):
-            config.data.init_args.cache_dir = None  # a run that writes no logs leaves no data cache behind either
-        check_writable_folders(config)
-        # Every file the run reads, for the output guards: never replaced, not even with --overwrite.
-        self.inputs = [config.data.init_args.get("source"), *input_files(config)]
-        if self.checkpoint is not None:  # the checkpoint and the data it was trained on
-            self.inputs += checkpoint_inputs(config.ckpt_path, self.checkpoint)
+        self.explicit = before_the_checkpoint(self.config, sys.argv[1:] if args is None else args, CALLBACKS)
+        self.config, self.checkpoint = CommandCheckpoint.open(parser, self.config, self.explicit, LINKED_INTO_NETWORK)
+        self.inputs = self.checkpoint.inputs(*after_the_checkpoint(self.config[self.config.subcommand], self.explicit))
 
-    def _parse_ckpt_path(self) -> None:
-        """The model's settings from the checkpoint that ``parse_arguments`` read and checked, not from a second read
-        of the file (as LightningCLI does), which could find another file there."""
-        checkpoint = getattr(self, "checkpoint", None)
-        if checkpoint is None:
-            return
-        settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if k != "_instantiator"}
-        if "_class_path" in settings:
-            settings = {"class_path": settings.pop("_class_path"), "dict_kwargs": settings}
-        self.config = self.parser.parse_object({self.config.subcommand: {"model": settings}}, self.config)
-
-    def _use_the_checkpoints_data(self, parser: LightningArgumentParser, subcommand: str, checkpoint: dict) -> None:
-        """The data the checkpoint was trained on (its class and settings, checked by ``read_checkpoint``), except
-        what the user set: LightningCLI restores the model's settings from a checkpoint, not the data's."""
-        trained, explicit = checkpoint.get("datamodule_hyper_parameters", {}), self.explicit.get("data", {})
-        data: dict = {"init_args": {k: v for k, v in trained.items() if not k.startswith("_") and k not in explicit}}
-        if explicit.get("source") is not None:  # the embedded data's settings do not carry over to the user's file
-            for name in ("synthetic", "synthetic_rows"):
-                data["init_args"].pop(name, None)
-        else:
-            warn_if_relative_source(checkpoint, self.config[subcommand].ckpt_path)
-        class_path = explicit.get("class_path") or trained.get("_class_path")
-        if class_path:  # given with the settings, or jsonargparse would take them for the default class's
-            data["class_path"] = class_path
-        self.config = parser.parse_object({subcommand: {"data": data}}, self.config)
+    def _parse_ckpt_path(self) -> None:  # the checkpoint read and checked at start-up, not a second read of the file
+        self.config = self.checkpoint.with_its_model(self.parser, self.config)
 
     def before_instantiate_classes(self) -> None:
-        # LightningCLI has replaced the model's settings with the checkpoint's; what the user chose for
-        # forecasting (not learning) stands.
-        subcommand = self.config.get("subcommand")
-        if subcommand and self.config[subcommand].get("ckpt_path"):
-            model, data = self.config[subcommand].model.init_args, self.config[subcommand].data.init_args
-            for name in FREE_AFTER_TRAINING:
-                if name in self.explicit.get("model", {}):
-                    model[name] = self.explicit["model"][name]
-            if "max_horizon" in self.explicit.get("model", {}) and "max_length" in model.network.init_args:
-                # The positional table is not a weight: it is sized again for the longer forecasts asked for.
-                longest = longest_forecast(data.horizon, model.max_horizon)
-                model.network.init_args.max_length = max(data.context_length, longest)
+        self.checkpoint.keep_forecasting_choices(self.config[self.subcommand])
+
+    def after_instantiate_classes(self) -> None:  # before any subcommand reads data or loads weights
+        self.checkpoint.check_data_fits(self.config[self.subcommand], self.model, LINKED_FROM_DATA)
 
     def _dump_config(self) -> None:
         super()._dump_config()
-        # Lightning records the linked sizes into the network's dumped init_args, and fails when a network takes
-        # no argument besides the linked ones (the dump then has no init_args to record them into).
-        network = self.config_dump.get("model", {}).get("init_args", {}).get("network")
-        if isinstance(network, dict):
-            network["init_args"] = network.get("init_args") or {}
+        run_folders.make_room_for_linked_sizes(self.config_dump)
 
     def instantiate_trainer(self, **kwargs):
         """The Trainer with the default callbacks, less those whose Trainer feature the user turned off."""
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         callbacks = [self._get(self.config_init, key) for key in self._parser(self.subcommand).callback_keys]
-        if _no_logger(trainer_config.get("logger")):
-            callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
-            # Without a logger there is no run folder: checkpoints would land in the working directory, and
-            # pile up there run after run. They are written only where the user names a folder.
-            explicit = self.explicit
-            named_folder = explicit.get("checkpoint", {}).get("dirpath")
-            if explicit.get("trainer", {}).get("enable_checkpointing") and not named_folder:
-                raise InputError(
-                    "trainer.enable_checkpointing=true with trainer.logger=false needs a folder for the checkpoints: "
-                    "set --checkpoint.dirpath"
-                )
-            if not named_folder:
-                trainer_config["enable_checkpointing"] = False
-        if trainer_config.get("enable_checkpointing") is False:
-            callbacks = [c for c in callbacks if not isinstance(c, ForecastCheckpoint)]
+        callbacks = run_folders.callbacks_in_use(trainer_config, callbacks, self.explicit)
         return self._instantiate_trainer(trainer_config, [*callbacks, RandomState(), *self.extra_callbacks])
 
-    def before_validate(self) -> None:
-        self._check_data_fits_checkpoint()
-
-    def before_test(self) -> None:
-        self._check_data_fits_checkpoint()
-
-    def before_predict(self) -> None:
-        self._check_data_fits_checkpoint()
-        for callback in self.trainer.callbacks:
-            if isinstance(callback, ForecastWriter):  # the run's inputs are never replaced by its output
-                callback.inputs = self.inputs
-
-    def _check_data_fits_checkpoint(self) -> None:
-        """The sizes the data gives the network (targets, covariates, static categories) must be the checkpoint's,
-        or its weights cannot be loaded: refused in one line naming them, before any data is read."""
-        if self.checkpoint is None:
-            return
-        trained = self.checkpoint["hyper_parameters"].get("network", {}).get("init_args", {})
-        given = self.model.hparams["network"]["init_args"]
-        differing = [
-            f"{name}={given[name]!r} (checkpoint: {trained[name]!r})"
-            for name in LINKED_FROM_DATA
-            if name in trained and name in given and given[name] != trained[name]
-        ]
-        if differing:
-            source = self.config[self.subcommand].data.init_args.get("source") or "the embedded data"
-            raise InputError(
-                f"{source} does not fit {self.config[self.subcommand].ckpt_path}: its columns give the network "
-                f"{', '.join(differing)}; use data with the checkpoint's targets, covariates and static categories"
-            )
+    def before_predict(self) -> None:  # the run's inputs are never replaced by its output
+        for writer in (c for c in self.trainer.callbacks if isinstance(c, ForecastWriter)):
+            writer.inputs = self.inputs
 
     def before_fit(self) -> None:
-        self._check_data_fits_checkpoint()
-        logger = self.trainer.logger
-        version = self.explicit.get("trainer", {}).get("logger", {})
-        version = version.get("init_args", {}).get("version") if isinstance(version, dict) else None
-        resuming = self.config.fit.get("ckpt_path") and logger is not None and self._inside(self.config.fit.ckpt_path)
-        if logger is not None and version is not None and not resuming:
-            log_dir = Path(logger.log_dir)
-            if log_dir.is_dir() and any(log_dir.iterdir()):
-                raise InputError(
-                    f"{log_dir} already holds a run; choose another trainer.logger.init_args.version, or resume it "
-                    "with --ckpt_path last"
-                )
+        run_folders.check_the_run_folder_is_new(self.trainer.logger, self.explicit, self.config.fit.ckpt_path)
 
     def after_fit(self) -> None:
-        if not self.config.fit.test_after_fit or self.trainer.fast_dev_run or self.trainer.interrupted:
-            return
-        callback = self.trainer.checkpoint_callback
-        best = callback.best_model_path if callback else ""
-        if not best:
-            why = "checkpointing is off" if callback is None else "no validation ran"
-            rank_zero_info(f"Testing the weights at the end of training: there is no best checkpoint ({why})")
-        # The fit already logged every hyperparameter with the effective batch size; do not log them again.
-        self.trainer.enable_autolog_hparams = False
-        self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best or None)
-
-    def _resume_last_run(self, config) -> None:
-        """``--ckpt_path last``: the newest run's last.ckpt, logged on in that run's folder (or a fresh start)."""
-        logger = config.trainer.get("logger")
-        init_args = logger.get("init_args", {}) if hasattr(logger, "get") else {}
-        if "version" not in init_args:
-            raise InputError("--ckpt_path last needs a logger with versioned run folders (TensorBoard or CSV)")
-        save_dir = Path(init_args.get("save_dir") or config.trainer.get("default_root_dir") or ".")
-        name = init_args.get("name") or "lightning_logs"
-        last = find_last_checkpoint(save_dir / name)
-        if last is None:
-            rank_zero_info(f"No last.ckpt under {save_dir / name}; starting from scratch")
-            config.ckpt_path = None
-            return
-        config.ckpt_path = str(last)
-        if hasattr(logger, "get") and "init_args" in logger:
-            logger.init_args.version = int(last.parts[-3].split("_")[-1])
-
-    def _name_the_run(self, config) -> None:
-        """Log under the data's name (the file's stem, or the embedded data's), unless the config names the run.
-
-        The name goes where the logger keeps it: ``name`` (TensorBoard, CSV, W&B) or ``run_name`` (MLflow)."""
-        logger = config.trainer.get("logger")
-        if not (hasattr(logger, "get") and "init_args" in logger):
-            return
-        key = next((k for k in ("name", "run_name") if k in logger.init_args), None)
-        explicit_logger = self.explicit.get("trainer", {}).get("logger")
-        named = isinstance(explicit_logger, dict) and key in explicit_logger.get("init_args", {})
-        if key and not named:
-            logger.init_args[key] = self._run_name(config)
-
-    @staticmethod
-    def _run_name(config) -> str:
-        data = config.data.init_args
-        source = data.get("source")
-        return Path(str(source)).stem if source else f"synthetic_{data.get('synthetic', 'series')}"
-
-    def _inside(self, path: str) -> bool:
-        return Path(self.trainer.logger.log_dir).resolve() in Path(path).resolve().parents
-
-
-def explicit_settings(args: list[str], config, subcommand: str, root_files: list) -> dict:
-    """What the user set on the command line, in ``--config`` files (every spelling: ``-c``, ``--conf``, ``-cPATH``,
-    before the subcommand too, ``root_files``) or in section files (``--data FILE``, ``--model FILE``), whether or not
-    it equals a default, as a nested dict with the parsed values (``{"model": {"d_model": 128}, …}``). An option of
-    the command line that is not in the parsed config (a class chosen after it has no such argument) is refused: it
-    would be dropped without a word."""
-    keys = {key: False for path in config.get("config") or [] for key in _flattened(_yaml(path))}
-    for path in root_files or []:  # `--config FILE fit`: the file's section of the subcommand
-        keys.update({key: False for key in _flattened(_yaml(path).get(subcommand) or {})})
-    for name, path in config.items():
-        if name.endswith("__path__") and path:  # a section given as a file: --data FILE
-            section = name.removesuffix(".__path__")
-            keys.update({f"{section}.{key}": False for key in _flattened(_yaml(path))})
-    for token in args:
-        key = token[2:].partition("=")[0].removesuffix("+")  # `--option+=value` appends to a list
-        if token.startswith("--") and not (len(key) >= 2 and "config".startswith(key)):  # --conf is --config
-            keys[key] = True  # True: given on the command line
-    explicit: dict = {}
-    for key, on_command_line in sorted(keys.items()):
-        key, stored_at = _in_subclass_mode(key)
-        key = _with_init_args(config, key)
-        try:
-            value = config[key]
-        except (KeyError, TypeError):
-            if on_command_line and key.startswith(("model.init_args.", "data.init_args.")):  # classes may change
-                owner = _class_owning(config, key)
-                raise InputError(
-                    f"--{stored_at} does not apply to {owner}, which a later option, a config or the checkpoint "
-                    "chose: options apply in order; give it after the option that chooses the class, or leave it out"
-                ) from None
-            continue
-        stored_at = _user_facing(key)
-        *sections, name = stored_at.split(".")
-        level = explicit
-        for section in sections:
-            level = level.setdefault(section, {})
-        if on_command_line and hasattr(value, "class_path") and not stored_at.endswith("init_args"):
-            value = {"class_path": value.class_path}  # `--model.network=Class` names the class, not its defaults
-        level[name] = value.as_dict() if hasattr(value, "as_dict") else value
-    return explicit
-
-
-def _with_init_args(config, key: str) -> str:
-    """``key`` as it is stored: jsonargparse accepts a subclass's argument without ``init_args``
-    (``model.init_args.network.d_model`` is ``model.init_args.network.init_args.d_model``)."""
-    parts = key.split(".")
-    for position in range(1, len(parts)):
-        prefix = ".".join(parts[:position])
-        if parts[position] not in ("init_args", "class_path", "dict_kwargs") and _has(config, f"{prefix}.class_path"):
-            parts.insert(position, "init_args")
-            return _with_init_args(config, ".".join(parts))
-    return key
-
-
-def _class_owning(config, key: str) -> str:
-    """The class whose arguments ``key`` would be among (the nearest ``class_path`` above it), for messages."""
-    parts = key.split(".")
-    for position in range(len(parts) - 1, 0, -1):
-        prefix = ".".join(parts[:position]).removesuffix(".init_args")
-        if _has(config, f"{prefix}.class_path"):
-            return str(config[f"{prefix}.class_path"])
-    return "the options"
-
-
-def _file(path) -> Path:
-    """A config file's path, from jsonargparse's path object (its absolute form) or a plain one."""
-    return Path(str(getattr(path, "absolute", path)))
-
-
-def _has(config, key: str) -> bool:
-    try:
-        config[key]
-    except (KeyError, TypeError):
-        return False
-    return True
-
-
-def input_files(config) -> list[str]:
-    """The config files a run read: ``--config`` files and section files (``--data FILE``)."""
-    sections = [path for name, path in config.items() if name.endswith("__path__")]
-    return [str(_file(path)) for path in [*(config.get("config") or []), *sections] if path]
-
-
-def check_writable_folders(config) -> None:
-    """The folders a run will write (checkpoints, logs, the data cache) refused at start-up, in one line, when they
-    cannot be written: not after an epoch of training."""
-    logger = config.trainer.get("logger")
-    loggers = logger if isinstance(logger, list) else [logger]
-    folders = {"checkpoint.dirpath": config.get("checkpoint", {}).get("dirpath")}
-    if logger is None or logger is True:  # Lightning's default logger writes under default_root_dir
-        folders["trainer.default_root_dir"] = config.trainer.get("default_root_dir") or "."
-    for position, entry in enumerate(loggers):
-        if hasattr(entry, "get") and hasattr(entry.get("init_args"), "get"):
-            where = "trainer.logger" + (f"[{position}]" if isinstance(logger, list) else "")
-            folders[f"{where}.init_args.save_dir"] = entry.init_args.get("save_dir")
-    if config.data.init_args.get("source") is not None:  # only a file's matrix is cached
-        folders["data.cache_dir"] = config.data.init_args.get("cache_dir")
-    for option, folder in folders.items():
-        if folder:
-            check_folder_writable(folder, option)
-
-
-def _no_logger(logger: object) -> bool:
-    """``trainer.logger`` turns logging off (``false`` or an empty list); ``null`` is Lightning's default logger."""
-    return logger is False or (isinstance(logger, list) and not logger)
-
-
-def named_classes(explicit: dict) -> set[str]:
-    """The class paths the user named (model, network, data): the ones a checkpoint may name outside this project."""
-    model, data = explicit.get("model", {}), explicit.get("data", {})
-    network = model.get("network", {})
-    distribution = network.get("init_args", network).get("distribution", {})
-    named = [model.get("class_path"), data.get("class_path"), network.get("class_path")]
-    named.append(distribution.get("class_path") if isinstance(distribution, dict) else distribution)
-    return {name for name in named if isinstance(name, str)}
-
-
-def _yaml(path) -> dict:
-    """A config file's settings (a jsonargparse path or a plain one); nothing for a config given inline."""
-    file = _file(path) if path else None
-    content = yaml.safe_load(file.read_text()) if file is not None and file.is_file() else None
-    return content if isinstance(content, dict) else {}
-
-
-def _in_subclass_mode(key: str) -> tuple[str, str]:
-    """Where an option the user wrote lives in the parsed config, and the name it goes by everywhere else: the
-    model's and data's arguments sit under ``init_args`` (``model.learning_rate`` is ``model.init_args.learning_rate``,
-    ``--model=X`` sets ``model.class_path``)."""
-    section, _, rest = key.partition(".")
-    if section not in ("model", "data"):
-        return key, key
-    rest = rest.removeprefix("init_args.") if rest != "init_args" else ""
-    if rest in ("", "class_path"):
-        return f"{section}.class_path", f"{section}.class_path"
-    return f"{section}.init_args.{rest}", f"{section}.{rest}"
-
-
-def _user_facing(name: str) -> str:
-    """``model.init_args.learning_rate`` as users write it: ``model.learning_rate``."""
-    for section in ("model.", "data."):
-        if name.startswith(section + "init_args."):
-            return section + name.removeprefix(section + "init_args.")
-    return name
-
-
-def check_options(config) -> None:
-    """Every numeric option inside its domain (``project.domains``) and an accelerator this machine has, checked
-    before anything is built."""
-    flat = {_user_facing(name): value for name, value in config.items()}
-    check_domains({name: flat[name] for name in DOMAINS if name in flat})
-    check_accelerator(config.trainer.get("accelerator"))
-
-
-def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict) -> None:
-    """Fail with one line when the user asks, on purpose, for a model or data shape other than the checkpoint's.
-
-    The model is rebuilt from the checkpoint's hyperparameters (LightningCLI's ``ckpt_path`` handling); every model
-    setting the user set explicitly (command line or config file, even at its default value) is compared, and so
-    are the data's context and horizon. Settings that only choose what to forecast may differ.
-    """
-    trained = checkpoint.get("hyper_parameters", {})
-    trained_model = _flattened({name: value for name, value in trained.items() if not name.startswith("_")})
-    trained_model["class_path"] = trained.get("_class_path", "project.training.module.Forecaster")
-    given_model = {
-        name: value
-        for name, value in _flattened(explicit.get("model", {})).items()
-        if name not in FREE_AFTER_TRAINING and name.removeprefix("network.init_args.") not in LINKED_INTO_NETWORK
-    }
-    network = trained_model.get("network.class_path")
-    inapplicable = [f"model.{name}" for name in given_model if name not in trained_model and name != "class_path"]
-    if inapplicable:  # the checkpoint's class has no such setting: it would be ignored, not applied
-        raise InputError(
-            f"{ckpt_path} has no setting {', '.join(inapplicable)} (its model is {trained_model['class_path']}, its "
-            f"network {network}); leave {'it' if len(inapplicable) == 1 else 'them'} out when using this checkpoint"
-        )
-    mismatches = [
-        f"model.{name}={value!r} (checkpoint: {trained_model[name]!r})"
-        for name, value in given_model.items()
-        if not _same(name, value, trained_model[name])
-    ]
-    trained_data = {**checkpoint.get("datamodule_hyper_parameters", {})}
-    trained_data.update({name: trained[name] for name in ("context_length", "horizon") if name in trained})
-    # The scaling as it resolved, also when the checkpoint records the default (null), which a run's own config.yaml
-    # gives too: either is the checkpoint's.
-    recorded_scaling = trained_data.get("scaling")
-    resolved_scaling = checkpoint.get(WindowDataModule.__qualname__, {}).get("scaler", {}).get("mode")
-    trained_data["scaling"] = resolved_scaling or recorded_scaling
-    mismatches += [
-        f"data.{name}={value!r} (checkpoint: {trained_data[name]!r})"
-        for name, value in explicit.get("data", {}).items()
-        if name in SHAPING_DATA_SETTINGS
-        and name in trained_data
-        and value != trained_data[name]
-        and not (name == "scaling" and value == recorded_scaling)
-    ]
-    if mismatches:
-        raise InputError(f"{ckpt_path} was trained with other settings than the config: {', '.join(mismatches)}")
-
-
-def _same(name: str, given: object, trained: object) -> bool:
-    """Equal settings; a class_path (the model's, the network's, the distribution's) by the class it names
-    (``project.model.ForecastTransformer`` is ``project.model.transformer.ForecastTransformer``)."""
-    if name.endswith("class_path") and isinstance(given, str) and isinstance(trained, str):
-        return imported_class(given) is not None and imported_class(given) is imported_class(trained)
-    return given == trained
-
-
-def _flattened(tree: dict, prefix: str = "") -> dict:
-    """A nested settings dict as its leaves under dotted keys (``network.init_args.d_model``): a section counts
-    through the keys it sets, not its defaults; lists stay values."""
-    flat = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flattened(value, f"{prefix}{key}."))  # an empty section sets nothing
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
+        if self.config.fit.test_after_fit and not (self.trainer.fast_dev_run or self.trainer.interrupted):
+            self.trainer.enable_autolog_hparams = False  # the fit logged them all, with the effective batch size
+            best = run_folders.best_checkpoint(self.trainer)
+            self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
 
 
 def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None) -> ForecastCLI | None:
     try:
         with reported_in_one_line():
             return ForecastCLI(
-                Forecaster,
-                WindowDataModule,
-                subclass_mode_model=True,  # --model and --data may name subclasses of the two
-                subclass_mode_data=True,
-                parser_class=ForecastArgumentParser,
-                args=args,
-                extra_callbacks=extra_callbacks,
+                Forecaster, WindowDataModule, args=args, extra_callbacks=extra_callbacks,
+                subclass_mode_model=True, subclass_mode_data=True, parser_class=ForecastArgumentParser,
                 auto_configure_optimizers=False,  # Forecaster.configure_optimizers is the one optimizer setup
-                save_config_callback=RunConfig,
+                save_config_callback=run_folders.RunConfig,
                 save_config_kwargs={"overwrite": True},  # before_fit refuses an existing run folder itself
-            )
+            )  # fmt: skip
     except SIGTERMException as stopped:
-        saved = getattr(stopped, "latest_checkpoint", None)  # noted by ForecastCheckpoint when it saved the state
-        resume = f"; {saved} holds the current step; continue with --ckpt_path last" if saved else ""
-        print(f"error: stopped by SIGTERM{resume or '; no checkpoint holds the current step'}", file=sys.stderr)
-        raise SystemExit(EXIT_SIGTERM) from None
+        exit_after_sigterm(stopped)
 
 
 if __name__ == "__main__":

@@ -43,10 +43,6 @@ from project.model.transformer import ForecastTransformer
 from project.tools.results import stamp
 from project.training.regimes import REGIMES, RegimeOptions
 
-# The tests' reference loops and saved-tensor meter, measured beside the regimes (importable from the repository root).
-from tests.reference_loops import naive_free_running, naive_generate
-from tests.saved_tensors import SavedTensorsMeter
-
 N_FEATURES, CONTEXT_LENGTH = 5, 12
 NAIVE = "naive_loop_as_posted"
 GRAPHED = "free_running_detach_cuda_graph"  # on a GPU: the no-grad rollout replayed as a CUDA graph
@@ -78,7 +74,9 @@ class InferenceRow:
 
 
 def forecast_for(regime: str, model: ForecastTransformer, src: Tensor, target: Tensor) -> Tensor:
-    if regime == NAIVE:
+    if regime == NAIVE:  # the tests' reference loop (tests/ is importable from the repository root)
+        from tests.reference_loops import naive_free_running
+
         return naive_free_running(model, src, target, "partial")
     encoded, start = model.encode(src), model.start_of(src)
     options = RegimeOptions(teacher_forcing_probability=0.5, cuda_graph=regime == GRAPHED)
@@ -145,6 +143,8 @@ def _training_step(regime, model, src, target, args, device):
         scaler.step(optimizer)
         scaler.update()
 
+    from tests.saved_tensors import SavedTensorsMeter  # the tests' meter, from the repository root
+
     horizon = target.shape[1]
     try:
         with SavedTensorsMeter(exclude=model.parameters()) as meter, _autocast(args.precision, device):
@@ -177,6 +177,8 @@ def _interleaved_median_ms(steps: dict[str, Callable[[], None] | None], repeats:
 def benchmark_inference(args: argparse.Namespace, device: torch.device, samples: int | None) -> list[InferenceRow]:
     """``generate`` with the cache against re-decoding the prefix every step: one path per series, or ``samples``
     sample paths per series (N·samples rows)."""
+    from tests.reference_loops import naive_generate  # the tests' reference loop, from the repository root
+
     model = _model(args, device, Normal() if samples else None).eval()
     src = torch.randn(args.batch_size, CONTEXT_LENGTH, N_FEATURES, device=device)
     rows, naive_seconds = [], None

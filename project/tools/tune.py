@@ -30,9 +30,9 @@ import yaml
 
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
+from project.training.callbacks import EXIT_SIGTERM
 
 SPACE_KINDS = ("float", "int", "choice")
-EXIT_SIGTERM = 143  # 128 + the signal's number, as for the CLI: what schedulers expect of a terminated job
 ERROR_ATTR = "error"  # the user attribute holding a refused trial's error line, for a summary in any later process
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -368,7 +368,7 @@ def _none_completed(study: str, trials: list) -> str:
 
 def _one_line(error: BaseException | None) -> str:
     """The error as one line, a bad option named as the CLI names it (``readable_error``)."""
-    from project.cli import readable_error
+    from project.option_errors import readable_error
 
     return " ".join(readable_error(str(error)).split()) if isinstance(error, Exception) else ""
 

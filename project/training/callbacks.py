@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 import lightning as L
 import torch
@@ -10,6 +12,17 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project.errors import InputError
+
+EXIT_SIGTERM = 143  # 128 + SIGTERM's number: what schedulers expect of a terminated job
+
+
+def exit_after_sigterm(stopped: SIGTERMException) -> NoReturn:
+    """End a run stopped by SIGTERM with one line and exit code 143: where ``ForecastCheckpoint`` saved the current
+    step (the ``latest_checkpoint`` it noted on the exception), or that no checkpoint holds it."""
+    saved = getattr(stopped, "latest_checkpoint", None)
+    resume = f"; {saved} holds the current step; continue with --ckpt_path last" if saved else ""
+    print(f"error: stopped by SIGTERM{resume or '; no checkpoint holds the current step'}", file=sys.stderr)
+    raise SystemExit(EXIT_SIGTERM) from None
 
 
 class ForecastCheckpoint(ModelCheckpoint):

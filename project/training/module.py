@@ -169,7 +169,7 @@ class Forecaster(L.LightningModule):
         settings["teacher_forcing_share"] = selected.teacher_forcing if selected else 0.0
         settings["probabilistic"] = network.distribution.probabilistic
         settings["reparameterised"] = network.distribution.reparameterised
-        check_arguments(Forecaster, settings)
+        check_arguments(Forecaster, settings, "model.")  # named as a config names them
         check_settings(settings, self._defaults())
         self.max_horizon = settings["max_horizon"]
         self.prediction_quantiles = settings["prediction_quantiles"]

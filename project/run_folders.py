@@ -1,0 +1,175 @@
+"""Where a run writes: its folder named after its data, ``--ckpt_path last`` resolved to the newest run's
+``last.ckpt``, its config.yaml kept in its folder, and every folder it will write checked before the work starts;
+nothing of an earlier run is overwritten.
+
+(``project.runs`` reads runs back once written.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.cli import SaveConfigCallback
+from lightning.pytorch.utilities import rank_zero_info
+
+from project.errors import InputError
+from project.files import check_folder_writable
+
+
+class RunConfig(SaveConfigCallback):
+    """Saves the run's config.yaml in its log folder, and nowhere when there is none (logger off, or a logger
+    without a local folder such as MLflow's): LightningCLI would otherwise write, and with overwriting replace, a
+    config.yaml in the working directory."""
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if trainer.logger is not None and trainer.logger.log_dir is not None:
+            super().setup(trainer, pl_module, stage)
+
+
+def place_the_run(config, explicit: dict, resume_last: bool) -> None:
+    """Name the run after its data (``name_the_run``) and, for ``--ckpt_path last`` when ``resume_last``, resume the
+    newest run of that name (``resume_last_run``)."""
+    name_the_run(config, explicit)
+    if resume_last and config.get("ckpt_path") == "last":
+        resume_last_run(config)
+
+
+def name_the_run(config, explicit: dict) -> None:
+    """Log under the data's name (the file's stem, or the embedded data's), unless the user named the run
+    (``explicit``: what the user set, ``project.settings``).
+
+    The name goes where the logger keeps it: ``name`` (TensorBoard, CSV, W&B) or ``run_name`` (MLflow)."""
+    logger = config.trainer.get("logger")
+    if not (hasattr(logger, "get") and "init_args" in logger):
+        return
+    key = next((k for k in ("name", "run_name") if k in logger.init_args), None)
+    explicit_logger = explicit.get("trainer", {}).get("logger")
+    named = isinstance(explicit_logger, dict) and key in explicit_logger.get("init_args", {})
+    if key and not named:
+        logger.init_args[key] = run_name(config)
+
+
+def run_name(config) -> str:
+    """The data's name: its file's stem, or ``synthetic_<series>`` for the embedded data."""
+    data = config.data.init_args
+    source = data.get("source")
+    return Path(str(source)).stem if source else f"synthetic_{data.get('synthetic', 'series')}"
+
+
+def resume_last_run(config) -> None:
+    """``--ckpt_path last``: the newest run's last.ckpt, logged on in that run's folder (or a fresh start)."""
+    logger = config.trainer.get("logger")
+    init_args = logger.get("init_args", {}) if hasattr(logger, "get") else {}
+    if "version" not in init_args:
+        raise InputError("--ckpt_path last needs a logger with versioned run folders (TensorBoard or CSV)")
+    save_dir = Path(init_args.get("save_dir") or config.trainer.get("default_root_dir") or ".")
+    name = init_args.get("name") or "lightning_logs"
+    last = find_last_checkpoint(save_dir / name)
+    if last is None:
+        rank_zero_info(f"No last.ckpt under {save_dir / name}; starting from scratch")
+        config.ckpt_path = None
+        return
+    config.ckpt_path = str(last)
+    if hasattr(logger, "get") and "init_args" in logger:
+        logger.init_args.version = int(last.parts[-3].split("_")[-1])
+
+
+def find_last_checkpoint(log_dir: str | Path) -> Path | None:
+    """The ``last.ckpt`` of the newest ``version_N`` run under ``log_dir`` (a logger's save_dir/name folder)."""
+    runs = sorted(
+        (p for p in Path(log_dir).glob("version_*/checkpoints/last.ckpt") if p.parts[-3].split("_")[-1].isdigit()),
+        key=lambda p: int(p.parts[-3].split("_")[-1]),
+    )
+    return runs[-1] if runs else None
+
+
+def check_the_run_folder_is_new(logger, explicit: dict, ckpt_path: str | None) -> None:
+    """A run folder the user chose (``trainer.logger.init_args.version``) that already holds a run is refused, unless
+    the run resumes from a checkpoint inside it: an earlier run is never overwritten."""
+    version = explicit.get("trainer", {}).get("logger", {})
+    version = version.get("init_args", {}).get("version") if isinstance(version, dict) else None
+    if logger is None or version is None:
+        return
+    log_dir = Path(logger.log_dir)
+    if ckpt_path and log_dir.resolve() in Path(ckpt_path).resolve().parents:
+        return  # resuming the run in its own folder
+    if log_dir.is_dir() and any(log_dir.iterdir()):
+        raise InputError(
+            f"{log_dir} already holds a run; choose another trainer.logger.init_args.version, or resume it "
+            "with --ckpt_path last"
+        )
+
+
+def keeps_checkpoints_without_a_logger(explicit: dict) -> bool:
+    """Whether a run that logs nothing keeps checkpoints: without a logger there is no run folder, so checkpoints
+    would land in the working directory and pile up there run after run; they are written only where the user names
+    a folder (``checkpoint.dirpath``), and asking for them without one is refused."""
+    named_folder = explicit.get("checkpoint", {}).get("dirpath")
+    if explicit.get("trainer", {}).get("enable_checkpointing") and not named_folder:
+        raise InputError(
+            "trainer.enable_checkpointing=true with trainer.logger=false needs a folder for the checkpoints: "
+            "set --checkpoint.dirpath"
+        )
+    return bool(named_folder)
+
+
+def drop_the_data_cache_without_logs(config, explicit: dict) -> None:
+    """A run that writes no logs leaves no data cache behind either, unless the user named the cache folder."""
+    if no_logger(config.trainer.get("logger")) and "cache_dir" not in explicit.get("data", {}):
+        config.data.init_args.cache_dir = None
+
+
+def check_writable_folders(config) -> None:
+    """The folders a run will write (checkpoints, logs, the data cache) refused at start-up, in one line, when they
+    cannot be written: not after an epoch of training."""
+    logger = config.trainer.get("logger")
+    loggers = logger if isinstance(logger, list) else [logger]
+    folders = {"checkpoint.dirpath": config.get("checkpoint", {}).get("dirpath")}
+    if logger is None or logger is True:  # Lightning's default logger writes under default_root_dir
+        folders["trainer.default_root_dir"] = config.trainer.get("default_root_dir") or "."
+    for position, entry in enumerate(loggers):
+        if hasattr(entry, "get") and hasattr(entry.get("init_args"), "get"):
+            where = "trainer.logger" + (f"[{position}]" if isinstance(logger, list) else "")
+            folders[f"{where}.init_args.save_dir"] = entry.init_args.get("save_dir")
+    if config.data.init_args.get("source") is not None:  # only a file's matrix is cached
+        folders["data.cache_dir"] = config.data.init_args.get("cache_dir")
+    for option, folder in folders.items():
+        if folder:
+            check_folder_writable(folder, option)
+
+
+def no_logger(logger: object) -> bool:
+    """``trainer.logger`` turns logging off (``false`` or an empty list); ``null`` is Lightning's default logger."""
+    return logger is False or (isinstance(logger, list) and not logger)
+
+
+def callbacks_in_use(trainer_config: dict, callbacks: list, explicit: dict) -> list:
+    """The default ``callbacks`` less those whose Trainer feature is off: the learning-rate monitor without a logger,
+    the checkpoint callback without checkpointing (off, too, without a logger unless the user names a folder)."""
+    if no_logger(trainer_config.get("logger")):
+        callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
+        if not keeps_checkpoints_without_a_logger(explicit):
+            trainer_config["enable_checkpointing"] = False
+    if trainer_config.get("enable_checkpointing") is False:
+        callbacks = [c for c in callbacks if not isinstance(c, ModelCheckpoint)]
+    return callbacks
+
+
+def best_checkpoint(trainer: L.Trainer) -> str | None:
+    """The fit's best checkpoint, to test after training; None (the weights as training left them), said why."""
+    callback = trainer.checkpoint_callback
+    if callback is not None and callback.best_model_path:
+        return callback.best_model_path
+    why = "checkpointing is off" if callback is None else "no validation ran"
+    rank_zero_info(f"Testing the weights at the end of training: there is no best checkpoint ({why})")
+    return None
+
+
+def make_room_for_linked_sizes(config_dump: dict) -> None:
+    """Lightning records the linked sizes into the network's dumped ``init_args``, and fails when a network takes no
+    argument besides the linked ones (the dump then has no ``init_args`` to record them into): give it an empty one."""
+    network = config_dump.get("model", {}).get("init_args", {}).get("network")
+    if isinstance(network, dict):
+        network["init_args"] = network.get("init_args") or {}

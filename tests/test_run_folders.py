@@ -1,0 +1,27 @@
+"""Where a run writes (``project.run_folders``), without training: the end-to-end promises are in
+``tests/test_cli.py`` and ``tests/test_guards.py``."""
+
+import pytest
+
+from project.errors import InputError
+from project.run_folders import find_last_checkpoint, keeps_checkpoints_without_a_logger, no_logger
+
+
+def test_the_last_checkpoint_is_the_newest_versions_by_number_not_by_name(tmp_path):
+    for version in ("version_2", "version_10", "version_9", "version_x"):
+        (tmp_path / version / "checkpoints").mkdir(parents=True)
+        (tmp_path / version / "checkpoints" / "last.ckpt").touch()
+    assert find_last_checkpoint(tmp_path) == tmp_path / "version_10" / "checkpoints" / "last.ckpt"
+    assert find_last_checkpoint(tmp_path / "elsewhere") is None
+
+
+@pytest.mark.parametrize(("logger", "off"), [(False, True), ([], True), (None, False), (True, False)])
+def test_only_false_or_an_empty_list_turns_logging_off(logger, off):
+    assert no_logger(logger) is off
+
+
+def test_without_a_logger_checkpoints_are_kept_only_in_a_folder_the_user_names():
+    assert keeps_checkpoints_without_a_logger({"checkpoint": {"dirpath": "ckpts"}})
+    assert not keeps_checkpoints_without_a_logger({})
+    with pytest.raises(InputError, match="needs a folder for the checkpoints"):
+        keeps_checkpoints_without_a_logger({"trainer": {"enable_checkpointing": True}})
