@@ -1,16 +1,12 @@
 """Pictures of forecasts: context, truth and free-running forecast per channel, with the central interval of a
 distribution.
 
-Logged to TensorBoard during training (``ForecastFigures``), or drawn from a checkpoint, on the data it was
-trained on unless ``--source`` says otherwise:
-
-    python -m project.figures lightning_logs/synthetic_series/version_0/checkpoints/last.ckpt --output forecast.png
+Logged to TensorBoard during training (``ForecastFigures``); drawn from a checkpoint by the optional tool
+``python -m project.tools.figure``.
 """
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
 from typing import Annotated
 
 import lightning as L
@@ -20,8 +16,6 @@ from torch import Tensor
 from torch.utils.data import default_collate
 
 from project.domains import Domain, NonNegativeInt, check_arguments, is_integer
-from project.errors import reported_in_one_line
-from project.files import check_output, write_atomically
 from project.training.metrics import central_interval, unscale
 
 
@@ -114,34 +108,3 @@ class ForecastFigures(L.Callback):
             return
         figure = forecast_figure(pl_module, trainer.datamodule, "val", self.num_windows)
         trainer.logger.experiment.add_figure("val/forecasts", figure, global_step=trainer.global_step)
-
-
-def main(argv: list[str] | None = None) -> None:
-    from project.checkpoints import checkpoint_inputs, datamodule_from_checkpoint, load_checkpoint
-    from project.imports import trust_argument
-
-    parser = argparse.ArgumentParser(
-        prog="python -m project.figures", description="Plot test forecasts of a checkpoint."
-    )
-    parser.add_argument("checkpoint", type=Path, help="a .ckpt written by `python -m project.cli fit`")
-    parser.add_argument("--source", default=None, help="data file (default: the one the checkpoint was trained on)")
-    parser.add_argument("--windows", type=int, default=3, help="test windows to draw, spread over the test split")
-    parser.add_argument("--output", type=Path, default=Path("forecast.png"))
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
-    trust_argument(parser)
-    args = parser.parse_args(argv)
-    with reported_in_one_line():
-        check_arguments(ForecastFigures, {"num_windows": args.windows}, "forecast_figures.")  # a subplot row each
-        checkpoint, model = load_checkpoint(args.checkpoint)
-        inputs = checkpoint_inputs(args.checkpoint, checkpoint, args.source)
-        check_output(args.output, inputs, args.overwrite)
-        datamodule = datamodule_from_checkpoint(
-            checkpoint, args.checkpoint, {"source": args.source} if args.source else {}
-        )
-        figure = forecast_figure(model, datamodule, "test", args.windows)
-        write_atomically(args.output, lambda temporary: figure.savefig(temporary, dpi=110, format="png"))
-    print(f"Wrote {args.output}")
-
-
-if __name__ == "__main__":
-    main()

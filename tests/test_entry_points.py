@@ -66,9 +66,9 @@ def inside(node: ast.AST, scopes: set[ast.AST]) -> bool:
 
 def test_the_entry_points_are_found():
     names = {path.stem for path in entry_points()}
-    assert {"cli", "figures", "runs"} <= names
+    assert {"cli", "runs"} <= names
     if (PACKAGE / "tools").is_dir():  # the optional tools, while they are there
-        assert {"export", "backtest", "tune", "bench", "m4", "etth1", "datasets"} <= names
+        assert {"export", "backtest", "tune", "bench", "m4", "etth1", "datasets", "figure"} <= names
 
 
 @pytest.mark.parametrize("path", entry_points(), ids=lambda p: p.stem)
@@ -145,39 +145,11 @@ def test_a_checkpoint_naming_a_module_beside_it_runs_no_code_through_any_entry_p
 ):
     """As with ``python -m``: no command imports the module unless the user names the class themselves (the tools:
     tests/tools/test_tool_guards.py)."""
-    from project import cli, figures
+    from project import cli
 
     path = checkpoint_naming_a_module_beside_it(named, user_run, tmp_path, monkeypatch)
     commands = {
         f"cli {subcommand}": (cli.cli_main, [subcommand, f"--ckpt_path={path}", "--trainer.logger=false"])
         for subcommand in ("fit", "validate", "test", "predict")
     }
-    commands["figures"] = (figures.main, [str(path), "--output", str(tmp_path / "out.png")])
     assert_refused_without_importing(commands, tmp_path, capsys)
-
-
-@pytest.mark.parametrize(
-    ("class_path", "message"),
-    [
-        ("..x.Net", "its network '..x.Net' is not a dotted class path (package.module.Class)"),
-        ("this.Net", "the checkpoint names the network this.Net, outside this project; nothing was imported"),
-        ("raising_module.Net", "its network raising_module.Net cannot be imported (RuntimeError: broken on import)"),
-    ],
-)
-def test_a_checkpoint_naming_a_bad_or_broken_class_is_refused_in_one_line(
-    class_path, message, user_run, tmp_path, monkeypatch, capsys
-):
-    from project import figures
-
-    (tmp_path / "raising_module.py").write_text("raise RuntimeError('broken on import')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    checkpoint = torch.load(user_run[2], weights_only=True)
-    checkpoint["hyper_parameters"]["network"]["class_path"] = class_path
-    path = tmp_path / "model.ckpt"
-    torch.save(checkpoint, path)
-    with pytest.raises(SystemExit) as exit:  # the one module is trusted: importing it is what fails
-        figures.main([str(path), "--output", str(tmp_path / "out.png"), "--trust", "raising_module.Net"])
-    assert exit.value.code == 2
-    error = capsys.readouterr().err.strip()
-    assert error.count("\n") == 0
-    assert error.startswith(f"error: {path}: {message}")

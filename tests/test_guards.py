@@ -1,5 +1,5 @@
-"""The guards the CLI and the figures command are behind: no output replaces an input, no checkpoint runs code, and
-every refusal is one line (the tools' own: tests/tools/test_tool_guards.py)."""
+"""The guards the CLI is behind: no output replaces an input, no checkpoint runs code, and every refusal is one line
+(the tools' own, the figure tool's among them: tests/tools/test_tool_guards.py)."""
 
 import os
 import sys
@@ -9,20 +9,16 @@ import pandas as pd
 import pytest
 import torch
 
-from project import figures
-from tests.helpers import BASE, SMALL_MODEL, cli, config, digests, exit_code, one_line_error, quick_fit_arguments
+from tests.helpers import BASE, SMALL_MODEL, cli, config, digests, one_line_error, quick_fit_arguments
 from tests.test_data import frame_of_row_numbers
 
 
-def test_a_checkpoint_that_would_run_code_is_refused_by_the_cli_and_figures(hostile_checkpoint, capsys):
+def test_a_checkpoint_that_would_run_code_is_refused_by_the_cli(hostile_checkpoint, capsys):
     path, marker = hostile_checkpoint
     for subcommand in ("fit", "validate", "test", "predict"):
         assert cli(subcommand, f"--ckpt_path={path}", "--trainer.logger=false") == 2, subcommand
         assert "cannot read the checkpoint" in one_line_error(capsys)
-    assert exit_code(figures.main, [str(path), "--output", str(path.parent / "out.png")]) == 2
-    assert "cannot read the checkpoint" in one_line_error(capsys)
     assert not marker.exists()
-    assert not (path.parent / "out.png").exists()
 
 
 def test_predict_never_replaces_its_checkpoint_or_its_config_even_with_overwrite(user_run, tmp_path, capsys):
@@ -57,13 +53,6 @@ def test_a_read_only_output_folder_is_refused_before_predicting(user_run, tmp_pa
                "--trainer.logger=false")  # fmt: skip
     assert code == 2
     assert "cannot write into" in one_line_error(capsys)
-
-
-@pytest.mark.parametrize("windows", [0, 100_000])
-def test_figures_draw_a_bounded_number_of_windows(user_run, tmp_path, capsys, windows):
-    arguments = [str(user_run[2]), "--windows", str(windows), "--output", str(tmp_path / "f.png")]
-    assert exit_code(figures.main, arguments) == 2
-    assert one_line_error(capsys) == f"error: forecast_figures.num_windows must be an integer in [1, 50]; got {windows}"
 
 
 def test_the_short_config_flag_is_compared_with_the_checkpoint_like_the_long_one(user_run, tmp_path, capsys):
@@ -214,7 +203,7 @@ def test_predict_from_another_folder_forecasts_the_file_the_checkpoint_was_train
 
 
 def test_the_data_a_checkpoint_was_trained_on_is_never_an_output(user_run, tmp_path, capsys):
-    """Not even when the run reads other data, and not with --overwrite: predict and figures."""
+    """Not even when the run reads other data, and not with --overwrite (the figure tool's: tests/tools)."""
     _, source, checkpoint = user_run
     other = tmp_path / "other.csv"
     frame_of_row_numbers(400).to_csv(other, index=False)
@@ -222,9 +211,6 @@ def test_the_data_a_checkpoint_was_trained_on_is_never_an_output(user_run, tmp_p
     code = cli("predict", f"--ckpt_path={checkpoint}", f"--data.source={other}", f"--predictions.output={source}",
                "--overwrite=true", "--trainer.logger=false")  # fmt: skip
     assert code == 2
-    assert one_line_error(capsys).endswith(f"the output would replace the input {source}; choose another output path")
-    arguments = [str(checkpoint), "--source", str(other), "--output", str(source), "--overwrite"]
-    assert exit_code(figures.main, arguments) == 2
     assert one_line_error(capsys).endswith(f"the output would replace the input {source}; choose another output path")
     assert digests(source) == before
 
@@ -325,8 +311,6 @@ def test_a_checkpoint_path_longer_than_the_file_system_allows_is_one_line(tmp_pa
     path = tmp_path / ("x" * 300 + ".ckpt")
     assert cli("validate", f"--ckpt_path={path}", "--trainer.logger=false") == 2
     assert "has 305 bytes; a file or folder name has at most 255" in one_line_error(capsys)
-    assert exit_code(figures.main, [str(path)]) == 2
-    assert "has 305 bytes" in one_line_error(capsys)
 
 
 def test_a_checkpoint_with_a_relative_data_path_says_which_file_it_reads(user_run, tmp_path, monkeypatch):

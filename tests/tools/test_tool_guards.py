@@ -4,9 +4,10 @@ deleted, and a bad option ends in one line (an optional tool's test: delete it w
 import re
 
 import pytest
+import torch
 
 from project.errors import InputError
-from project.tools import backtest, export, m4
+from project.tools import backtest, export, figure, m4
 from project.tools.results import best_epoch, forecast_split
 from tests.helpers import digests, exit_code, one_line_error
 from tests.test_entry_points import assert_refused_without_importing, checkpoint_naming_a_module_beside_it
@@ -17,6 +18,7 @@ def test_a_checkpoint_that_would_run_code_is_refused_by_every_tool(hostile_check
     output = path.parent / "out"
     tools = {
         "export": (export.main, [str(path), "--output", str(output)]),
+        "figure": (figure.main, [str(path), "--output", f"{output}.png"]),
         "backtest": (backtest.main, ["--ckpt_path", str(path), "--output", str(output)]),
         "m4": (m4.main, ["--data", str(user_run[1]), "--ckpt_path", str(path), "--output", f"{output}.md"]),
     }
@@ -39,6 +41,7 @@ def test_a_checkpoint_naming_a_module_beside_it_runs_no_code_through_any_tool(
     any_file.write_text("series,value\n")
     tools = {
         "export": (export.main, [str(path), "--output", str(tmp_path / "export")]),
+        "figure": (figure.main, [str(path), "--output", str(tmp_path / "out.png")]),
         "backtest": (backtest.main, ["--ckpt_path", str(path), "--output", str(tmp_path / "bt")]),
         "m4": (m4.main, ["--data", str(any_file), "--ckpt_path", str(path), "--output", str(tmp_path / "m4.md")]),
     }
@@ -106,3 +109,54 @@ def test_backtest_origins_stay_in_the_test_period(user_run, tmp_path, capsys, op
     assert exit_code(backtest.main, arguments) == 2
     assert one_line_error(capsys) == f"error: {message}"
     assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize(
+    ("class_path", "message"),
+    [
+        ("..x.Net", "its network '..x.Net' is not a dotted class path (package.module.Class)"),
+        ("this.Net", "the checkpoint names the network this.Net, outside this project; nothing was imported"),
+        ("raising_module.Net", "its network raising_module.Net cannot be imported (RuntimeError: broken on import)"),
+    ],
+)
+def test_a_checkpoint_naming_a_bad_or_broken_class_is_refused_in_one_line(
+    class_path, message, user_run, tmp_path, monkeypatch, capsys
+):
+    (tmp_path / "raising_module.py").write_text("raise RuntimeError('broken on import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    checkpoint = torch.load(user_run[2], weights_only=True)
+    checkpoint["hyper_parameters"]["network"]["class_path"] = class_path
+    path = tmp_path / "model.ckpt"
+    torch.save(checkpoint, path)
+    with pytest.raises(SystemExit) as exit:  # the one module is trusted: importing it is what fails
+        figure.main([str(path), "--output", str(tmp_path / "out.png"), "--trust", "raising_module.Net"])
+    assert exit.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0
+    assert error.startswith(f"error: {path}: {message}")
+
+
+@pytest.mark.parametrize("windows", [0, 100_000])
+def test_the_figure_tool_draws_a_bounded_number_of_windows(user_run, tmp_path, capsys, windows):
+    arguments = [str(user_run[2]), "--windows", str(windows), "--output", str(tmp_path / "f.png")]
+    assert exit_code(figure.main, arguments) == 2
+    assert one_line_error(capsys) == f"error: forecast_figures.num_windows must be an integer in [1, 50]; got {windows}"
+
+
+def test_the_figure_tool_never_replaces_the_data_a_checkpoint_was_trained_on(user_run, tmp_path, capsys):
+    """Not even when it draws other data, and not with --overwrite."""
+    from tests.test_data import frame_of_row_numbers
+
+    _, source, checkpoint = user_run
+    other = tmp_path / "other.csv"
+    frame_of_row_numbers(400).to_csv(other, index=False)
+    before = digests(source)
+    arguments = [str(checkpoint), "--source", str(other), "--output", str(source), "--overwrite"]
+    assert exit_code(figure.main, arguments) == 2
+    assert one_line_error(capsys).endswith(f"the output would replace the input {source}; choose another output path")
+    assert digests(source) == before
+
+
+def test_the_figure_tool_refuses_a_checkpoint_path_longer_than_the_file_system_allows(tmp_path, capsys):
+    assert exit_code(figure.main, [str(tmp_path / ("x" * 300 + ".ckpt"))]) == 2
+    assert "has 305 bytes; a file or folder name has at most 255" in one_line_error(capsys)
