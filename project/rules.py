@@ -5,7 +5,11 @@ Each rule is a one-line description (printed at the end of ``python -m project.c
 the ``Forecaster``'s or the ``WindowDataModule``'s settings; ``check_settings`` raises the first broken rule as an
 ``InputError`` at start-up, before any data is read or any step is trained. Options that merely have no effect in
 some mode are refused only when set to something other than their default, so that switching modes never needs
-edits elsewhere in a config.
+edits elsewhere in a config. A rule reads what a regime or a distribution declares about itself (``feeds_back``,
+``gradient_through_feedback``, ``scheduled`` on each ``REGIMES`` entry; ``probabilistic``, ``reparameterised`` on each
+``Distribution``), never their names, so a new regime or distribution needs no edit here. Rules about one component
+alone sit in it (``PointForecast``'s ``huber_delta``, ``Quantiles``' levels); numeric domains are the signatures'
+types (``project.domains``).
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ RULES: tuple[Rule, ...] = (
         "feedback_gradient: bptt with feedback_value: sample needs reparameterised draws (Normal or StudentT)",
         lambda s, d: (
             None
-            if not (s["feedback_gradient"] == "bptt" and s["feedback_value"] == "sample" and not s["reparameterised"])
+            if not (s["gradient_through_feedback"] and s["feedback_value"] == "sample" and not s["reparameterised"])
             else "feedback_gradient=bptt with feedback_value=sample differentiates through the draws, which this "
             "distribution cannot (no reparameterisation); use Normal or StudentT, or feedback_value=mean"
         ),
@@ -72,7 +76,7 @@ RULES: tuple[Rule, ...] = (
         "pass)",
         lambda s, d: (
             None
-            if s["rollout_dropout"] or not (s["training_mode"] == "free_running" and s["feedback_gradient"] == "bptt")
+            if s["rollout_dropout"] or not s["gradient_through_feedback"]
             else "rollout_dropout=false applies to the no-grad rollouts of feedback_gradient=detach and scheduled "
             "sampling; with feedback_gradient=bptt the unroll is the training pass itself"
         ),
@@ -81,7 +85,7 @@ RULES: tuple[Rule, ...] = (
         "feedback_value and rollout_dropout apply to a regime that feeds predictions back (not teacher_forcing)",
         lambda s, d: (
             None
-            if s["teacher_forcing_share"] != 1.0 or not (changed := _changed(s, d, "feedback_value", "rollout_dropout"))
+            if s["feeds_back"] or not (changed := _changed(s, d, "feedback_value", "rollout_dropout"))
             else f"{', '.join(changed)} apply to what free running and scheduled sampling feed back; "
             f"training_mode={s['training_mode']} feeds back nothing"
         ),
@@ -100,7 +104,7 @@ RULES: tuple[Rule, ...] = (
         "(training_mode: scheduled_sampling)",
         lambda s, d: (
             None
-            if s["teacher_forcing_share"] is None
+            if s["scheduled"]
             or not (changed := _changed(s, d, "teacher_forcing_schedule", "schedule_steps", "min_teacher_forcing"))
             else f"{', '.join(changed)} apply to a regime with a schedule (training_mode=scheduled_sampling); got "
             f"training_mode={s['training_mode']}"

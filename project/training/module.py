@@ -162,11 +162,12 @@ class Forecaster(L.LightningModule):
         settings = {**self.hparams, "max_horizon": longest_forecast(horizon, max_horizon)}
         settings["patch_length"] = network.patch_length
         settings["prediction_quantiles"] = prediction_quantiles or list(DEFAULT_QUANTILES)
-        # What the rules need to know of the regimes (project/rules.py does not import them): the pairs that select
-        # one, and the selected one's share of true values (1: it feeds back nothing; None: a schedule).
+        # What the rules read of the regimes and the distribution (project/rules.py imports neither): the pairs that
+        # select a regime, the selected one's attributes, the distribution's.
         settings["regimes"] = {name: (r.training_mode, r.feedback_gradient) for name, r in regimes.REGIMES.items()}
         selected = regimes.REGIMES.get(regimes.regime_name(training_mode, feedback_gradient) or "")
-        settings["teacher_forcing_share"] = selected.teacher_forcing if selected else 0.0
+        for attribute in ("feeds_back", "scheduled", "gradient_through_feedback"):
+            settings[attribute] = getattr(selected, attribute) if selected else False
         settings["probabilistic"] = network.distribution.probabilistic
         settings["reparameterised"] = network.distribution.reparameterised
         check_arguments(Forecaster, settings, "model.")  # named as a config names them

@@ -98,7 +98,9 @@ class Regime:
     ``training_mode`` and ``feedback_gradient`` are the settings (their choices in ``--help`` are read from this
     registry); ``teacher_forcing`` is the share of true previous values the regime is given as
     ``RegimeOptions.teacher_forcing_probability``: a constant, or None for the decaying schedule of scheduled
-    sampling (``teacher_forcing_probability`` below, logged as ``train/teacher_forcing_probability``).
+    sampling (``teacher_forcing_probability`` below, logged as ``train/teacher_forcing_probability``);
+    ``gradient_through_feedback`` says that its unroll is the training pass (no no-grad rollout). The option rules
+    (``project.rules``) read these attributes, never the regime's name: what options apply follows from them.
     """
 
     forecast: RegimeFunction
@@ -106,6 +108,17 @@ class Regime:
     training_mode: str
     feedback_gradient: str = "detach"
     teacher_forcing: float | None = 0.0
+    gradient_through_feedback: bool = False
+
+    @property
+    def feeds_back(self) -> bool:
+        """Whether it feeds the model's own predictions back (everything but teacher forcing)."""
+        return self.teacher_forcing != 1.0
+
+    @property
+    def scheduled(self) -> bool:
+        """Whether its share of true values follows the teacher-forcing schedule."""
+        return self.teacher_forcing is None
 
 
 # A new regime is one entry here: its function and the settings that select it.
@@ -123,6 +136,7 @@ REGIMES: dict[str, Regime] = {
         "own predictions fed back with gradient: a differentiable cached unroll",
         "free_running",
         "bptt",
+        gradient_through_feedback=True,
     ),
     "scheduled_sampling": Regime(
         scheduled_sampling,
