@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from project.domains import DropoutRate, PositiveInt, check_arguments
+from project.domains import DropoutRate, PositiveInt
 from project.errors import InputError
-from project.model.distributions import Distribution, PointForecast
-from project.model.network import init_args
+from project.model.distributions import Distribution
+from project.model.network import set_up
 from project.model.static import StaticEmbedding
 
 
@@ -79,14 +79,12 @@ class GRUForecaster(nn.Module):
         distribution: Distribution | None = None,
     ) -> None:
         super().__init__()
-        self.init_args = init_args(locals())
-        check_arguments(GRUForecaster, self.init_args)
+        set_up(self, locals())  # its arguments recorded and checked, its distribution
         self.n_targets, self.n_past_covariates, self.n_future_covariates = (
             n_targets,
             n_past_covariates,
             n_future_covariates,
         )
-        self.distribution = distribution or PointForecast()
         has_static = bool(static_cardinalities) or n_static_reals > 0
         self.static_embedding = (
             StaticEmbedding(static_cardinalities, n_static_reals, hidden_size) if has_static else None

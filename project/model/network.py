@@ -15,9 +15,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor, nn
 
+from project.domains import check_arguments
 from project.errors import InputError
 from project.imports import checkpoint_class
-from project.model.distributions import Distribution
+from project.model.distributions import Distribution, PointForecast
 
 
 @runtime_checkable
@@ -44,7 +45,8 @@ class ForecastNetwork(Protocol):
         distribution: The output head's distribution (a ``project.model.distributions.Distribution``, an argument
             of the network given by class_path): the head's size, the loss, what is fed back and how draws are made.
         init_args: The constructor's arguments, so that a checkpoint can rebuild the network
-            (``self.init_args = init_args(locals())`` as the first line after ``super().__init__()``).
+            (``set_up(self, locals())``, or ``self.init_args = init_args(locals())``, as the first line after
+            ``super().__init__()``).
 
     Optional members, used when present:
         ``share_encoded(encoded, samples)``: the same conditioning for ``samples`` sample paths per series, rows
@@ -84,6 +86,16 @@ class ForecastNetwork(Protocol):
     def start_of(self, context: Tensor) -> Tensor:
         """The first decoder input (N, P, F), taken from the context: usually its last patch."""
         ...
+
+
+def set_up(network: nn.Module, frame_locals: dict[str, Any]) -> None:
+    """What every network's ``__init__`` starts with, right after ``super().__init__()``, as ``set_up(self,
+    locals())``: its constructor's arguments recorded in ``init_args`` (so that checkpoints can rebuild it),
+    refused in one line when outside the domains its signature declares, and its ``distribution`` (a
+    ``PointForecast`` when none is given)."""
+    network.init_args = init_args(frame_locals)
+    check_arguments(type(network), network.init_args)
+    network.distribution = frame_locals.get("distribution") or PointForecast()
 
 
 def init_args(frame_locals: dict[str, Any]) -> dict[str, Any]:

@@ -29,11 +29,11 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
-from project.domains import DropoutRate, PositiveInt, check_arguments
+from project.domains import DropoutRate, PositiveInt
 from project.errors import InputError
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache, KVCache, LayerCache
-from project.model.distributions import Distribution, PointForecast
-from project.model.network import init_args
+from project.model.distributions import Distribution
+from project.model.network import set_up
 from project.model.static import StaticEmbedding
 
 
@@ -242,8 +242,7 @@ class ForecastTransformer(nn.Module):
         distribution: Distribution | None = None,
     ) -> None:
         super().__init__()
-        self.init_args = init_args(locals())
-        check_arguments(ForecastTransformer, self.init_args)
+        set_up(self, locals())  # its arguments recorded and checked, its distribution
         if d_model % nhead:
             raise InputError(f"d_model must be divisible by nhead; got d_model={d_model}, nhead={nhead}")
         self.n_targets = n_targets
@@ -252,7 +251,6 @@ class ForecastTransformer(nn.Module):
         self.patch_length = patch_length
         self.channel_independent = channel_independent
         self.checkpoint_layers = checkpoint_layers
-        self.distribution = distribution or PointForecast()
         channels_per_token = 1 if channel_independent else n_targets
         encoder_width = patch_length * (channels_per_token + n_past_covariates + n_future_covariates)
         decoder_width = patch_length * (channels_per_token + n_future_covariates)
