@@ -13,14 +13,13 @@ from pathlib import Path
 
 import torch
 
-from project import run_folders
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import check_name_lengths
 from project.imports import CLI_TRUST, checkpoint_class, imported_class, trust
 from project.model.network import build_network
 from project.settings import flattened, named_classes
-from project.training.module import Forecaster, check_finite_weights, longest_forecast
+from project.training.module import Forecaster, check_finite_weights, longest_sequence
 
 # Settings a checkpoint may be used with at other values: they choose what is forecast (or compared with), not
 # what was learned.
@@ -257,8 +256,7 @@ def keep_forecasting_choices(config, explicit_model: dict) -> None:
             model[name] = explicit_model[name]
     if "max_horizon" in explicit_model and "max_length" in model.network.init_args:
         # The positional table is not a weight: it is sized again for the longer forecasts asked for.
-        longest = longest_forecast(data.horizon, model.max_horizon)
-        model.network.init_args.max_length = max(data.context_length, longest)
+        model.network.init_args.max_length = longest_sequence(data.context_length, data.horizon, model.max_horizon)
 
 
 def check_data_fits_checkpoint(
@@ -294,7 +292,7 @@ class CommandCheckpoint:
         """``parsed`` with the data settings of the checkpoint its subcommand names (the user's stand), and the
         checkpoint: read under the import rule (the classes the user named trusted), refused in one line when it
         does not match what the user set (``check_checkpoint_matches``; ``linked``: the network's linked
-        arguments), the run named after its data."""
+        arguments)."""
         config = parsed[parsed.subcommand]
         if not config.get("ckpt_path"):
             return parsed, cls(explicit=explicit)
@@ -303,7 +301,6 @@ class CommandCheckpoint:
         check_checkpoint_matches(config.ckpt_path, checkpoint, explicit, linked)
         data = checkpoint_data_settings(checkpoint, config.ckpt_path, explicit.get("data", {}))
         parsed = parser.parse_object({parsed.subcommand: {"data": data}}, parsed)
-        run_folders.name_the_run(parsed[parsed.subcommand], explicit)
         return parsed, cls(str(config.ckpt_path), checkpoint, explicit)
 
     def inputs(self, *others: str | Path | None) -> list:

@@ -25,7 +25,7 @@ from project.rules import describe_rules
 from project.start_up import after_the_checkpoint, before_the_checkpoint
 from project.training.calibration import IntervalCalibration
 from project.training.callbacks import ForecastCheckpoint, RandomState, exit_after_sigterm
-from project.training.module import Forecaster, longest_forecast
+from project.training.module import Forecaster, longest_sequence
 from project.training.naive_comparison import NaiveComparison
 
 # Decided by the data and linked into the network (those of its arguments with these names), set once under `data:`.
@@ -77,7 +77,7 @@ class ForecastCLI(LightningCLI):
         parser.link_arguments(
             (f"{DATA}.context_length", f"{DATA}.horizon", f"{MODEL}.max_horizon"),
             f"{NETWORK}.max_length",
-            compute_fn=lambda context, horizon, longest: max(context, longest_forecast(horizon, longest)),
+            compute_fn=longest_sequence,
         )
         for section, callback in CALLBACKS.items():
             parser.add_lightning_class_args(callback, section)

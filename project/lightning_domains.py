@@ -52,7 +52,7 @@ LIGHTNING_DOMAINS: dict[str, Domain] = {
     "seed_everything": SEED,
     "trainer.devices": Domain(
         "a number of devices >= 1, -1 (all), 'auto' or a list of device indices",
-        lambda v: _devices(v),
+        _devices,
     ),
     "trainer.num_nodes": POSITIVE,
     "trainer.fast_dev_run": Domain("true/false or a number of batches >= 0", lambda v: isinstance(v, bool) or v >= 0),

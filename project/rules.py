@@ -37,7 +37,7 @@ RULES: tuple[Rule, ...] = (
             (
                 f"{name}={s[name]} must be a multiple of patch_length={s['patch_length']}"
                 for name in ("context_length", "horizon")
-                if s["patch_length"] < 1 or s[name] % s["patch_length"]
+                if s[name] % s["patch_length"]
             ),
             None,
         ),

@@ -2,21 +2,16 @@
 the subcommand too) and section files (``--data FILE``), whether or not a value equals its default.
 
 The CLI compares these settings with a checkpoint's (``project.checkpoints.check_checkpoint_matches``), lets them
-stand over the checkpoint's data settings, and lists the files they came from among the run's inputs. Every option
-of the parsed config, by the name users write it with, is checked in its domain (``check_options``).
+stand over the checkpoint's data settings, and lists the files they came from among the run's inputs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 
-from project.domains import check_arguments
 from project.errors import InputError
-from project.imports import imported_class
-from project.lightning_domains import LIGHTNING_DOMAINS, check_accelerator, check_domains
 
 
 def explicit_settings(args: list[str], config, subcommand: str, root_files: list) -> dict:
@@ -153,20 +148,3 @@ def flattened(tree: dict, prefix: str = "") -> dict:
         else:
             flat[f"{prefix}{key}"] = value
     return flat
-
-
-def check_options(config, callbacks: Mapping[str, type]) -> None:
-    """Every numeric option of a parsed ``config`` inside its domain, checked before anything is built: the model's,
-    the network's, the data's and this project's ``callbacks``' (section → class) by the types on their classes'
-    signatures (``project.domains``), the others by ``LIGHTNING_DOMAINS``; and an accelerator this machine has."""
-    flat = {user_facing(name): value for name, value in config.items()}
-    check_domains({name: flat[name] for name in LIGHTNING_DOMAINS if name in flat})
-    sections = {"data.": config.get("data"), "model.": config.get("model")}  # the data first: it sets the links
-    sections["model.network.init_args."] = config.get("model.init_args.network")
-    for prefix, spec in sections.items():
-        owner = imported_class(spec.get("class_path")) if hasattr(spec, "get") else None
-        if isinstance(owner, type):  # a class that cannot be imported is jsonargparse's to report
-            check_arguments(owner, dict(spec.get("init_args") or {}), prefix)
-    for section, owner in callbacks.items():
-        check_arguments(owner, dict(config.get(section) or {}), f"{section}.")
-    check_accelerator(config.trainer.get("accelerator"))

@@ -104,7 +104,7 @@ def test_the_central_interval_holds_the_requested_share_of_draws():
 
 
 def test_quantile_levels_must_include_the_median():
-    with pytest.raises(InputError, match=r"levels must be increasing, between 0 and 1 and include"):
+    with pytest.raises(InputError, match=r"levels must be increasing and include the median 0.5"):
         Quantiles([0.1, 0.9])
 
 

@@ -139,3 +139,17 @@ def test_an_accelerator_this_machine_lacks_is_refused_in_one_line(capsys):
     )
     assert cli("fit", "--config", BASE, "--trainer.accelerator=abacus") == 2
     assert "trainer.accelerator must be auto, gpu or one of" in last_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("--model.network.init_args.distribution.init_args.huber_delta=-1", "huber_delta must be a finite number > 0"),
+        ("--model.network.init_args.distribution.init_args.huber_delta=.inf", "huber_delta must be a finite number > 0"),
+        ("--naive_comparison.season=13", "naive_comparison.season=13 must be at most model.context_length=12"),
+        ("--checkpoint.save_last=link", "checkpoint.save_last=link would make last.ckpt a link"),
+    ],
+)
+def test_a_distributions_or_callbacks_option_is_refused_at_start_up_before_any_data_is_read(option, message, capsys):
+    assert cli("fit", "--config", BASE, "--data.source=no-such-file.csv", option) == 2
+    assert message in last_line(capsys.readouterr().err)

@@ -1,8 +1,9 @@
 """The contract every network keeps (``project.model.network.ForecastNetwork``), checked for each class in NETWORKS.
 
 To check your own network, add one line to NETWORKS: a name, the class and the arguments of a small instance (the
-sizes the data links into it — ``n_targets``, covariate counts, static cardinalities and reals, ``distribution`` —
-are given by the tests). The help test of every network's options (``tests/test_domains.py``) reads the same table.
+sizes the data links into it — ``n_targets``, covariate counts, static cardinalities and reals — and its
+``distribution`` are given by the tests). The help test of every network's options (``tests/test_domains.py``)
+reads the same table.
 """
 
 from __future__ import annotations

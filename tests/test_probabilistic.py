@@ -155,3 +155,11 @@ def test_interval_calibration_is_removed_in_one_config_line(quantile_panel_run, 
         logged = read_scalars(only_run(tmp_path / enabled, "lightning_logs"))
         assert "val/coverage" in logged
         assert ("val/interval_scale" in logged) == (enabled == "true")
+
+
+def test_a_checkpoint_records_whether_its_fit_calibrated_the_intervals(quantile_panel_run):
+    """What a refit (backtest) reads to calibrate as the fit did."""
+    checkpoint = torch.load(quantile_panel_run, weights_only=True)
+    assert IntervalCalibration.enabled_in(checkpoint)
+    checkpoint["callbacks"][IntervalCalibration.__qualname__] = IntervalCalibration(enabled=False).state_dict()
+    assert not IntervalCalibration.enabled_in(checkpoint)

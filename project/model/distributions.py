@@ -17,13 +17,13 @@ exactly the same paths.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from project.domains import PositiveFloat, UnitLevels, check_arguments
 from project.errors import InputError
 
 PointLoss = Literal["mse", "mae", "huber"]
@@ -42,12 +42,15 @@ class Distribution(ABC):
             and the ``Forecaster``'s sampling and interval options do not apply).
         reparameterised: Whether ``sample`` is differentiable in the parameters (needed by ``bptt`` with
             ``feedback_value: sample``).
+        point_index: The parameter that is the point forecast (``point(p) == p[..., point_index]``), which an
+            exported decoder feeds back (``project.tools.export``).
         init_args: The constructor's arguments, recorded in checkpoints so that they can rebuild it.
     """
 
     n_parameters: int = 1
     probabilistic: bool = True
     reparameterised: bool = True
+    point_index: int = 0
 
     @property
     def init_args(self) -> dict[str, Any]:
@@ -93,11 +96,10 @@ class PointForecast(Distribution):
 
     probabilistic = False
 
-    def __init__(self, loss: PointLoss = "mse", huber_delta: float = 1.0) -> None:
+    def __init__(self, loss: PointLoss = "mse", huber_delta: PositiveFloat = 1.0) -> None:
+        check_arguments(PointForecast, {"huber_delta": huber_delta})
         if loss != "huber" and huber_delta != 1.0:
             raise InputError(f"huber_delta applies to loss=huber; got loss={loss}")
-        if not huber_delta > 0:
-            raise InputError(f"huber_delta must be a finite number > 0; got {huber_delta!r}")
         self.point_loss, self.huber_delta = loss, huber_delta
 
     @property
@@ -189,14 +191,15 @@ class Quantiles(Distribution):
 
     reparameterised = False
 
-    def __init__(self, levels: Sequence[float] = DEFAULT_QUANTILES) -> None:
+    def __init__(self, levels: UnitLevels = DEFAULT_QUANTILES) -> None:
+        check_arguments(Quantiles, {"levels": levels})
         levels = [float(level) for level in levels]
-        if sorted(set(levels)) != levels or not all(0 < level < 1 for level in levels) or 0.5 not in levels:
-            raise InputError(f"levels must be increasing, between 0 and 1 and include the median 0.5; got {levels}")
+        if sorted(set(levels)) != levels or 0.5 not in levels:
+            raise InputError(f"levels must be increasing and include the median 0.5; got {levels}")
         if len(levels) < 2:
             raise InputError(f"levels needs at least two levels; got {levels}")
         self.levels = levels
-        self.median_index = levels.index(0.5)
+        self.median_index = self.point_index = levels.index(0.5)
         self.n_parameters = len(levels)
 
     @property

@@ -1,7 +1,7 @@
 """What the training code asks of a network: the ``ForecastNetwork`` protocol.
 
-``Forecaster`` (``project.training.module``), the regimes and the naive reference loops (``project.training``), the
-free-running decoding (``project.model.decoding``), the benchmark and export (``project.tools``) call only what is
+``Forecaster`` (``project.training.module``), the regimes (``project.training``), the tests' naive reference loops,
+the free-running decoding (``project.model.decoding``), the benchmark and export (``project.tools``) call only what is
 listed here. A network is an ``nn.Module`` that implements these few members; rollouts, sampling and CUDA graphs are
 written once, in ``project.model.decoding``, for every network. ``tests/test_network_contract.py`` checks a class
 against the contract: add yours to its ``NETWORKS`` table.

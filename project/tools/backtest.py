@@ -93,9 +93,10 @@ def refit(
     L.seed_everything(0)
     settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
     module = model_class(**{**settings, "network": build_network(settings["network"])})
+    calibration = IntervalCalibration(IntervalCalibration.enabled_in(checkpoint))  # as the fit did
     trainer = L.Trainer(
         max_epochs=epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, callbacks=[IntervalCalibration()],  # a distribution's intervals, as fit does
+        enable_model_summary=False, callbacks=[calibration],
     )  # fmt: skip
     trainer.fit(module, refitted)
     return module.eval(), refitted

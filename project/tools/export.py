@@ -141,7 +141,7 @@ def export(
         "patch_length": model.patch_length,
         "n_targets": model.n_targets,
         "distribution": f"{type(distribution).__module__}.{type(distribution).__qualname__}",
-        "point_index": getattr(distribution, "median_index", 0),
+        "point_index": distribution.point_index,
         "instance_norm": bool(module.hparams.instance_norm),
         "cache_shape": list(cache_shape),
         "encoder_inputs": list(inputs),

@@ -1,1 +1,2 @@
-"""How the network is trained: regimes, reference loops, the LightningModule, memory accounting, baselines."""
+"""How the network is trained: regimes, the LightningModule, its callbacks (checkpoints, interval calibration, the
+naive comparison), metrics and baselines."""

@@ -31,6 +31,15 @@ class IntervalCalibration(L.Callback):
         # Every process's values, gathered when computed: the quantile is exact under DDP.
         self.needed_scale = CatMetric()
 
+    def state_dict(self) -> dict:  # in the checkpoint, so that a refit (backtest) calibrates as the fit did
+        return {"enabled": self.enabled}
+
+    @staticmethod
+    def enabled_in(checkpoint: dict) -> bool:
+        """Whether the fit that wrote ``checkpoint`` calibrated its intervals (a checkpoint without the callback's
+        state: yes, the default)."""
+        return bool(checkpoint.get("callbacks", {}).get(IntervalCalibration.__qualname__, {}).get("enabled", True))
+
     def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.needed_scale = self.needed_scale.to(pl_module.device)
 

@@ -45,12 +45,17 @@ class ForecastCheckpoint(ModelCheckpoint):
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         if self.keep_latest is None:  # setup runs again for the test after fit: take save_last once
-            if self.save_last == "link":
-                raise InputError(
-                    "checkpoint.save_last=link would make last.ckpt a link to the newest top-k checkpoint, not the "
-                    "latest state ForecastCheckpoint keeps; use save_last: true (the latest state) or false (none)"
-                )
+            self.check_save_last(self.save_last)
             self.keep_latest, self.save_last = bool(self.save_last), False
+
+    @staticmethod
+    def check_save_last(save_last: object) -> None:
+        """``save_last`` is true or false, never ``link`` (checked by the CLI at start-up, and at setup)."""
+        if save_last == "link":
+            raise InputError(
+                "checkpoint.save_last=link would make last.ckpt a link to the newest top-k checkpoint, not the "
+                "latest state ForecastCheckpoint keeps; use save_last: true (the latest state) or false (none)"
+            )
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_validation_end(trainer, pl_module)  # a best checkpoint first, then the latest state

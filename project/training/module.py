@@ -74,6 +74,11 @@ def longest_forecast(horizon: int, max_horizon: int | None = None) -> int:
     return max_horizon or 4 * horizon
 
 
+def longest_sequence(context_length: int, horizon: int, max_horizon: int | None = None) -> int:
+    """The longest encoder or decoder sequence a model is asked for: what a positional table must cover."""
+    return max(context_length, longest_forecast(horizon, max_horizon))
+
+
 class Forecaster(L.LightningModule):
     """A forecaster trained with or without teacher forcing, around a network that owns the architecture.
 

@@ -41,10 +41,16 @@ class NaiveComparison(L.Callback):
         self.scores = {split: {name: MeanMetric(nan_strategy=math.nan) for name in self.naive} for split in SPLITS}
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        context_length = pl_module.hparams.get("context_length")
-        if self.enabled and self.season and context_length and self.season > context_length:
+        if self.enabled:
+            self.check_season(self.season, pl_module.hparams.get("context_length"))
+
+    @staticmethod
+    def check_season(season: int | None, context_length: int | None) -> None:
+        """The seasonal-naive forecast repeats the context's last season: ``season`` is at most ``context_length``
+        (checked by the CLI at start-up, and here when a Trainer is set up from Python)."""
+        if season and context_length and season > context_length:
             raise InputError(
-                f"naive_comparison.season={self.season} must be at most model.context_length={context_length} (the "
+                f"naive_comparison.season={season} must be at most model.context_length={context_length} (the "
                 "seasonal-naive forecast repeats the context's last season)"
             )
 
