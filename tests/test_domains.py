@@ -141,11 +141,14 @@ def test_an_accelerator_this_machine_lacks_is_refused_in_one_line(capsys):
     assert "trainer.accelerator must be auto, gpu or one of" in last_line(capsys.readouterr().err)
 
 
+HUBER_DELTA = "--model.network.init_args.distribution.init_args.huber_delta"
+
+
 @pytest.mark.parametrize(
     ("option", "message"),
     [
-        ("--model.network.init_args.distribution.init_args.huber_delta=-1", "huber_delta must be a finite number > 0"),
-        ("--model.network.init_args.distribution.init_args.huber_delta=.inf", "huber_delta must be a finite number > 0"),
+        (f"{HUBER_DELTA}=-1", "huber_delta must be a finite number > 0"),
+        (f"{HUBER_DELTA}=.inf", "huber_delta must be a finite number > 0"),
         ("--naive_comparison.season=13", "naive_comparison.season=13 must be at most model.context_length=12"),
         ("--checkpoint.save_last=link", "checkpoint.save_last=link would make last.ckpt a link"),
     ],
