@@ -247,37 +247,6 @@ def checkpoint_data_settings(checkpoint: dict, ckpt_path: str, explicit_data: di
     return data
 
 
-def keep_forecasting_choices(config, explicit_model: dict) -> None:
-    """What the user chose for forecasting (not learning) stands in a subcommand's ``config`` whose model settings
-    LightningCLI replaced with the checkpoint's."""
-    model, data = config.model.init_args, config.data.init_args
-    for name in FREE_AFTER_TRAINING:
-        if name in explicit_model:
-            model[name] = explicit_model[name]
-    if "max_horizon" in explicit_model and "max_length" in model.network.init_args:
-        # The positional table is not a weight: it is sized again for the longer forecasts asked for.
-        model.network.init_args.max_length = longest_sequence(data.context_length, data.horizon, model.max_horizon)
-
-
-def check_data_fits_checkpoint(
-    checkpoint: dict, ckpt_path: str, network_settings: dict, source: str | None, sizes: tuple[str, ...]
-) -> None:
-    """The ``sizes`` the data gives the network (targets, covariates, static categories: ``network_settings`` as
-    linked from the data) must be the checkpoint's, or its weights cannot be loaded: refused in one line naming
-    them, before any data is read."""
-    trained = checkpoint["hyper_parameters"].get("network", {}).get("init_args", {})
-    differing = [
-        f"{name}={network_settings[name]!r} (checkpoint: {trained[name]!r})"
-        for name in sizes
-        if name in trained and name in network_settings and network_settings[name] != trained[name]
-    ]
-    if differing:
-        raise InputError(
-            f"{source or 'the embedded data'} does not fit {ckpt_path}: its columns give the network "
-            f"{', '.join(differing)}; use data with the checkpoint's targets, covariates and static categories"
-        )
-
-
 @dataclass
 class CommandCheckpoint:
     """The checkpoint a command was given (``--ckpt_path``), read and checked once, at start-up, and what the
@@ -315,12 +284,34 @@ class CommandCheckpoint:
         return parser.parse_object({parsed.subcommand: {"model": checkpoint_model_settings(self.checkpoint)}}, parsed)
 
     def keep_forecasting_choices(self, config) -> None:
-        """The user's forecasting choices stand over the checkpoint's (``keep_forecasting_choices``)."""
-        if self.checkpoint is not None:
-            keep_forecasting_choices(config, self.explicit.get("model", {}))
+        """What the user chose for forecasting (not learning) stands in a subcommand's ``config`` whose model settings
+        LightningCLI replaced with the checkpoint's."""
+        if self.checkpoint is None:
+            return
+        model, data, explicit_model = config.model.init_args, config.data.init_args, self.explicit.get("model", {})
+        for name in FREE_AFTER_TRAINING:
+            if name in explicit_model:
+                model[name] = explicit_model[name]
+        if "max_horizon" in explicit_model and "max_length" in model.network.init_args:
+            # The positional table is not a weight: it is sized again for the longer forecasts asked for.
+            model.network.init_args.max_length = longest_sequence(data.context_length, data.horizon, model.max_horizon)
 
-    def check_data_fits(self, config, model, linked_from_data: tuple[str, ...]) -> None:
-        """The sizes the data gives the network equal the checkpoint's (``check_data_fits_checkpoint``)."""
-        if self.checkpoint is not None:
-            network, source = model.hparams["network"]["init_args"], config.data.init_args.get("source")
-            check_data_fits_checkpoint(self.checkpoint, self.path, network, source, linked_from_data)
+    def check_data_fits(self, config, model, sizes: tuple[str, ...]) -> None:
+        """The ``sizes`` the data gives the network (targets, covariates, static categories, as linked from the data
+        into ``model``'s network) must be the checkpoint's, or its weights cannot be loaded: refused in one line
+        naming them, before any data is read."""
+        if self.checkpoint is None:
+            return
+        given = model.hparams["network"]["init_args"]
+        trained = self.checkpoint["hyper_parameters"].get("network", {}).get("init_args", {})
+        differing = [
+            f"{name}={given[name]!r} (checkpoint: {trained[name]!r})"
+            for name in sizes
+            if name in trained and name in given and given[name] != trained[name]
+        ]
+        if differing:
+            source = config.data.init_args.get("source") or "the embedded data"
+            raise InputError(
+                f"{source} does not fit {self.path}: its columns give the network {', '.join(differing)}; use data "
+                "with the checkpoint's targets, covariates and static categories"
+            )

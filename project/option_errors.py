@@ -96,7 +96,7 @@ def network_options_hint(error: InputError, args: list) -> str | None:
     """Why a bad network option given with ``--ckpt_path`` is bad: the network's options are parsed before the
     checkpoint is read, against the class the command line and configs name (the default transformer unless told
     otherwise), not the checkpoint's. None for any other error."""
-    if '"model.network' not in str(error) or not any(str(argument).startswith("--ckpt_path") for argument in args):
+    if f"{KEY}model.network" not in str(error) or not any(str(argument).startswith("--ckpt_path") for argument in args):
         return None
     return (
         "network options are checked against the network the command line and configs name, "

@@ -73,16 +73,19 @@ def resume_last_run(config) -> None:
         return
     config.ckpt_path = str(last)
     if hasattr(logger, "get") and "init_args" in logger:
-        logger.init_args.version = int(last.parts[-3].split("_")[-1])
+        logger.init_args.version = _version(last)
 
 
 def find_last_checkpoint(log_dir: str | Path) -> Path | None:
     """The ``last.ckpt`` of the newest ``version_N`` run under ``log_dir`` (a logger's save_dir/name folder)."""
-    runs = sorted(
-        (p for p in Path(log_dir).glob("version_*/checkpoints/last.ckpt") if p.parts[-3].split("_")[-1].isdigit()),
-        key=lambda p: int(p.parts[-3].split("_")[-1]),
-    )
-    return runs[-1] if runs else None
+    runs = [path for path in Path(log_dir).glob("version_*/checkpoints/last.ckpt") if _version(path) is not None]
+    return max(runs, key=_version, default=None)
+
+
+def _version(last: Path) -> int | None:
+    """N of ``version_N/checkpoints/last.ckpt``; None for a folder not named so."""
+    number = last.parts[-3].split("_")[-1]
+    return int(number) if number.isdigit() else None
 
 
 def check_the_run_folder_is_new(logger, explicit: dict, ckpt_path: str | None) -> None:
