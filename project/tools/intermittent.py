@@ -34,6 +34,7 @@ from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
 from project.runs import read_scalars
 from project.tools.results import (
+    at_best_validation,
     fit,
     hardware,
     markdown_table,
@@ -117,13 +118,6 @@ def intermittent_panel(n_stores: int = 10, n_products: int = 35, months: int = 6
                 )
             )
     return pd.concat(frames, ignore_index=True)
-
-
-def at_best_validation(run: Path, tag: str) -> float:
-    """``tag``'s value at the validation whose loss was lowest (the checkpoint the run keeps)."""
-    curves = read_scalars(run)
-    best_step = curves["val/loss"].idxmin()
-    return float(curves[tag].loc[best_step])
 
 
 def markdown(selection: list[list[str]], tested: list[str], hardware_name: str) -> str:

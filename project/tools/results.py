@@ -32,7 +32,7 @@ from project.checkpoints import load_forecaster, read_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
-from project.runs import find_runs
+from project.runs import find_runs, read_scalars
 from project.training.metrics import forecast_scores, unscale
 
 BASE_CONFIG = Path("configs/base.yaml")
@@ -80,6 +80,13 @@ def mean_std(values: list[float], digits: int = 3) -> str:
     if len(values) == 1:
         return f"{values[0]:.{digits}f}"
     return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def at_best_validation(run: Path, tag: str) -> float:
+    """``tag``'s value at the validation whose loss was lowest (the checkpoint the run keeps)."""
+    curves = read_scalars(run)
+    best_step = curves["val/loss"].idxmin()
+    return float(curves[tag].loc[best_step])
 
 
 def run_seconds(run: str | Path) -> float:

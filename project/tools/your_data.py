@@ -1,0 +1,217 @@
+"""Does the config users start from beat the naive forecasts? The README's "Your data" path on every dataset.
+
+    python -m project.tools.your_data                        # results/your_data.md, every dataset below
+    python -m project.tools.your_data --datasets m4_weekly   # some of them
+
+Each dataset is trained with ``configs/base.yaml`` alone, given only what the README's "Your data" section asks a
+user for: the data file, its columns' roles, the look-back and the horizon, and the split (the one each benchmark
+defines, so that the windows are the ones the other tables score); on the two M4 sets also a training stride (every
+16th or 8th window), the CPU budget, as a user with a large panel and no GPU would set. Nothing about the model,
+its loss or its training is set, so every row is what the defaults give. Each run keeps its checkpoint of lowest
+validation loss and tests it once, per seed. The ``NaiveComparison`` callback scores repeat-last and seasonal naive
+on the same validation and test windows, MAE in original units beside the model's, as ``test`` prints it.
+
+The data files: ``python -m project.tools.datasets etth1``, ``m4_hourly`` and ``m4_weekly`` write them; the
+intermittent panel is written by this tool when absent (``project.tools.intermittent``); the two synthetic datasets
+are embedded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from project.errors import InputError, reported_in_one_line
+from project.files import check_output, write_atomically
+from project.runs import read_scalars
+from project.tools.intermittent import intermittent_panel
+from project.tools.results import (
+    at_best_validation,
+    fit,
+    hardware,
+    markdown_table,
+    mean_std,
+    run_commit,
+    write_table,
+)
+
+MODEL, NAIVE = "mae_original_units", ("mae_repeat_last_original_units", "mae_seasonal_naive_original_units")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A dataset as a user would give it: its label, the data file (None: embedded), the season of its seasonal
+    naive forecast (None: longer than the look-back) and the ``fit`` options the README's "Your data" names."""
+
+    label: str
+    source: Path | None
+    season: int | None
+    options: list[str] = field(default_factory=list)
+    made_by: str = ""  # the command that writes ``source``
+
+
+DATASETS = {
+    "series": Dataset(  # make train: base.yaml exactly as it is
+        "embedded synthetic series (`make train`), 5 channels, hourly, horizon 12, look-back 12", None, None
+    ),
+    "panel": Dataset(
+        "embedded synthetic panel (configs/panel.yaml's data), 36 daily series, horizon 14, look-back 28",
+        None,
+        7,
+        [
+            "--data.synthetic=panel",
+            "--data.time_column=date",
+            "--data.id_columns=[store, product]",
+            "--data.target_columns=[sales]",
+            "--data.past_covariates=[footfall]",
+            "--data.future_covariates=[price, promotion]",
+            "--data.static_covariates=[region, store_size]",
+            "--data.context_length=28",
+            "--data.horizon=14",
+        ],
+    ),
+    "intermittent": Dataset(
+        "intermittent monthly panel (synthetic), 350 series, horizon 6, look-back 12",
+        Path("data/intermittent_panel.csv"),
+        12,
+        [
+            "--data.time_column=month",
+            "--data.id_columns=[store, product]",
+            "--data.target_columns=[sales]",
+            "--data.future_covariates=[price, promotion]",
+            "--data.static_covariates=[store_size, category]",
+            "--data.context_length=12",
+            "--data.horizon=6",
+            "--data.val_size=6",
+            "--data.test_size=6",
+            "--data.eval_stride=6",
+        ],
+        "python -m project.tools.intermittent",
+    ),
+    "etth1": Dataset(
+        "ETTh1, 7 channels, hourly, horizon 96, look-back 336",
+        Path("data/ETTh1.csv"),
+        24,
+        [
+            "--data.time_column=date",
+            "--data.context_length=336",
+            "--data.horizon=96",
+            "--data.val_start=2017-06-26",
+            "--data.test_start=2017-10-24",
+            "--data.test_end=2018-02-21",
+        ],
+        "python -m project.tools.datasets etth1",
+    ),
+    "m4_hourly": Dataset(
+        "M4 Hourly, 414 series, horizon 48, look-back 168",
+        Path("data/m4_hourly.csv"),
+        24,
+        [
+            "--data.id_columns=[series]",
+            "--data.target_columns=[value]",
+            "--data.context_length=168",
+            "--data.horizon=48",
+            "--data.val_size=48",
+            "--data.test_size=48",
+            "--data.eval_stride=48",
+            "--data.stride=16",  # every 16th training window: the CPU budget (one epoch of all is ~45 min here)
+        ],
+        "python -m project.tools.datasets m4_hourly",
+    ),
+    "m4_weekly": Dataset(
+        "M4 Weekly, 359 series, horizon 13, look-back 52",
+        Path("data/m4_weekly.csv"),
+        52,
+        [
+            "--data.id_columns=[series]",
+            "--data.target_columns=[value]",
+            "--data.context_length=52",
+            "--data.horizon=13",
+            "--data.val_size=13",
+            "--data.test_size=13",
+            "--data.eval_stride=13",
+            "--data.stride=8",  # every 8th training window, as configs/m4_weekly.yaml: the CPU budget
+        ],
+        "python -m project.tools.datasets m4_weekly",
+    ),
+}
+
+
+def scores(run: Path) -> dict[str, float]:
+    """The run's validation MAEs at its kept checkpoint (lowest validation loss) and its test MAEs, original
+    units: ``val/…`` and ``test/…`` of the model, repeat-last and seasonal naive (NaN when not scored)."""
+    curves, found = read_scalars(run), {}
+    for tag in (MODEL, *NAIVE):
+        found[f"val/{tag}"] = at_best_validation(run, f"val/{tag}") if f"val/{tag}" in curves else math.nan
+        found[f"test/{tag}"] = float(curves[f"test/{tag}"].iloc[-1]) if f"test/{tag}" in curves else math.nan
+    return found
+
+
+def verdict(model: list[float], naive: list[float]) -> str:
+    """Whether the model's MAE is below every naive forecast's on a split, and by how much the worst seed is."""
+    naive = [value for value in naive if not math.isnan(value)]  # a seasonal naive not scored is NaN
+    margin = max(model) / min(naive) - 1
+    return f"{'yes' if margin < 0 else 'no'} ({margin:+.1%})"
+
+
+def markdown(rows: dict[str, list[dict[str, float]]], seeds: list[int], seconds: dict[str, list[float]]) -> str:
+    header = ["data", "split", "model MAE", "repeat-last MAE", "seasonal naive MAE", "below both (worst seed)",
+              "seeds", "wall-clock (fit + test)"]  # fmt: skip
+    table, per_seed = [], []
+    for key, runs in rows.items():
+        dataset = DATASETS[key]
+        minutes = f"{statistics.mean(seconds[key]) / 60:.1f} min"
+        for split, name in (("val", "validation"), ("test", "test")):
+            model = [run[f"{split}/{MODEL}"] for run in runs]
+            if any(math.isnan(value) for value in model):  # not tested (--test_after_fit=false)
+                continue
+            naive = [runs[0][f"{split}/{tag}"] for tag in NAIVE]  # the same windows every seed: one value
+            seasonal = f"{naive[1]:.3f} (season {dataset.season})" if dataset.season else "– (season > look-back)"
+            table.append([dataset.label, name, mean_std(model), f"{naive[0]:.3f}", seasonal, verdict(model, naive),
+                          str(len(runs)), minutes])  # fmt: skip
+            values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(seeds, model))
+            per_seed.append(f"- {dataset.label}, {name} model MAE: {values}")
+    caption = (
+        "configs/base.yaml with only the data's roles, look-back, horizon and split (the README's \"Your data\" "
+        f"path): MAE in original units, validation at the checkpoint kept, test once per seed; {hardware()}."
+    )
+    return markdown_table(caption, header, table) + "\n" + "\n".join(per_seed) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m project.tools.your_data", description=__doc__.split("\n")[0])
+    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS), help="which")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one run per seed and dataset")
+    parser.add_argument("--logs", type=Path, default=Path("lightning_logs/your_data"), help="where runs log")
+    parser.add_argument("--output", type=Path, default=Path("results/your_data.md"), help="the table")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
+    run_commit()  # what the stamp names: the code at the start
+    with reported_in_one_line():
+        chosen = [DATASETS[key] for key in args.datasets]
+        check_output(args.output, [d.source for d in chosen if d.source], args.overwrite)
+        for dataset in chosen:
+            if dataset.source and not dataset.source.is_file():
+                if dataset.source.name != "intermittent_panel.csv":
+                    raise InputError(f"{dataset.source}: not found; `{dataset.made_by}` writes it")
+                write_atomically(dataset.source, lambda path: intermittent_panel().to_csv(path, index=False))
+        rows, seconds = {}, {}
+        for key in args.datasets:
+            dataset = DATASETS[key]
+            options = [*dataset.options, *extra]
+            if dataset.source:
+                options.insert(0, f"--data.source={dataset.source}")
+            if dataset.season:
+                options.append(f"--naive_comparison.season={dataset.season}")
+            for seed in args.seeds:
+                run, took = fit([], [*options, f"--seed_everything={seed}"], args.logs, f"{key}_seed{seed}")
+                rows.setdefault(key, []).append(scores(run))
+                seconds.setdefault(key, []).append(took)
+        write_table(args.output, markdown(rows, args.seeds, seconds), argv)
+
+
+if __name__ == "__main__":
+    main()
