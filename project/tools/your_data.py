@@ -12,8 +12,8 @@ validation loss and tests it once, per seed. The ``NaiveComparison`` callback sc
 on the same validation and test windows, MAE in original units beside the model's, as ``test`` prints it.
 
 The data files: ``python -m project.tools.datasets etth1``, ``m4_hourly`` and ``m4_weekly`` write them; the
-intermittent panel is written by this tool when absent (``project.tools.intermittent``); the two synthetic datasets
-are embedded.
+intermittent panel is written by this tool when absent (``project.tools.intermittent``'s panel); the two synthetic
+datasets are embedded.
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ class Dataset:
     naive forecast (None: longer than the look-back) and the ``fit`` options the README's "Your data" names."""
 
     label: str
-    source: Path | None
+    file: str | None
     season: int | None
     options: list[str] = field(default_factory=list)
-    made_by: str = ""  # the command that writes ``source``
+    made_by: str = ""  # the command that writes ``file``
 
 
 DATASETS = {
@@ -75,7 +75,7 @@ DATASETS = {
     ),
     "intermittent": Dataset(
         "intermittent monthly panel (synthetic), 350 series, horizon 6, look-back 12",
-        Path("data/intermittent_panel.csv"),
+        "intermittent_panel.csv",
         12,
         [
             "--data.time_column=month",
@@ -89,11 +89,10 @@ DATASETS = {
             "--data.test_size=6",
             "--data.eval_stride=6",
         ],
-        "python -m project.tools.intermittent",
     ),
     "etth1": Dataset(
         "ETTh1, 7 channels, hourly, horizon 96, look-back 336",
-        Path("data/ETTh1.csv"),
+        "ETTh1.csv",
         24,
         [
             "--data.time_column=date",
@@ -107,7 +106,7 @@ DATASETS = {
     ),
     "m4_hourly": Dataset(
         "M4 Hourly, 414 series, horizon 48, look-back 168",
-        Path("data/m4_hourly.csv"),
+        "m4_hourly.csv",
         24,
         [
             "--data.id_columns=[series]",
@@ -123,7 +122,7 @@ DATASETS = {
     ),
     "m4_weekly": Dataset(
         "M4 Weekly, 359 series, horizon 13, look-back 52",
-        Path("data/m4_weekly.csv"),
+        "m4_weekly.csv",
         52,
         [
             "--data.id_columns=[series]",
@@ -184,6 +183,7 @@ def markdown(rows: dict[str, list[dict[str, float]]], seeds: list[int], seconds:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m project.tools.your_data", description=__doc__.split("\n")[0])
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS), help="which")
+    parser.add_argument("--data_dir", type=Path, default=Path("data"), help="where the data files are")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one run per seed and dataset")
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs/your_data"), help="where runs log")
     parser.add_argument("--output", type=Path, default=Path("results/your_data.md"), help="the table")
@@ -191,19 +191,19 @@ def main(argv: list[str] | None = None) -> None:
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     run_commit()  # what the stamp names: the code at the start
     with reported_in_one_line():
-        chosen = [DATASETS[key] for key in args.datasets]
-        check_output(args.output, [d.source for d in chosen if d.source], args.overwrite)
-        for dataset in chosen:
-            if dataset.source and not dataset.source.is_file():
-                if dataset.source.name != "intermittent_panel.csv":
-                    raise InputError(f"{dataset.source}: not found; `{dataset.made_by}` writes it")
-                write_atomically(dataset.source, lambda path: intermittent_panel().to_csv(path, index=False))
+        chosen = {key: DATASETS[key] for key in args.datasets}
+        sources = {key: args.data_dir / d.file for key, d in chosen.items() if d.file}
+        check_output(args.output, list(sources.values()), args.overwrite)
+        for key, source in sources.items():
+            if not source.is_file():
+                if key != "intermittent":
+                    raise InputError(f"{source}: not found; `{chosen[key].made_by} --dir {args.data_dir}` writes it")
+                write_atomically(source, lambda path: intermittent_panel().to_csv(path, index=False))
         rows, seconds = {}, {}
-        for key in args.datasets:
-            dataset = DATASETS[key]
+        for key, dataset in chosen.items():
             options = [*dataset.options, *extra]
-            if dataset.source:
-                options.insert(0, f"--data.source={dataset.source}")
+            if key in sources:
+                options.insert(0, f"--data.source={sources[key]}")
             if dataset.season:
                 options.append(f"--naive_comparison.season={dataset.season}")
             for seed in args.seeds:

@@ -1,0 +1,43 @@
+"""The README's "Your data" path on every dataset (an optional tool: it goes with project/tools)."""
+
+import pytest
+
+from project.tools import intermittent, your_data
+from tests.helpers import REPOSITORY
+
+QUICK = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2",
+         "--trainer.limit_test_batches=2", "--trainer.enable_progress_bar=false"]  # fmt: skip
+
+
+def test_each_dataset_is_given_only_what_the_readme_asks_a_user_for():
+    """The data's roles, look-back, horizon, split and (for a large panel) the training stride: never a model or
+    trainer option, so that each row is what configs/base.yaml's defaults give."""
+    for dataset in your_data.DATASETS.values():
+        assert all(option.startswith("--data.") for option in dataset.options), dataset.label
+
+
+def test_the_table_has_a_validation_and_a_test_row_per_dataset_and_each_seeds_value(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPOSITORY)  # the tool reads configs/
+    intermittent.intermittent_panel(n_stores=2, n_products=5).to_csv(tmp_path / "intermittent_panel.csv", index=False)
+    output = tmp_path / "table.md"
+    logs = f"--logs={tmp_path / 'logs'}"
+    your_data.main(["--datasets", "series", "intermittent", "--seeds", "0", "1", f"--data_dir={tmp_path}", logs,
+                    f"--output={output}", *QUICK])  # fmt: skip
+    table = output.read_text()
+    assert table.startswith("Written by `python -m ")  # the stamp: command, commit, machine
+    for key in ("series", "intermittent"):
+        label = your_data.DATASETS[key].label
+        assert table.count(f"| {label} | validation |") == table.count(f"| {label} | test |") == 1
+        assert f"- {label}, test model MAE: seed 0: " in table
+    assert "– (season > look-back)" in table  # the embedded series' daily season is longer than its look-back
+    assert "(season 12)" in table
+
+
+def test_a_missing_data_file_names_the_command_that_writes_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(REPOSITORY)
+    with pytest.raises(SystemExit):
+        your_data.main(["--datasets", "etth1", f"--data_dir={tmp_path}", f"--output={tmp_path / 'table.md'}"])
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0
+    assert "ETTh1.csv: not found; `python -m project.tools.datasets etth1 --dir" in error
+    assert not (tmp_path / "table.md").exists()
