@@ -184,8 +184,9 @@ def main(argv: list[str] | None = None) -> None:
         validation = {}
         for number, (name, recipe) in enumerate(RECIPES.items()):
             run, _ = fit([PANEL_CONFIG], [*arguments, *recipe, "--test_after_fit=false"], args.logs, f"recipe{number}")
+            curves = read_scalars(run)
             validation[name] = {
-                tag: at_best_validation(run, f"val/{tag}") for tag in ("mae_original_units", *NAIVE.values())
+                tag: at_best_validation(curves, f"val/{tag}") for tag in ("mae_original_units", *NAIVE.values())
             }
         chosen = min(validation, key=lambda name: validation[name]["mae_original_units"])
         selection = [
@@ -206,8 +207,9 @@ def main(argv: list[str] | None = None) -> None:
                 args.logs,
                 f"chosen_seed{seed}",
             )
+            curves = read_scalars(run)
             for tag in ("mae_original_units", *NAIVE.values()):
-                tested.setdefault(tag, []).append(float(read_scalars(run)[f"test/{tag}"].iloc[-1]))
+                tested.setdefault(tag, []).append(float(curves[f"test/{tag}"].iloc[-1]))
         row = [f"{chosen} (chosen)", "test", mean_std(tested["mae_original_units"]),
                *(f"{tested[t][0]:.3f}" for t in NAIVE.values()), ", ".join(map(str, args.seeds))]  # fmt: skip
         write_table(args.output, markdown(selection, row, hardware()), argv)

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
 
+import pandas as pd
 import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
@@ -32,7 +33,7 @@ from project.checkpoints import load_forecaster, read_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
-from project.runs import find_runs, read_scalars
+from project.runs import find_runs
 from project.training.metrics import forecast_scores, unscale
 
 BASE_CONFIG = Path("configs/base.yaml")
@@ -82,9 +83,9 @@ def mean_std(values: list[float], digits: int = 3) -> str:
     return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
-def at_best_validation(run: Path, tag: str) -> float:
-    """``tag``'s value at the validation whose loss was lowest (the checkpoint the run keeps)."""
-    curves = read_scalars(run)
+def at_best_validation(curves: dict[str, pd.Series], tag: str) -> float:
+    """``tag``'s value at the validation whose loss was lowest (the checkpoint the run keeps), from a run's curves
+    as ``read_scalars`` returns them (read once, then asked for several tags)."""
     best_step = curves["val/loss"].idxmin()
     return float(curves[tag].loc[best_step])
 

@@ -4,8 +4,8 @@
     python -m project.tools.your_data --datasets m4_weekly   # some of them
 
 Each dataset is trained with ``configs/base.yaml`` alone, given only what the README's "Your data" section asks a
-user for: the data file, its columns' roles, the look-back and the horizon, and the split (the one each benchmark
-defines, so that the windows are the ones the other tables score); on the two M4 sets also a training stride (every
+user for: the data file, its columns' roles, the look-back and the horizon, and the split, read from each dataset's
+preset (``GIVEN``: the windows are the ones the other tables score); on the two M4 sets also a training stride (every
 16th or 8th window), the CPU budget, as a user with a large panel and no GPU would set. Nothing about the model,
 its loss or its training is set, so every row is what the defaults give. Each run keeps its checkpoint of lowest
 validation loss and tests it once, per seed. The ``NaiveComparison`` callback scores repeat-last and seasonal naive
@@ -24,10 +24,12 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
 from project.runs import read_scalars
-from project.tools.intermittent import intermittent_panel
+from project.tools.intermittent import DATA_SETTINGS, PANEL_CONFIG, intermittent_panel
 from project.tools.results import (
     at_best_validation,
     fit,
@@ -41,16 +43,47 @@ from project.tools.results import (
 MODEL, NAIVE = "mae_original_units", ("mae_repeat_last_original_units", "mae_seasonal_naive_original_units")
 
 
+# What the README's "Your data" section asks a user for, the `data:` keys each dataset's own settings are cut to:
+# the columns' roles, the look-back and horizon, the split and the training stride (on a large panel, the budget).
+GIVEN = ("time_column", "id_columns", "target_columns", "past_covariates", "future_covariates", "static_covariates",
+         "context_length", "horizon", "val_start", "test_start", "test_end", "val_size", "test_size", "eval_stride",
+         "stride")  # fmt: skip
+
+
+def given(settings: dict) -> list[str]:
+    """``settings`` (a preset's ``data:``) cut to the keys a user gives, as ``fit`` options."""
+    written = {
+        key: f"[{', '.join(map(str, value))}]" if isinstance(value, list) else value for key, value in settings.items()
+    }
+    return [f"--data.{key}={value}" for key, value in written.items() if key in GIVEN]  # as a user types them
+
+
+def from_options(options: list[str]) -> dict:
+    """``--data.key=value`` options (as ``project.tools.intermittent`` keeps its panel's) as a ``data:`` mapping."""
+    pairs = (option.removeprefix("--data.").split("=", 1) for option in options if option.startswith("--data."))
+    return {key: yaml.safe_load(value) for key, value in pairs}
+
+
 @dataclass(frozen=True)
 class Dataset:
     """A dataset as a user would give it: its label, the data file (None: embedded), the season of its seasonal
-    naive forecast (None: longer than the look-back) and the ``fit`` options the README's "Your data" names."""
+    naive forecast (None: longer than the look-back), the settings it is defined by (a preset, or a ``data:``
+    mapping) and options the preset does not hold."""
 
     label: str
     file: str | None
     season: int | None
-    options: list[str] = field(default_factory=list)
+    settings: Path | dict = field(default_factory=dict)
+    extra: tuple[str, ...] = ()
     made_by: str = ""  # the command that writes ``file``
+
+    @property
+    def options(self) -> list[str]:
+        """The ``fit`` options: the settings cut to ``GIVEN``, then ``extra``."""
+        settings = self.settings
+        if isinstance(settings, Path):  # read when used: the tool runs from the repository's root
+            settings = yaml.safe_load(settings.read_text())["data"]
+        return [*given(settings), *self.extra]
 
 
 DATASETS = {
@@ -61,80 +94,36 @@ DATASETS = {
         "embedded synthetic panel (configs/panel.yaml's data), 36 daily series, horizon 14, look-back 28",
         None,
         7,
-        [
-            "--data.synthetic=panel",
-            "--data.time_column=date",
-            "--data.id_columns=[store, product]",
-            "--data.target_columns=[sales]",
-            "--data.past_covariates=[footfall]",
-            "--data.future_covariates=[price, promotion]",
-            "--data.static_covariates=[region, store_size]",
-            "--data.context_length=28",
-            "--data.horizon=14",
-        ],
+        PANEL_CONFIG,
+        ("--data.synthetic=panel",),
     ),
     "intermittent": Dataset(
         "intermittent monthly panel (synthetic), 350 series, horizon 6, look-back 12",
         "intermittent_panel.csv",
         12,
-        [
-            "--data.time_column=month",
-            "--data.id_columns=[store, product]",
-            "--data.target_columns=[sales]",
-            "--data.future_covariates=[price, promotion]",
-            "--data.static_covariates=[store_size, category]",
-            "--data.context_length=12",
-            "--data.horizon=6",
-            "--data.val_size=6",
-            "--data.test_size=6",
-            "--data.eval_stride=6",
-        ],
+        from_options(DATA_SETTINGS),
     ),
     "etth1": Dataset(
         "ETTh1, 7 channels, hourly, horizon 96, look-back 336",
         "ETTh1.csv",
         24,
-        [
-            "--data.time_column=date",
-            "--data.context_length=336",
-            "--data.horizon=96",
-            "--data.val_start=2017-06-26",
-            "--data.test_start=2017-10-24",
-            "--data.test_end=2018-02-21",
-        ],
-        "python -m project.tools.datasets etth1",
+        Path("configs/etth1.yaml"),
+        made_by="python -m project.tools.datasets etth1",
     ),
     "m4_hourly": Dataset(
         "M4 Hourly, 414 series, horizon 48, look-back 168",
         "m4_hourly.csv",
         24,
-        [
-            "--data.id_columns=[series]",
-            "--data.target_columns=[value]",
-            "--data.context_length=168",
-            "--data.horizon=48",
-            "--data.val_size=48",
-            "--data.test_size=48",
-            "--data.eval_stride=48",
-            "--data.stride=16",  # every 16th training window: the CPU budget (one epoch of all is ~45 min here)
-        ],
+        Path("configs/m4_hourly.yaml"),
+        ("--data.stride=16",),  # every 16th training window: the CPU budget (one epoch of all is ~45 min here)
         "python -m project.tools.datasets m4_hourly",
     ),
-    "m4_weekly": Dataset(
+    "m4_weekly": Dataset(  # its preset trains on every 8th window, the CPU budget
         "M4 Weekly, 359 series, horizon 13, look-back 52",
         "m4_weekly.csv",
         52,
-        [
-            "--data.id_columns=[series]",
-            "--data.target_columns=[value]",
-            "--data.context_length=52",
-            "--data.horizon=13",
-            "--data.val_size=13",
-            "--data.test_size=13",
-            "--data.eval_stride=13",
-            "--data.stride=8",  # every 8th training window, as configs/m4_weekly.yaml: the CPU budget
-        ],
-        "python -m project.tools.datasets m4_weekly",
+        Path("configs/m4_weekly.yaml"),
+        made_by="python -m project.tools.datasets m4_weekly",
     ),
 }
 
@@ -144,7 +133,7 @@ def scores(run: Path) -> dict[str, float]:
     units: ``val/…`` and ``test/…`` of the model, repeat-last and seasonal naive (NaN when not scored)."""
     curves, found = read_scalars(run), {}
     for tag in (MODEL, *NAIVE):
-        found[f"val/{tag}"] = at_best_validation(run, f"val/{tag}") if f"val/{tag}" in curves else math.nan
+        found[f"val/{tag}"] = at_best_validation(curves, f"val/{tag}") if f"val/{tag}" in curves else math.nan
         found[f"test/{tag}"] = float(curves[f"test/{tag}"].iloc[-1]) if f"test/{tag}" in curves else math.nan
     return found
 

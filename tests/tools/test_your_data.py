@@ -9,11 +9,24 @@ QUICK = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer
          "--trainer.limit_test_batches=2", "--trainer.enable_progress_bar=false"]  # fmt: skip
 
 
-def test_each_dataset_is_given_only_what_the_readme_asks_a_user_for():
+def test_each_dataset_is_given_only_what_the_readme_asks_a_user_for(monkeypatch):
     """The data's roles, look-back, horizon, split and (for a large panel) the training stride: never a model or
     trainer option, so that each row is what configs/base.yaml's defaults give."""
+    monkeypatch.chdir(REPOSITORY)  # the presets are read from configs/
     for dataset in your_data.DATASETS.values():
         assert all(option.startswith("--data.") for option in dataset.options), dataset.label
+
+
+def test_a_presets_data_settings_are_cut_to_what_a_user_gives(monkeypatch):
+    """Roles, look-back, horizon and split come from the preset, written as a user types them; its scaling, batch
+    size and calendar features (the defaults' to choose) do not."""
+    settings = {"id_columns": ["store", "product"], "context_length": 28, "scaling": "mean_abs", "batch_size": 8,
+                "calendar_features": False, "val_start": "2017-06-26"}  # fmt: skip
+    assert your_data.given(settings) == ["--data.id_columns=[store, product]", "--data.context_length=28",
+                                         "--data.val_start=2017-06-26"]  # fmt: skip
+    monkeypatch.chdir(REPOSITORY)  # the presets are read from configs/
+    assert "--data.test_start=2017-10-24" in your_data.DATASETS["etth1"].options
+    assert "--data.calendar_features=false" not in your_data.DATASETS["intermittent"].options
 
 
 def test_the_table_has_a_validation_and_a_test_row_per_dataset_and_each_seeds_value(tmp_path, monkeypatch):
