@@ -33,7 +33,7 @@ from pathlib import Path
 
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
-from project.runs import find_runs, read_scalars
+from project.runs import read_scalars
 from project.tools.etth1 import measure_baselines
 from project.tools.results import (
     best_checkpoint,
@@ -44,6 +44,7 @@ from project.tools.results import (
     mean_std,
     preset_datamodule,
     run_seconds,
+    tested_run,
     write_table,
 )
 from project.training.regimes import REGIMES, regime_settings
@@ -122,12 +123,6 @@ def cell_arguments(study: Study, regime: str, depth: int, data: Path) -> list[st
     patch = [f"--model.network.init_args.patch_length={study.horizon // depth}"]
     scheduled = list(study.scheduled) if regime == "scheduled_sampling" else []
     return [f"--data.source={data}", *study.setting, *settings, *patch, *scheduled]
-
-
-def tested_run(logs: Path, name: str) -> Path | None:
-    """The latest run logged as ``logs/name`` if it reached its test, else None."""
-    runs = find_runs(logs / name) if (logs / name).is_dir() else []
-    return runs[-1] if runs and "test/mse" in read_scalars(runs[-1]) else None
 
 
 def run_grid(study_name: str, cells: list[tuple[str, int]], args: argparse.Namespace, extra: list[str]) -> dict:

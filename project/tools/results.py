@@ -33,7 +33,7 @@ from project.checkpoints import load_forecaster, read_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
-from project.runs import find_runs
+from project.runs import find_runs, read_scalars
 from project.training.metrics import forecast_scores, unscale
 
 BASE_CONFIG = Path("configs/base.yaml")
@@ -74,6 +74,12 @@ def seed_runs(logs: Path, name: str, seeds: list[int]) -> list[tuple[Path, float
     """The latest run of each seed already in ``logs`` (as ``fit_seeds`` named them), with its seconds."""
     runs = [find_runs(logs / f"{name}_seed{seed}")[-1] for seed in seeds]
     return [(run, run_seconds(run)) for run in runs]
+
+
+def tested_run(logs: Path, name: str) -> Path | None:
+    """The latest run logged as ``logs/name`` if it reached its test, else None (what ``--reuse`` keeps)."""
+    runs = find_runs(logs / name) if (logs / name).is_dir() else []
+    return runs[-1] if runs and "test/mse" in read_scalars(runs[-1]) else None
 
 
 def mean_std(values: list[float], digits: int = 3) -> str:

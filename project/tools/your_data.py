@@ -10,6 +10,8 @@ preset (``GIVEN``: the windows are the ones the other tables score); on the two 
 its loss or its training is set, so every row is what the defaults give. Each run keeps its checkpoint of lowest
 validation loss and tests it once, per seed. The ``NaiveComparison`` callback scores repeat-last and seasonal naive
 on the same validation and test windows, MAE in original units beside the model's, as ``test`` prints it.
+``--reuse`` keeps the runs already in ``--logs`` that reached their test (each dataset's and seed's latest), so an
+interrupted table resumes, or is written again from its runs without training.
 
 The data files: ``python -m project.tools.datasets etth1``, ``m4_hourly`` and ``m4_weekly`` write them; the
 intermittent panel is written by this tool when absent (``project.tools.intermittent``'s panel); the two synthetic
@@ -37,6 +39,8 @@ from project.tools.results import (
     markdown_table,
     mean_std,
     run_commit,
+    run_seconds,
+    tested_run,
     write_table,
 )
 
@@ -177,6 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs/your_data"), help="where runs log")
     parser.add_argument("--output", type=Path, default=Path("results/your_data.md"), help="the table")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    parser.add_argument("--reuse", action="store_true", help="keep runs already in --logs that reached their test")
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     run_commit()  # what the stamp names: the code at the start
     with reported_in_one_line():
@@ -196,9 +201,12 @@ def main(argv: list[str] | None = None) -> None:
             if dataset.season:
                 options.append(f"--naive_comparison.season={dataset.season}")
             for seed in args.seeds:
-                run, took = fit([], [*options, f"--seed_everything={seed}"], args.logs, f"{key}_seed{seed}")
+                name = f"{key}_seed{seed}"
+                run = (args.reuse and tested_run(args.logs, name)) or fit(
+                    [], [*options, f"--seed_everything={seed}"], args.logs, name
+                )[0]
                 rows.setdefault(key, []).append(scores(run))
-                seconds.setdefault(key, []).append(took)
+                seconds.setdefault(key, []).append(run_seconds(run))  # from the log: the same for a kept run
         write_table(args.output, markdown(rows, args.seeds, seconds), argv)
 
 

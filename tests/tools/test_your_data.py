@@ -44,6 +44,11 @@ def test_the_table_has_a_validation_and_a_test_row_per_dataset_and_each_seeds_va
         assert f"- {label}, test model MAE: seed 0: " in table
     assert "– (season > look-back)" in table  # the embedded series' daily season is longer than its look-back
     assert "(season 12)" in table
+    started = {run: run.stat().st_mtime for run in (tmp_path / "logs").rglob("events.out.tfevents.*")}
+    your_data.main(["--datasets", "series", "intermittent", "--seeds", "0", "1", f"--data_dir={tmp_path}", logs,
+                    f"--output={output}", "--overwrite", "--reuse", *QUICK])  # fmt: skip
+    assert output.read_text().split("\n", 1)[1] == table.split("\n", 1)[1]  # the same rows, nothing trained again
+    assert {run: run.stat().st_mtime for run in (tmp_path / "logs").rglob("events.out.tfevents.*")} == started
 
 
 def test_a_missing_data_file_names_the_command_that_writes_it(tmp_path, monkeypatch, capsys):
