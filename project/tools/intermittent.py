@@ -129,11 +129,16 @@ def markdown(selection: list[list[str]], tested: list[str], hardware_name: str) 
     return markdown_table(caption, header, [*selection, tested])
 
 
+def data_settings() -> dict:
+    """``DATA_SETTINGS``' ``--data.key=value`` options as a ``data:`` mapping (values parsed as the CLI would)."""
+    pairs = (option.removeprefix("--data.").split("=", 1) for option in DATA_SETTINGS if option.startswith("--data."))
+    return {key: yaml.safe_load(value) for key, value in pairs}
+
+
 def floor_table(data: Path, statistical: tuple[str, ...] = ("AutoETS", "AutoTheta")) -> str:
     """MAE in original units of the naive forecasts and of ``statistical`` models (each fitted per series on its
     training months) on the validation and test windows the recipes are scored on."""
-    given = dict(a.removeprefix("--data.").split("=", 1) for a in DATA_SETTINGS if a.startswith("--data."))
-    settings = {key: yaml.safe_load(value) for key, value in given.items() if key != "synthetic"}
+    settings = {key: value for key, value in data_settings().items() if key != "synthetic"}
     windows = preset_datamodule(PANEL_CONFIG, data, synthetic="series", **settings)
     splits = {split: windows.split(split) for split in ("val", "test")}
     found = {}

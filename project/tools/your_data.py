@@ -31,7 +31,7 @@ import yaml
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
 from project.runs import read_scalars
-from project.tools.intermittent import DATA_SETTINGS, PANEL_CONFIG, intermittent_panel
+from project.tools.intermittent import PANEL_CONFIG, data_settings, intermittent_panel
 from project.tools.results import (
     at_best_validation,
     fit,
@@ -60,12 +60,6 @@ def given(settings: dict) -> list[str]:
         key: f"[{', '.join(map(str, value))}]" if isinstance(value, list) else value for key, value in settings.items()
     }
     return [f"--data.{key}={value}" for key, value in written.items() if key in GIVEN]  # as a user types them
-
-
-def from_options(options: list[str]) -> dict:
-    """``--data.key=value`` options (as ``project.tools.intermittent`` keeps its panel's) as a ``data:`` mapping."""
-    pairs = (option.removeprefix("--data.").split("=", 1) for option in options if option.startswith("--data."))
-    return {key: yaml.safe_load(value) for key, value in pairs}
 
 
 @dataclass(frozen=True)
@@ -105,7 +99,7 @@ DATASETS = {
         "intermittent monthly panel (synthetic), 350 series, horizon 6, look-back 12",
         "intermittent_panel.csv",
         12,
-        from_options(DATA_SETTINGS),
+        data_settings(),
     ),
     "etth1": Dataset(
         "ETTh1, 7 channels, hourly, horizon 96, look-back 336",
