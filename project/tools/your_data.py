@@ -10,6 +10,10 @@ preset (``GIVEN``: the windows are the ones the other tables score); on the two 
 its loss or its training is set, so every row is what the defaults give. Each run keeps its checkpoint of lowest
 validation loss and tests it once, per seed. The ``NaiveComparison`` callback scores repeat-last and seasonal naive
 on the same validation and test windows, MAE in original units beside the model's, as ``test`` prints it.
+A second table holds the statistical floor: statsforecast's AutoETS and AutoTheta (``project.tools.statistical``,
+the ``baselines`` extra), each fitted per series and channel on the training rows, forecasting every validation and
+test window from the rows before it, with each seed's kept checkpoint scored again on the same windows (every
+``floor_stride``-th window where all of them would cost too long: stated in the table).
 ``--reuse`` keeps the runs already in ``--logs`` that reached their test (each dataset's and seed's latest), so an
 interrupted table resumes, or is written again from its runs without training.
 
@@ -28,13 +32,17 @@ from pathlib import Path
 
 import yaml
 
+from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
 from project.runs import read_scalars
 from project.tools.intermittent import PANEL_CONFIG, data_settings, intermittent_panel
 from project.tools.results import (
+    BASE_CONFIG,
     at_best_validation,
+    best_checkpoint,
     fit,
+    forecast_split,
     hardware,
     markdown_table,
     mean_std,
@@ -43,8 +51,11 @@ from project.tools.results import (
     tested_run,
     write_table,
 )
+from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_model
+from project.training.baselines import repeat_last, seasonal_naive
 
 MODEL, NAIVE = "mae_original_units", ("mae_repeat_last_original_units", "mae_seasonal_naive_original_units")
+SPLITS = {"val": "validation", "test": "test"}
 
 
 # What the README's "Your data" section asks a user for, the `data:` keys each dataset's own settings are cut to:
@@ -66,7 +77,8 @@ def given(settings: dict) -> list[str]:
 class Dataset:
     """A dataset as a user would give it: its label, the data file (None: embedded), the season of its seasonal
     naive forecast (None: longer than the look-back), the settings it is defined by (a preset, or a ``data:``
-    mapping) and options the preset does not hold."""
+    mapping) and options the preset does not hold; for the statistical floor, the season its models are given and
+    every how many validation and test windows they forecast."""
 
     label: str
     file: str | None
@@ -74,6 +86,8 @@ class Dataset:
     settings: Path | dict = field(default_factory=dict)
     extra: tuple[str, ...] = ()
     made_by: str = ""  # the command that writes ``file``
+    period: int = 1  # the statistical models' season_length (1: none)
+    floor_stride: int = 1  # > 1 where AutoTheta on every window would take long (~70 ms a window and channel)
 
     @property
     def options(self) -> list[str]:
@@ -83,10 +97,27 @@ class Dataset:
             settings = yaml.safe_load(settings.read_text())["data"]
         return [*given(settings), *self.extra]
 
+    def windows(self, source: Path | None, stride: int = 1) -> WindowDataModule:
+        """The data of the runs (base.yaml's ``data:`` with ``options``), every ``stride``-th validation and test
+        window, set up for testing."""
+        pairs = (option.removeprefix("--data.").split("=", 1) for option in self.options)
+        settings = {key: yaml.safe_load(value) for key, value in pairs}  # parsed as the CLI parses them
+        base = yaml.safe_load(BASE_CONFIG.read_text())["data"]
+        source = {"source": str(source)} if source else {}
+        windows = WindowDataModule(
+            **{**base, **settings, **source, "eval_stride": settings.get("eval_stride", 1) * stride}
+        )
+        windows.setup("test")
+        return windows
+
 
 DATASETS = {
     "series": Dataset(  # make train: base.yaml exactly as it is
-        "embedded synthetic series (`make train`), 5 channels, hourly, horizon 12, look-back 12", None, None
+        "embedded synthetic series (`make train`), 5 channels, hourly, horizon 12, look-back 12",
+        None,
+        None,
+        period=24,
+        floor_stride=24,  # 989 and 1989 windows, 5 channels
     ),
     "panel": Dataset(
         "embedded synthetic panel (configs/panel.yaml's data), 36 daily series, horizon 14, look-back 28",
@@ -94,12 +125,15 @@ DATASETS = {
         7,
         PANEL_CONFIG,
         ("--data.synthetic=panel",),
+        period=7,
+        floor_stride=7,  # 2262 and 4983 windows
     ),
     "intermittent": Dataset(
         "intermittent monthly panel (synthetic), 350 series, horizon 6, look-back 12",
         "intermittent_panel.csv",
         12,
         data_settings(),
+        period=12,
     ),
     "etth1": Dataset(
         "ETTh1, 7 channels, hourly, horizon 96, look-back 336",
@@ -107,6 +141,8 @@ DATASETS = {
         24,
         Path("configs/etth1.yaml"),
         made_by="python -m project.tools.datasets etth1",
+        period=24,
+        floor_stride=24,  # 2785 windows a split, 7 channels: AutoTheta on all would take ~45 min
     ),
     "m4_hourly": Dataset(
         "M4 Hourly, 414 series, horizon 48, look-back 168",
@@ -115,6 +151,7 @@ DATASETS = {
         Path("configs/m4_hourly.yaml"),
         ("--data.stride=16",),  # every 16th training window: the CPU budget (one epoch of all is ~45 min here)
         "python -m project.tools.datasets m4_hourly",
+        period=24,
     ),
     "m4_weekly": Dataset(  # its preset trains on every 8th window, the CPU budget
         "M4 Weekly, 359 series, horizon 13, look-back 52",
@@ -122,6 +159,7 @@ DATASETS = {
         52,
         Path("configs/m4_weekly.yaml"),
         made_by="python -m project.tools.datasets m4_weekly",
+        period=1,  # M4's seasonality for weekly data, as project.tools.m4 fits them
     ),
 }
 
@@ -167,6 +205,60 @@ def markdown(rows: dict[str, list[dict[str, float]]], seeds: list[int], seconds:
     return markdown_table(caption, header, table) + "\n" + "\n".join(per_seed) + "\n"
 
 
+def floor(
+    dataset: Dataset, source: Path | None, runs: list[Path], statistical: tuple[str, ...], splits: list[str]
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, float]]:
+    """MAEs in original units on every ``dataset.floor_stride``-th window of ``splits`` (split → forecast →
+    one value per seed, or one for a deterministic forecast): each run's kept checkpoint, the naive forecasts and
+    the ``statistical`` models (each fitted per series and channel on the training rows); and each statistical
+    model's seconds."""
+    windows = dataset.windows(source, dataset.floor_stride)
+    found = {split: [forecast_split(best_checkpoint(run), windows, split) for run in runs] for split in splits}
+    maes = {split: {} for split in splits}
+    for split, forecasts in found.items():
+        target, context = forecasts[0]["target"], forecasts[0]["context"]
+        horizon = target.shape[1]
+        maes[split]["model"] = [float((f["point"] - f["target"]).abs().mean()) for f in forecasts]
+        maes[split]["repeat-last"] = [float((repeat_last(context, horizon) - target).abs().mean())]
+        if dataset.season:
+            naive = seasonal_naive(context, horizon, dataset.season)
+            maes[split]["seasonal naive"] = [float((naive - target).abs().mean())]
+    seconds = {}
+    for name in statistical:
+        chosen = {split: windows.split(split) for split in splits}
+        points, seconds[name] = split_forecasts(name, chosen, windows.split_rows[:, 0], dataset.period, progress=None)
+        for split in splits:
+            error = (points[split] - found[split][0]["target"].double()).abs().mean()
+            maes[split][name] = [float(error)]
+    return maes, seconds
+
+
+def floor_markdown(floors: dict[str, tuple[dict, dict]], seeds: list[int], statistical: tuple[str, ...]) -> str:
+    """The statistical floor's table: per dataset and split, the model's MAE over seeds beside the naive and the
+    statistical forecasts' on the same windows, and whether every seed is below each statistical model."""
+    header = ["data", "split", "windows", "model MAE", "repeat-last MAE", "seasonal naive MAE"]
+    header += [f"{name} MAE" for name in statistical] + [f"below {name} (worst seed)" for name in statistical]
+    table, per_seed = [], []
+    for key, (maes, seconds) in floors.items():
+        dataset = DATASETS[key]
+        every = "every window" if dataset.floor_stride == 1 else f"every {dataset.floor_stride}th window"
+        for split, found in maes.items():  # the splits the runs were scored on
+            name, model = SPLITS[split], found["model"]
+            seasonal = f"{found['seasonal naive'][0]:.3f}" if "seasonal naive" in found else "–"
+            taken = [f"{found[n][0]:.3f} ({seconds[n]:.0f} s)" for n in statistical]
+            table.append([dataset.label, name, every, mean_std(model), f"{found['repeat-last'][0]:.3f}", seasonal,
+                          *taken, *(verdict(model, found[n]) for n in statistical)])  # fmt: skip
+            values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(seeds, model))
+            per_seed.append(f"- {dataset.label}, {name}, {every}, model MAE: {values}")
+    caption = (
+        "The statistical floor on the same runs: each seed's kept checkpoint scored again beside statsforecast's "
+        "models (fitted per series and channel on the training rows; the seconds they took in parentheses) and the "
+        "naive forecasts, MAE in original units on every window or, where that would take long, every Nth "
+        f"validation and test window; {hardware()}."
+    )
+    return markdown_table(caption, header, table) + "\n" + "\n".join(per_seed) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m project.tools.your_data", description=__doc__.split("\n")[0])
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS), help="which")
@@ -176,32 +268,47 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", type=Path, default=Path("results/your_data.md"), help="the table")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.add_argument("--reuse", action="store_true", help="keep runs already in --logs that reached their test")
+    parser.add_argument(
+        "--statistical", nargs="*", default=["AutoETS", "AutoTheta"], choices=list(STATISTICAL_MODELS),
+        help="the floor's statsforecast models (the baselines extra); with no name, no floor table",
+    )  # fmt: skip
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     run_commit()  # what the stamp names: the code at the start
     with reported_in_one_line():
         chosen = {key: DATASETS[key] for key in args.datasets}
         sources = {key: args.data_dir / d.file for key, d in chosen.items() if d.file}
         check_output(args.output, list(sources.values()), args.overwrite)
+        if args.statistical:
+            statistical_model(args.statistical[0], 1)  # the extra is missing: say so before training
         for key, source in sources.items():
             if not source.is_file():
                 if key != "intermittent":
                     raise InputError(f"{source}: not found; `{chosen[key].made_by} --dir {args.data_dir}` writes it")
                 write_atomically(source, lambda path: intermittent_panel().to_csv(path, index=False))
-        rows, seconds = {}, {}
+        rows, seconds, floors = {}, {}, {}
         for key, dataset in chosen.items():
             options = [*dataset.options, *extra]
             if key in sources:
                 options.insert(0, f"--data.source={sources[key]}")
             if dataset.season:
                 options.append(f"--naive_comparison.season={dataset.season}")
+            runs = []
             for seed in args.seeds:
                 name = f"{key}_seed{seed}"
                 run = (args.reuse and tested_run(args.logs, name)) or fit(
                     [], [*options, f"--seed_everything={seed}"], args.logs, name
                 )[0]
+                runs.append(run)
                 rows.setdefault(key, []).append(scores(run))
                 seconds.setdefault(key, []).append(run_seconds(run))  # from the log: the same for a kept run
-        write_table(args.output, markdown(rows, args.seeds, seconds), argv)
+            if args.statistical:  # on the splits the runs were scored on: a validation-only table reads no test
+                scored = [s for s in SPLITS if not any(math.isnan(row[f"{s}/{MODEL}"]) for row in rows[key])]
+                print(f"the statistical floor of {key} ({', '.join(args.statistical)})", flush=True)
+                floors[key] = floor(dataset, sources.get(key), runs, tuple(args.statistical), scored)
+        table = markdown(rows, args.seeds, seconds)
+        if floors:
+            table += "\n" + floor_markdown(floors, args.seeds, tuple(args.statistical))
+        write_table(args.output, table, argv)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,12 @@ import pytest
 
 from project.data import WindowDataModule
 from project.errors import InputError
+from project.tools import intermittent, your_data
 from project.tools.m4 import scores
 from project.tools.statistical import STATISTICAL_MODELS, forecast_origins, split_forecasts
 
 pytest.importorskip("statsforecast")
+from tests.helpers import REPOSITORY
 
 SEASON, HORIZON = 12, 6
 
@@ -90,3 +92,27 @@ def test_the_etth1_rows_score_every_channel_on_scaled_values_beside_the_baseline
     naive = {r["model"]: r for r in etth1.measure_baselines(windows)}["repeat-last (measured)"]
     for key in ("val_mse", "val_mae", "test_mse", "test_mae"):
         assert 0 < row[key][0] < naive[key][0]
+
+
+def test_your_datas_floor_scores_the_kept_checkpoint_again_on_the_tested_windows(tmp_path, monkeypatch):
+    """The floor table's model and repeat-last MAEs on every window are the ones the run logged at its test: the
+    same windows and units as AutoETS's beside them."""
+    monkeypatch.chdir(REPOSITORY)  # the tool reads configs/
+    intermittent.intermittent_panel(n_stores=2, n_products=3).to_csv(tmp_path / "intermittent_panel.csv", index=False)
+    output, logs = tmp_path / "table.md", tmp_path / "logs"
+    quick = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false"]
+    your_data.main(["--datasets", "intermittent", "--seeds", "0", f"--data_dir={tmp_path}", f"--logs={logs}",
+                    f"--output={output}", "--statistical", "AutoETS", *quick])  # fmt: skip
+    logged = your_data.scores(your_data.tested_run(logs, "intermittent_seed0"))
+    label = your_data.DATASETS["intermittent"].label
+    table = output.read_text()
+    for split, name in your_data.SPLITS.items():
+        row = next(line for line in table.splitlines() if line.startswith(f"| {label} | {name} | every window | "))
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        model, naive, ets = float(cells[3]), float(cells[4]), float(cells[6].split()[0])
+        assert model == pytest.approx(logged[f"{split}/{your_data.MODEL}"], abs=1.1e-3)  # printed to 3 decimals
+        assert naive == pytest.approx(logged[f"{split}/{your_data.NAIVE[0]}"], abs=1.1e-3)
+        assert ets > 0
+    assert f"- {label}, test, every window, model MAE: seed 0: " in table
+    assert "AutoETS MAE" in table
+    assert "AutoTheta" not in table

@@ -34,8 +34,21 @@ def test_the_table_has_a_validation_and_a_test_row_per_dataset_and_each_seeds_va
     intermittent.intermittent_panel(n_stores=2, n_products=5).to_csv(tmp_path / "intermittent_panel.csv", index=False)
     output = tmp_path / "table.md"
     logs = f"--logs={tmp_path / 'logs'}"
-    your_data.main(["--datasets", "series", "intermittent", "--seeds", "0", "1", f"--data_dir={tmp_path}", logs,
-                    f"--output={output}", *QUICK])  # fmt: skip
+    your_data.main(
+        [
+            "--datasets",
+            "series",
+            "intermittent",
+            "--seeds",
+            "0",
+            "1",
+            f"--data_dir={tmp_path}",
+            logs,
+            f"--output={output}",
+            "--statistical",
+            *QUICK,
+        ]
+    )  # fmt: skip (no floor: the extra's test)
     table = output.read_text()
     assert table.startswith("Written by `python -m ")  # the stamp: command, commit, machine
     for key in ("series", "intermittent"):
@@ -46,7 +59,7 @@ def test_the_table_has_a_validation_and_a_test_row_per_dataset_and_each_seeds_va
     assert "(season 12)" in table
     started = {run: run.stat().st_mtime for run in (tmp_path / "logs").rglob("events.out.tfevents.*")}
     your_data.main(["--datasets", "series", "intermittent", "--seeds", "0", "1", f"--data_dir={tmp_path}", logs,
-                    f"--output={output}", "--overwrite", "--reuse", *QUICK])  # fmt: skip
+                    f"--output={output}", "--overwrite", "--reuse", "--statistical", *QUICK])  # fmt: skip
     assert output.read_text().split("\n", 1)[1] == table.split("\n", 1)[1]  # the same rows, nothing trained again
     assert {run: run.stat().st_mtime for run in (tmp_path / "logs").rglob("events.out.tfevents.*")} == started
 
