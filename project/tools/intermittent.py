@@ -10,13 +10,15 @@ of each series are the test months, the 6 before them the validation months.
 A few recipes (``RECIPES``: the scaling, the loss, per-window normalisation) are each trained once on the training
 months with ``configs/panel.yaml``'s network and compared by their validation MAE in original units, beside
 repeat-last and seasonal naive (12 months) on the same validation windows. The best is trained once per seed and
-tested once per seed; the table gives both steps, so the choice is seen to be made on validation only.
+tested once per seed; the table gives both steps, so the choice is seen to be made on validation only, each seed's
+test MAE, and in the same run the statistical floor on the same windows: AutoETS and AutoTheta
+(``project.tools.statistical``, the ``baselines`` extra; ``--statistical`` with no name leaves them out) fitted per
+series on its training months.
 
     python -m project.tools.intermittent --floor    # results/intermittent_floor.md: the statistical floor
 
-``--floor`` trains nothing: on the same validation and test windows it scores repeat-last, seasonal naive, and
-AutoETS and AutoTheta (``project.tools.statistical``, the ``baselines`` extra) fitted per series on its training
-months, MAE in original units as above.
+``--floor`` trains nothing: on the same validation and test windows it scores repeat-last, seasonal naive, AutoETS
+and AutoTheta only, MAE in original units as above.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import torch
 import yaml
 from torch.utils.data import DataLoader
 
+from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
 from project.runs import read_scalars
@@ -43,7 +46,7 @@ from project.tools.results import (
     run_commit,
     write_table,
 )
-from project.tools.statistical import split_forecasts
+from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_model
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import unscale
 
@@ -120,13 +123,14 @@ def intermittent_panel(n_stores: int = 10, n_products: int = 35, months: int = 6
     return pd.concat(frames, ignore_index=True)
 
 
-def markdown(selection: list[list[str]], tested: list[str], hardware_name: str) -> str:
+def markdown(selection: list[list[str]], tested: list[str], floor: list[list[str]], per_seed: str) -> str:
     caption = (
         f"Synthetic intermittent monthly panel, 350 series, horizon {HORIZON}: MAE in original units, "
-        f"validation for the choice, test once per seed for the chosen recipe; {hardware_name}."
+        f"validation for the choice, test once per seed for the chosen recipe, beside the statistical floor on the "
+        f"same windows (fitted per series on the training months); {hardware()}."
     )
     header = ["recipe", "split", "model MAE", "repeat-last MAE", f"seasonal naive ({SEASON}) MAE", "seeds"]
-    return markdown_table(caption, header, [*selection, tested])
+    return markdown_table(caption, header, [*selection, tested, *floor]) + "\n" + per_seed + "\n"
 
 
 def data_settings() -> dict:
@@ -135,11 +139,18 @@ def data_settings() -> dict:
     return {key: yaml.safe_load(value) for key, value in pairs}
 
 
-def floor_table(data: Path, statistical: tuple[str, ...] = ("AutoETS", "AutoTheta")) -> str:
-    """MAE in original units of the naive forecasts and of ``statistical`` models (each fitted per series on its
-    training months) on the validation and test windows the recipes are scored on."""
+def panel_windows(data: Path) -> WindowDataModule:
+    """The panel's windows as the recipes are scored on them, set up for testing."""
     settings = {key: value for key, value in data_settings().items() if key != "synthetic"}
-    windows = preset_datamodule(PANEL_CONFIG, data, synthetic="series", **settings)
+    return preset_datamodule(PANEL_CONFIG, data, synthetic="series", **settings)
+
+
+def floor_maes(
+    windows: WindowDataModule, statistical: tuple[str, ...]
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """MAE in original units (forecast name → [validation, test]) of the naive forecasts and of ``statistical``
+    models (each fitted per series on its training months) on ``windows``' validation and test windows; and each
+    statistical model's seconds."""
     splits = {split: windows.split(split) for split in ("val", "test")}
     found = {}
     for split, dataset in splits.items():
@@ -147,23 +158,29 @@ def floor_table(data: Path, statistical: tuple[str, ...] = ("AutoETS", "AutoThet
         loc, scale = (torch.cat([b[key] for b in batches]) for key in ("loc", "scale"))
         context, target = (unscale(torch.cat([b[key] for b in batches]), loc, scale) for key in ("context", "target"))
         found[split] = (context.double(), target.double())
-    maes = {
+    forecasts = {
         "repeat-last": {s: repeat_last(c, HORIZON) for s, (c, _) in found.items()},
         f"seasonal naive ({SEASON})": {s: seasonal_naive(c, HORIZON, SEASON) for s, (c, _) in found.items()},
     }
     seconds = {}
     for name in statistical:
-        maes[f"{name}, statsforecast, per series"], seconds[name] = split_forecasts(
-            name, splits, windows.split_rows[:, 0], SEASON
-        )
+        forecasts[name], seconds[name] = split_forecasts(name, splits, windows.split_rows[:, 0], SEASON)
+    maes = {name: [float((f[s] - found[s][1]).abs().mean()) for s in splits] for name, f in forecasts.items()}
+    return maes, seconds
+
+
+def floor_table(data: Path, statistical: tuple[str, ...] = ("AutoETS", "AutoTheta")) -> str:
+    """``floor_maes`` as a table, no model trained."""
+    windows = panel_windows(data)
+    maes, seconds = floor_maes(windows, statistical)
     rows = []
-    for name, forecasts in maes.items():
-        errors = [float((forecasts[s] - found[s][1]).abs().mean()) for s in splits]
-        took = next((f"{t:.0f} s" for n, t in seconds.items() if name.startswith(n + ",")), "–")
-        rows.append([f"{name} (measured)", *(f"{e:.3f}" for e in errors), took])
+    for name, errors in maes.items():
+        label = f"{name}, statsforecast, per series" if name in seconds else name
+        took = f"{seconds[name]:.0f} s" if name in seconds else "–"
+        rows.append([f"{label} (measured)", *(f"{e:.3f}" for e in errors), took])
     caption = (
-        f"Synthetic intermittent monthly panel, {windows.panel.n_series} series, horizon {HORIZON}: MAE in original "
-        f"units on the recipes' validation and test windows, no model trained; {hardware()}."
+        f"Synthetic intermittent monthly panel, {windows.panel.n_series} series, horizon {HORIZON}: MAE in "
+        f"original units on the recipes' validation and test windows, no model trained; {hardware()}."
     )
     return markdown_table(caption, ["forecast", "validation MAE", "test MAE", "wall-clock"], rows)
 
@@ -176,6 +193,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", type=Path, default=Path("results/intermittent_panel.md"), help="the table")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.add_argument("--floor", action="store_true", help="no training: naive, AutoETS and AutoTheta rows only")
+    parser.add_argument(
+        "--statistical", nargs="*", default=["AutoETS", "AutoTheta"], choices=list(STATISTICAL_MODELS),
+        help="the table's statsforecast rows (the baselines extra); with no name, none",
+    )  # fmt: skip
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     run_commit()  # what the stamp names: the code at the start
     with reported_in_one_line():
@@ -183,8 +204,10 @@ def main(argv: list[str] | None = None) -> None:
         if not args.data.is_file():  # a file already there is the user's, read as it is
             write_atomically(args.data, lambda path: intermittent_panel().to_csv(path, index=False))
         if args.floor:
-            write_table(args.output, floor_table(args.data), argv)
+            write_table(args.output, floor_table(args.data, tuple(args.statistical)), argv)
             return
+        if args.statistical:
+            statistical_model(args.statistical[0], SEASON)  # the extra is missing: say so before training
         arguments = [f"--data.source={args.data}", *DATA_SETTINGS, *extra]
         validation = {}
         for number, (name, recipe) in enumerate(RECIPES.items()):
@@ -215,9 +238,19 @@ def main(argv: list[str] | None = None) -> None:
             curves = read_scalars(run)
             for tag in ("mae_original_units", *NAIVE.values()):
                 tested.setdefault(tag, []).append(float(curves[f"test/{tag}"].iloc[-1]))
-        row = [f"{chosen} (chosen)", "test", mean_std(tested["mae_original_units"]),
+        model = tested["mae_original_units"]
+        row = [f"{chosen} (chosen)", "test", mean_std(model),
                *(f"{tested[t][0]:.3f}" for t in NAIVE.values()), ", ".join(map(str, args.seeds))]  # fmt: skip
-        write_table(args.output, markdown(selection, row, hardware()), argv)
+        values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(args.seeds, model))
+        per_seed = f"- {chosen} (chosen), test model MAE: {values}"
+        maes, seconds = floor_maes(panel_windows(args.data), tuple(args.statistical))
+        floor = [  # the naive columns computed again on the same windows
+            [f"{name}, statsforecast, per series ({seconds[name]:.0f} s)", split,
+             *(f"{maes[n][column]:.3f}" for n in (name, "repeat-last", f"seasonal naive ({SEASON})")), "deterministic"]
+            for name in args.statistical
+            for column, split in enumerate(("validation", "test"))
+        ]  # fmt: skip
+        write_table(args.output, markdown(selection, row, floor, per_seed), argv)
 
 
 if __name__ == "__main__":

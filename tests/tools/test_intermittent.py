@@ -39,10 +39,11 @@ def test_the_check_chooses_on_validation_and_tests_the_choice_once_per_seed(tmp_
     quick = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2",
              "--trainer.limit_test_batches=2", "--trainer.enable_progress_bar=false"]  # fmt: skip
     intermittent.main([f"--data={tmp_path / 'panel.csv'}", f"--logs={tmp_path / 'logs'}", f"--output={output}",
-                       "--seeds", "0", *quick])  # fmt: skip
+                       "--seeds", "0", "--statistical", *quick])  # fmt: skip
     table = output.read_text()
     assert table.count("| validation |") == len(intermittent.RECIPES)
     assert table.count("(chosen) | test |") == 1
+    assert "(chosen), test model MAE: seed 0: " in table
 
 
 def test_the_floor_scores_the_naive_forecasts_on_the_recipes_windows_without_training(tmp_path, monkeypatch):
