@@ -12,11 +12,12 @@ search chose on the validation months (configs/search/etth1.yaml), once per seed
 fit``, which then tests the checkpoint its validation chose (``checkpoint.monitor``: val/mse): the test months are
 read once per seed, here. Every row is scored on the validation windows too, where the settings were chosen. The
 baselines (repeat-last, seasonal naive, least-squares linear maps fitted on the training windows) are measured on
-the same windows, with the same ``--data.*`` options the runs are given. The regimes table has a second part: every
-row again, beside AutoETS and AutoTheta (``project.tools.statistical``, the ``baselines`` extra; each channel fitted
+the same windows, with the same ``--data.*`` options the runs are given. Each table has a second part: every row
+again, beside AutoETS and AutoTheta (``project.tools.statistical``, the ``baselines`` extra; each channel fitted
 on the training months, forecasting every origin from the hours before it without refitting), on every 24th
 validation and test window (``--statistical_stride``): AutoTheta's state update costs about 70 ms a window and
-channel, too slow for all 5,570. The table is printed and written to ``--output``, stamped with this command and
+channel, too slow for all 5,570 (the covariates table's: OT alone, its runs each with their own inputs). The table
+is printed and written to ``--output``, stamped with this command and
 the commit."""
 
 from __future__ import annotations
@@ -149,8 +150,9 @@ def statistical_row(name: str, windows: WindowDataModule, suffix: str = "") -> d
     return row
 
 
-def rescored(model_rows: list[dict], windows: WindowDataModule) -> list[dict]:
-    """The trained rows (and their seeds' mean) again, their checkpoints scored on ``windows`` (e.g. a subset)."""
+def rescored(model_rows: list[dict], windows: WindowDataModule, ensembles: bool = True) -> list[dict]:
+    """The trained rows (and, with ``ensembles``, their seeds' mean) again, their checkpoints scored on ``windows``
+    (e.g. a subset)."""
     rows = []
     for trained in model_rows:
         row = {**_row(trained["model"], trained["seconds"]), "seeds": trained["seeds"]}
@@ -164,7 +166,7 @@ def rescored(model_rows: list[dict], windows: WindowDataModule) -> list[dict]:
                 row[f"{split}_mse"].append(mse)
                 row[f"{split}_mae"].append(mae)
         rows.append(row)
-        if len(trained["runs"]) > 1:
+        if ensembles and len(trained["runs"]) > 1:
             ensemble = _row(f"{trained['model']}, mean of the {len(trained['runs'])} seeds' forecasts")
             ensemble["seconds"], ensemble["members"] = [sum(trained["seconds"])], len(trained["runs"])
             for split in SPLITS:
@@ -227,6 +229,23 @@ def ensemble_row(regime_row: dict, windows: WindowDataModule) -> dict:
     return row
 
 
+def floor_table(
+    trained: list[dict], args: argparse.Namespace, extra: list[str], what: str, inputs: list[dict], **data
+) -> str:
+    """The statistical floor in the same run: the baselines and ``args.statistical`` (fitted per channel on the
+    training months) on every ``args.statistical_stride``-th validation and test window, beside the ``trained``
+    rows scored again there, each with its own ``inputs`` (``data`` overrides); the seeds' mean where the main table
+    has one."""
+    stride, ensembles = args.statistical_stride, args.experiment == "regimes"
+    subset = datamodule(args.data, extra, eval_stride=stride, **data)
+    suffix = ", OT" if data.get("target_columns") == ["OT"] else ""
+    rows = measure_baselines(subset, suffix) + [statistical_row(name, subset, suffix) for name in args.statistical]
+    for row, own in zip(trained, inputs):
+        rows += rescored([row], datamodule(args.data, extra, eval_stride=stride, **{**data, **own}), ensembles)
+    what = f"{what}, every {stride}th validation and test window ({len(subset.split('test'))} test windows)"
+    return "\n" + markdown(rows, hardware(), what)
+
+
 def published_row(name: str, mse: float, mae: float) -> dict:
     return {**_row(f"{name} (published)"), "test_mse": [mse], "test_mae": [mae]}
 
@@ -279,11 +298,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trained", action="store_true", help="tabulate the runs already in --logs, do not train")
     parser.add_argument(
         "--statistical", nargs="*", default=["AutoETS", "AutoTheta"], choices=list(STATISTICAL_MODELS),
-        help="regimes table: statsforecast models per channel (the baselines extra); none: --statistical alone",
+        help="statsforecast models per channel (the baselines extra) in a second table; none: --statistical alone",
     )  # fmt: skip
     parser.add_argument(
         "--statistical_stride", type=int, default=24,
-        help="regimes table: every row, the statistical ones included, again on every Nth validation and test window",
+        help="the second table: every row, the statistical ones too, again on every Nth validation and test window",
     )  # fmt: skip
     trust_argument(parser)  # a network outside the project, passed on to every fit, read back from its checkpoints
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
@@ -295,7 +314,7 @@ def main(argv: list[str] | None = None) -> None:
     run_commit()  # what the stamp names: the code at the start
     with reported_in_one_line():
         check_output(output, [args.data], args.overwrite)  # before hours of training, not after
-        if args.experiment == "regimes" and args.statistical:
+        if args.statistical:
             statistical_model(args.statistical[0], SEASON)  # the extra is missing: say so before training
         if args.experiment == "regimes":
             windows = datamodule(args.data, extra)
@@ -310,12 +329,7 @@ def main(argv: list[str] | None = None) -> None:
             rows += [published_row(name, mse, mae) for name, (mse, mae) in PUBLISHED.items()]
             table = markdown(rows, hardware())
             if args.statistical:
-                stride = args.statistical_stride
-                subset = datamodule(args.data, extra, eval_stride=stride)
-                floor = measure_baselines(subset)
-                floor += [statistical_row(name, subset) for name in args.statistical]
-                what = f", every {stride}th validation and test window ({len(subset.split('test'))} test windows)"
-                table += "\n" + markdown(floor + rescored(trained, subset), hardware(), what)
+                table += floor_table(trained, args, extra, "", [{}] * len(trained))
         elif args.experiment == "probabilistic":
             windows = datamodule(args.data, extra)
             rows = measure_baselines(windows)
@@ -329,6 +343,8 @@ def main(argv: list[str] | None = None) -> None:
             settings += extra
             rows.append(train_and_test(f"probabilistic_{distribution}", title, [CONFIG], settings, args, windows))
             table = markdown(rows, hardware(), ", probabilistic")
+            if args.statistical:
+                table += floor_table(rows[-1:], args, extra, ", probabilistic (the point forecast: the median)", [{}])
         else:
             rows = measure_baselines(
                 datamodule(args.data, extra, target_columns=["OT"], calendar_features=False), ", OT"
@@ -339,6 +355,9 @@ def main(argv: list[str] | None = None) -> None:
                 run = train_and_test(name, f"{title} (this template)", [CONFIG], settings + extra, args, windows)
                 rows.append(run)
             table = markdown(rows, hardware(), ", target OT only")
+            if args.statistical:
+                trained, inputs = [row for row in rows if row.get("runs")], [d for _, d in COVARIATE_RUNS.values()]
+                table += floor_table(trained, args, extra, ", target OT only", inputs, **COVARIATE_RUNS["OT alone"][1])
         write_table(output, table, argv)
 
 

@@ -116,3 +116,23 @@ def test_your_datas_floor_scores_the_kept_checkpoint_again_on_the_tested_windows
     assert f"- {label}, test, every window, model MAE: seed 0: " in table
     assert "AutoETS MAE" in table
     assert "AutoTheta" not in table
+
+
+@pytest.mark.slow
+def test_the_etth1_covariates_table_has_the_floor_with_each_run_scored_again_on_its_own_inputs(
+    etth1, tmp_path, monkeypatch
+):
+    from project.tools import etth1 as tool
+
+    monkeypatch.chdir(REPOSITORY)  # the tool reads configs/
+    output = tmp_path / "covariates.md"
+    short = ["--trainer.max_steps=2", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2",
+             "--trainer.limit_test_batches=2", "--trainer.enable_progress_bar=false"]  # fmt: skip
+    tool.main(["--experiment", "covariates", "--data", str(etth1), "--seeds", "0", "--logs", str(tmp_path),
+               "--output", str(output), "--statistical", "AutoETS", "--statistical_stride", "480", *short])  # fmt: skip
+    main, floor = output.read_text().split("every 480th validation and test window")
+    assert "| AutoETS, statsforecast, per channel (measured, OT) |" in floor
+    for title in tool.COVARIATE_RUNS:
+        assert f"| {title} (this template) | " in main
+        assert f"| {title} (this template) | " in floor  # its checkpoint, with its own covariates, on the subset
+    assert "mean of the" not in floor  # no ensemble row the main table does not have
