@@ -38,6 +38,7 @@ from project.tools.etth1 import measure_baselines
 from project.tools.results import (
     best_checkpoint,
     best_epoch,
+    data_options,
     fit,
     hardware,
     markdown_table,
@@ -362,11 +363,7 @@ def main(argv: list[str] | None = None) -> None:
     with reported_in_one_line():
         check_output(output, [args.data], args.overwrite)  # before hours of training, not after
         check_output(figure, [args.data], args.overwrite)
-        given = {}
-        for argument in [*study.setting, *extra]:  # the baselines see the runs' windows
-            if argument.startswith("--data.") and "=" in argument:
-                key, value = argument.removeprefix("--data.").split("=", 1)
-                given[key] = int(value) if value.isdigit() else value
+        given = data_options([*study.setting, *extra])  # the baselines see the runs' windows
         baselines = measure_baselines(preset_datamodule(study.config, args.data, **given))
         wanted = [(r, d) for r in args.regimes for d in depths if (r, d) not in left_out]
         found = run_grid(args.dataset, wanted, args, extra)

@@ -16,8 +16,8 @@ the same windows, with the same ``--data.*`` options the runs are given. Each ta
 again, beside AutoETS and AutoTheta (``project.tools.statistical``, the ``baselines`` extra; each channel fitted
 on the training months, forecasting every origin from the hours before it without refitting), on every 24th
 validation and test window (``--statistical_stride``): AutoTheta's state update costs about 70 ms a window and
-channel, too slow for all 5,570 (the covariates table's: OT alone, its runs each with their own inputs). The table
-is printed and written to ``--output``, stamped with this command and
+channel, too slow for all 5,570. The covariates table's second part forecasts OT alone, each run scored again with
+its own inputs. The table is printed and written to ``--output``, stamped with this command and
 the commit."""
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import argparse
 from pathlib import Path
 
 import torch
-import yaml
 from torch.utils.data import DataLoader
 
 from project.checkpoints import read_checkpoint
@@ -41,6 +40,7 @@ from project.tools.results import (
     best_checkpoint,
     best_epoch,
     clock,
+    data_options,
     distribution_name,
     fit_seeds,
     forecast_split,
@@ -94,12 +94,7 @@ COVARIATE_RUNS = {  # table row → (run name, data settings): OT is the only ta
 def datamodule(data: Path, extra: list[str] = (), **overrides) -> WindowDataModule:
     """The data of the training runs (base.yaml and the ETTh1 preset, the ``--data.*`` options of ``extra`` that
     every run is given, then ``overrides``), set up for testing."""
-    given = {}
-    for argument in extra:
-        if argument.startswith("--data.") and "=" in argument:
-            key, value = argument.removeprefix("--data.").split("=", 1)
-            given[key] = yaml.safe_load(value)
-    return preset_datamodule(CONFIG, data, **{**given, **overrides})
+    return preset_datamodule(CONFIG, data, **{**data_options(extra), **overrides})
 
 
 def measure_baselines(windows: WindowDataModule, suffix: str = "") -> list[dict]:
@@ -241,7 +236,8 @@ def floor_table(
     suffix = ", OT" if data.get("target_columns") == ["OT"] else ""
     rows = measure_baselines(subset, suffix) + [statistical_row(name, subset, suffix) for name in args.statistical]
     for row, own in zip(trained, inputs):
-        rows += rescored([row], datamodule(args.data, extra, eval_stride=stride, **{**data, **own}), ensembles)
+        windows = datamodule(args.data, extra, eval_stride=stride, **{**data, **own}) if own else subset
+        rows += rescored([row], windows, ensembles)
     what = f"{what}, every {stride}th validation and test window ({len(subset.split('test'))} test windows)"
     return "\n" + markdown(rows, hardware(), what)
 
@@ -344,7 +340,8 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(train_and_test(f"probabilistic_{distribution}", title, [CONFIG], settings, args, windows))
             table = markdown(rows, hardware(), ", probabilistic")
             if args.statistical:
-                table += floor_table(rows[-1:], args, extra, ", probabilistic (the point forecast: the median)", [{}])
+                point = "the median" if distribution == "Quantiles" else "the paths' mean"
+                table += floor_table(rows[-1:], args, extra, f", probabilistic (the point forecast: {point})", [{}])
         else:
             rows = measure_baselines(
                 datamodule(args.data, extra, target_columns=["OT"], calendar_features=False), ", OT"

@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-import yaml
 from torch.utils.data import DataLoader
 
 from project.data import WindowDataModule
@@ -38,6 +37,7 @@ from project.files import check_output, write_atomically
 from project.runs import read_scalars
 from project.tools.results import (
     at_best_validation,
+    data_options,
     fit,
     hardware,
     markdown_table,
@@ -124,10 +124,10 @@ def intermittent_panel(n_stores: int = 10, n_products: int = 35, months: int = 6
 
 
 def markdown(selection: list[list[str]], tested: list[str], floor: list[list[str]], per_seed: str) -> str:
+    beside = ", beside the statistical floor on the same windows (fitted per series on the training months)"
     caption = (
         f"Synthetic intermittent monthly panel, 350 series, horizon {HORIZON}: MAE in original units, "
-        f"validation for the choice, test once per seed for the chosen recipe, beside the statistical floor on the "
-        f"same windows (fitted per series on the training months); {hardware()}."
+        f"validation for the choice, test once per seed for the chosen recipe{beside if floor else ''}; {hardware()}."
     )
     header = ["recipe", "split", "model MAE", "repeat-last MAE", f"seasonal naive ({SEASON}) MAE", "seeds"]
     return markdown_table(caption, header, [*selection, tested, *floor]) + "\n" + per_seed + "\n"
@@ -135,13 +135,13 @@ def markdown(selection: list[list[str]], tested: list[str], floor: list[list[str
 
 def data_settings() -> dict:
     """``DATA_SETTINGS``' ``--data.key=value`` options as a ``data:`` mapping (values parsed as the CLI would)."""
-    pairs = (option.removeprefix("--data.").split("=", 1) for option in DATA_SETTINGS if option.startswith("--data."))
-    return {key: yaml.safe_load(value) for key, value in pairs}
+    return data_options(DATA_SETTINGS)
 
 
-def panel_windows(data: Path) -> WindowDataModule:
-    """The panel's windows as the recipes are scored on them, set up for testing."""
-    settings = {key: value for key, value in data_settings().items() if key != "synthetic"}
+def panel_windows(data: Path, extra: list[str] = ()) -> WindowDataModule:
+    """The panel's windows as the recipes are scored on them (with the ``--data.*`` options of ``extra`` that every
+    run is given), set up for testing."""
+    settings = {key: value for key, value in {**data_settings(), **data_options(extra)}.items() if key != "synthetic"}
     return preset_datamodule(PANEL_CONFIG, data, synthetic="series", **settings)
 
 
@@ -243,9 +243,9 @@ def main(argv: list[str] | None = None) -> None:
                *(f"{tested[t][0]:.3f}" for t in NAIVE.values()), ", ".join(map(str, args.seeds))]  # fmt: skip
         values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(args.seeds, model))
         per_seed = f"- {chosen} (chosen), test model MAE: {values}"
-        maes, seconds = floor_maes(panel_windows(args.data), tuple(args.statistical))
+        maes, seconds = floor_maes(panel_windows(args.data, extra), tuple(args.statistical))
         floor = [  # the naive columns computed again on the same windows
-            [f"{name}, statsforecast, per series ({seconds[name]:.0f} s)", split,
+            [f"{name}, statsforecast, per series ({seconds[name]:.0f} s, both splits)", split,
              *(f"{maes[n][column]:.3f}" for n in (name, "repeat-last", f"seasonal naive ({SEASON})")), "deterministic"]
             for name in args.statistical
             for column, split in enumerate(("validation", "test"))

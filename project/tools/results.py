@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from functools import cache
@@ -104,13 +105,24 @@ def run_seconds(run: str | Path) -> float:
     return max(times) - min(times) if times else 0.0
 
 
-def preset_datamodule(preset: Path, data: Path, **overrides) -> WindowDataModule:
-    """The data of the training runs, set up for testing: base.yaml's data settings, overridden by the preset's,
-    the data file and ``overrides``."""
-    base, stacked = (yaml.safe_load(path.read_text())["data"] for path in (BASE_CONFIG, preset))
-    windows = WindowDataModule(**{**base, **stacked, "source": str(data), **overrides})
+def preset_datamodule(preset: Path | None, data: Path | None, **overrides) -> WindowDataModule:
+    """The data of the training runs, set up for testing: base.yaml's data settings, overridden by the preset's
+    (None: base.yaml alone), the data file (None: the one the settings name, or the embedded data) and
+    ``overrides``."""
+    settings = yaml.safe_load(BASE_CONFIG.read_text())["data"]
+    if preset is not None:
+        settings.update(yaml.safe_load(preset.read_text())["data"])
+    if data is not None:
+        settings["source"] = str(data)
+    windows = WindowDataModule(**{**settings, **overrides})
     windows.setup("test")
     return windows
+
+
+def data_options(options: Iterable[str]) -> dict:
+    """The ``--data.key=value`` options among ``options`` as a ``data:`` mapping, values parsed as the CLI would."""
+    pairs = (option.removeprefix("--data.").split("=", 1) for option in options if option.startswith("--data."))
+    return {key: yaml.safe_load(value) for key, value in (pair for pair in pairs if len(pair) == 2)}
 
 
 DISTRIBUTION_OPTION = "--model.network.init_args.distribution"

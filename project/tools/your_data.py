@@ -38,14 +38,15 @@ from project.files import check_output, write_atomically
 from project.runs import read_scalars
 from project.tools.intermittent import PANEL_CONFIG, data_settings, intermittent_panel
 from project.tools.results import (
-    BASE_CONFIG,
     at_best_validation,
     best_checkpoint,
+    data_options,
     fit,
     forecast_split,
     hardware,
     markdown_table,
     mean_std,
+    preset_datamodule,
     run_commit,
     run_seconds,
     tested_run,
@@ -97,18 +98,12 @@ class Dataset:
             settings = yaml.safe_load(settings.read_text())["data"]
         return [*given(settings), *self.extra]
 
-    def windows(self, source: Path | None, stride: int = 1) -> WindowDataModule:
-        """The data of the runs (base.yaml's ``data:`` with ``options``), every ``stride``-th validation and test
-        window, set up for testing."""
-        pairs = (option.removeprefix("--data.").split("=", 1) for option in self.options)
-        settings = {key: yaml.safe_load(value) for key, value in pairs}  # parsed as the CLI parses them
-        base = yaml.safe_load(BASE_CONFIG.read_text())["data"]
-        source = {"source": str(source)} if source else {}
-        windows = WindowDataModule(
-            **{**base, **settings, **source, "eval_stride": settings.get("eval_stride", 1) * stride}
-        )
-        windows.setup("test")
-        return windows
+    def windows(self, source: Path | None, extra: list[str], stride: int = 1) -> WindowDataModule:
+        """The data of the runs (base.yaml's ``data:`` with ``options``, then the ``--data.*`` options of ``extra``
+        that every run is given), every ``stride``-th validation and test window, set up for testing."""
+        settings = data_options([*self.options, *extra])
+        settings["eval_stride"] = settings.get("eval_stride", 1) * stride
+        return preset_datamodule(None, source, **settings)
 
 
 DATASETS = {
@@ -206,13 +201,18 @@ def markdown(rows: dict[str, list[dict[str, float]]], seeds: list[int], seconds:
 
 
 def floor(
-    dataset: Dataset, source: Path | None, runs: list[Path], statistical: tuple[str, ...], splits: list[str]
+    dataset: Dataset,
+    source: Path | None,
+    runs: list[Path],
+    statistical: tuple[str, ...],
+    splits: list[str],
+    extra: list[str] = (),
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, float]]:
     """MAEs in original units on every ``dataset.floor_stride``-th window of ``splits`` (split → forecast →
     one value per seed, or one for a deterministic forecast): each run's kept checkpoint, the naive forecasts and
     the ``statistical`` models (each fitted per series and channel on the training rows); and each statistical
     model's seconds."""
-    windows = dataset.windows(source, dataset.floor_stride)
+    windows = dataset.windows(source, list(extra), dataset.floor_stride)  # the runs' windows, as they were given
     found = {split: [forecast_split(best_checkpoint(run), windows, split) for run in runs] for split in splits}
     maes = {split: {} for split in splits}
     for split, forecasts in found.items():
@@ -252,7 +252,8 @@ def floor_markdown(floors: dict[str, tuple[dict, dict]], seeds: list[int], stati
             per_seed.append(f"- {dataset.label}, {name}, {every}, model MAE: {values}")
     caption = (
         "The statistical floor on the same runs: each seed's kept checkpoint scored again beside statsforecast's "
-        "models (fitted per series and channel on the training rows; the seconds they took in parentheses) and the "
+        "models (fitted per series and channel on the training rows; in parentheses the seconds each took for both "
+        "splits) and the "
         "naive forecasts, MAE in original units on every window or, where that would take long, every Nth "
         f"validation and test window; {hardware()}."
     )
@@ -304,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
             if args.statistical:  # on the splits the runs were scored on: a validation-only table reads no test
                 scored = [s for s in SPLITS if not any(math.isnan(row[f"{s}/{MODEL}"]) for row in rows[key])]
                 print(f"the statistical floor of {key} ({', '.join(args.statistical)})", flush=True)
-                floors[key] = floor(dataset, sources.get(key), runs, tuple(args.statistical), scored)
+                floors[key] = floor(dataset, sources.get(key), runs, tuple(args.statistical), scored, extra)
         table = markdown(rows, args.seeds, seconds)
         if floors:
             table += "\n" + floor_markdown(floors, args.seeds, tuple(args.statistical))

@@ -128,11 +128,32 @@ def test_the_etth1_covariates_table_has_the_floor_with_each_run_scored_again_on_
     output = tmp_path / "covariates.md"
     short = ["--trainer.max_steps=2", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2",
              "--trainer.limit_test_batches=2", "--trainer.enable_progress_bar=false"]  # fmt: skip
-    tool.main(["--experiment", "covariates", "--data", str(etth1), "--seeds", "0", "--logs", str(tmp_path),
+    tool.main(["--experiment", "covariates", "--data", str(etth1), "--seeds", "0", "1", "--logs", str(tmp_path),
                "--output", str(output), "--statistical", "AutoETS", "--statistical_stride", "480", *short])  # fmt: skip
     main, floor = output.read_text().split("every 480th validation and test window")
     assert "| AutoETS, statsforecast, per channel (measured, OT) |" in floor
     for title in tool.COVARIATE_RUNS:
         assert f"| {title} (this template) | " in main
         assert f"| {title} (this template) | " in floor  # its checkpoint, with its own covariates, on the subset
-    assert "mean of the" not in floor  # no ensemble row the main table does not have
+    assert "mean of the" not in floor  # two seeds, and no ensemble row the main table does not have
+
+
+@pytest.mark.slow
+def test_the_intermittent_tables_floor_rows_are_scored_on_the_chosen_recipes_test_windows(tmp_path, monkeypatch):
+    """The AutoETS rows' naive columns, computed again on the panel's windows, are the ones the chosen recipe's runs
+    logged at their test: the same windows."""
+    monkeypatch.chdir(REPOSITORY)  # the tool reads configs/
+    data, output = tmp_path / "panel.csv", tmp_path / "table.md"
+    intermittent.intermittent_panel(n_stores=2, n_products=3).to_csv(data, index=False)
+    quick = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false"]
+    intermittent.main([f"--data={data}", f"--logs={tmp_path / 'logs'}", f"--output={output}", "--seeds", "0",
+                       "--statistical", "AutoETS", *quick])  # fmt: skip
+    rows = {}
+    for line in output.read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) == 6 and cells[1] == "test":
+            rows["AutoETS" if cells[0].startswith("AutoETS") else "chosen"] = cells
+    for column in (3, 4):  # repeat-last and seasonal naive, printed to 3 decimals (float32 sums beside float64)
+        assert float(rows["AutoETS"][column]) == pytest.approx(float(rows["chosen"][column]), abs=1.1e-3)
+    assert rows["AutoETS"][5] == "deterministic"
+    assert "beside the statistical floor" in output.read_text()

@@ -34,21 +34,8 @@ def test_the_table_has_a_validation_and_a_test_row_per_dataset_and_each_seeds_va
     intermittent.intermittent_panel(n_stores=2, n_products=5).to_csv(tmp_path / "intermittent_panel.csv", index=False)
     output = tmp_path / "table.md"
     logs = f"--logs={tmp_path / 'logs'}"
-    your_data.main(
-        [
-            "--datasets",
-            "series",
-            "intermittent",
-            "--seeds",
-            "0",
-            "1",
-            f"--data_dir={tmp_path}",
-            logs,
-            f"--output={output}",
-            "--statistical",
-            *QUICK,
-        ]
-    )  # fmt: skip (no floor: the extra's test)
+    your_data.main(["--datasets", "series", "intermittent", "--seeds", "0", "1", f"--data_dir={tmp_path}", logs,
+                    f"--output={output}", "--statistical", *QUICK])  # fmt: skip
     table = output.read_text()
     assert table.startswith("Written by `python -m ")  # the stamp: command, commit, machine
     for key in ("series", "intermittent"):
