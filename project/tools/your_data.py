@@ -279,13 +279,13 @@ def main(argv: list[str] | None = None) -> None:
         chosen = {key: DATASETS[key] for key in args.datasets}
         sources = {key: args.data_dir / d.file for key, d in chosen.items() if d.file}
         check_output(args.output, list(sources.values()), args.overwrite)
-        if args.statistical:
-            statistical_model(args.statistical[0], 1)  # the extra is missing: say so before training
         for key, source in sources.items():
             if not source.is_file():
                 if key != "intermittent":
                     raise InputError(f"{source}: not found; `{chosen[key].made_by} --dir {args.data_dir}` writes it")
                 write_atomically(source, lambda path: intermittent_panel().to_csv(path, index=False))
+        if args.statistical:
+            statistical_model(args.statistical[0], 1)  # the extra is missing: say so before training
         rows, seconds, floors = {}, {}, {}
         for key, dataset in chosen.items():
             options = [*dataset.options, *extra]
