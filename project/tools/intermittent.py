@@ -28,8 +28,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
-from torch.utils.data import DataLoader
 
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
@@ -46,9 +44,7 @@ from project.tools.results import (
     run_commit,
     write_table,
 )
-from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_model
-from project.training.baselines import repeat_last, seasonal_naive
-from project.training.metrics import unscale
+from project.tools.statistical import STATISTICAL_MODELS, floor_maes, statistical_model
 
 PANEL_CONFIG = Path("configs/panel.yaml")
 SEASON, HORIZON = 12, 6
@@ -145,39 +141,15 @@ def panel_windows(data: Path, extra: list[str] = ()) -> WindowDataModule:
     return preset_datamodule(PANEL_CONFIG, data, synthetic="series", **settings)
 
 
-def floor_maes(
-    windows: WindowDataModule, statistical: tuple[str, ...]
-) -> tuple[dict[str, list[float]], dict[str, float]]:
-    """MAE in original units (forecast name → [validation, test]) of the naive forecasts and of ``statistical``
-    models (each fitted per series on its training months) on ``windows``' validation and test windows; and each
-    statistical model's seconds."""
-    splits = {split: windows.split(split) for split in ("val", "test")}
-    found = {}
-    for split, dataset in splits.items():
-        batches = list(DataLoader(dataset, batch_size=512))
-        loc, scale = (torch.cat([b[key] for b in batches]) for key in ("loc", "scale"))
-        context, target = (unscale(torch.cat([b[key] for b in batches]), loc, scale) for key in ("context", "target"))
-        found[split] = (context.double(), target.double())
-    forecasts = {
-        "repeat-last": {s: repeat_last(c, HORIZON) for s, (c, _) in found.items()},
-        f"seasonal naive ({SEASON})": {s: seasonal_naive(c, HORIZON, SEASON) for s, (c, _) in found.items()},
-    }
-    seconds = {}
-    for name in statistical:
-        forecasts[name], seconds[name] = split_forecasts(name, splits, windows.split_rows[:, 0], SEASON)
-    maes = {name: [float((f[s] - found[s][1]).abs().mean()) for s in splits] for name, f in forecasts.items()}
-    return maes, seconds
-
-
 def floor_table(data: Path, statistical: tuple[str, ...] = ("AutoETS", "AutoTheta")) -> str:
-    """``floor_maes`` as a table, no model trained."""
+    """``project.tools.statistical.floor_maes`` on the recipes' windows as a table, no model trained."""
     windows = panel_windows(data)
-    maes, seconds = floor_maes(windows, statistical)
+    maes, seconds = floor_maes(windows, statistical, SEASON, SEASON)
     rows = []
     for name, errors in maes.items():
         label = f"{name}, statsforecast, per series" if name in seconds else name
         took = f"{seconds[name]:.0f} s" if name in seconds else "–"
-        rows.append([f"{label} (measured)", *(f"{e:.3f}" for e in errors), took])
+        rows.append([f"{label} (measured)", *(f"{errors[s]:.3f}" for s in ("val", "test")), took])
     caption = (
         f"Synthetic intermittent monthly panel, {windows.panel.n_series} series, horizon {HORIZON}: MAE in "
         f"original units on the recipes' validation and test windows, no model trained; {hardware()}."
@@ -243,12 +215,12 @@ def main(argv: list[str] | None = None) -> None:
                *(f"{tested[t][0]:.3f}" for t in NAIVE.values()), ", ".join(map(str, args.seeds))]  # fmt: skip
         values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(args.seeds, model))
         per_seed = f"- {chosen} (chosen), test model MAE: {values}"
-        maes, seconds = floor_maes(panel_windows(args.data, extra), tuple(args.statistical))
+        maes, seconds = floor_maes(panel_windows(args.data, extra), args.statistical, SEASON, SEASON)
         floor = [  # the naive columns computed again on the same windows
-            [f"{name}, statsforecast, per series ({seconds[name]:.0f} s, both splits)", split,
-             *(f"{maes[n][column]:.3f}" for n in (name, "repeat-last", f"seasonal naive ({SEASON})")), "deterministic"]
+            [f"{name}, statsforecast, per series ({seconds[name]:.0f} s, both splits)", label,
+             *(f"{maes[n][split]:.3f}" for n in (name, "repeat-last", f"seasonal naive ({SEASON})")), "deterministic"]
             for name in args.statistical
-            for column, split in enumerate(("validation", "test"))
+            for split, label in (("val", "validation"), ("test", "test"))
         ]  # fmt: skip
         write_table(args.output, markdown(selection, row, floor, per_seed), argv)
 

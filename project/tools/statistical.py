@@ -18,8 +18,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
+from torch.utils.data import DataLoader
 
 from project.errors import InputError
+from project.training.baselines import repeat_last, seasonal_naive
+from project.training.metrics import unscale
 
 STATISTICAL_MODELS = ("AutoETS", "AutoTheta", "AutoARIMA")
 
@@ -80,3 +83,32 @@ def split_forecasts(
         if progress is not None and (done % 50 == 0 or targets > 1):
             progress(f"{name}: {done}/{len(starts)} series, {time.perf_counter() - started:.0f} s")
     return {split: torch.from_numpy(f) for split, f in forecasts.items()}, time.perf_counter() - started
+
+
+def floor_maes(
+    windows,
+    statistical: Sequence[str],
+    season: int | None,
+    period: int,
+    splits: Sequence[str] = ("val", "test"),
+    progress: Callable[[str], None] | None = print,
+) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """MAE in original units (forecast → split → value) on the windows of ``splits`` of a ``WindowDataModule``:
+    repeat-last, seasonal naive (``season`` steps; None: left out) and the ``statistical`` models (each fitted per
+    series and channel on its training rows, ``period`` their season); and each statistical model's seconds."""
+    chosen = {split: windows.split(split) for split in splits}
+    found = {}
+    for split, dataset in chosen.items():
+        batches = list(DataLoader(dataset, batch_size=512))
+        loc, scale = (torch.cat([b[key] for b in batches]) for key in ("loc", "scale"))
+        context, target = (unscale(torch.cat([b[key] for b in batches]), loc, scale) for key in ("context", "target"))
+        found[split] = (context.double(), target.double())
+    horizon = windows.horizon
+    forecasts = {"repeat-last": {s: repeat_last(c, horizon) for s, (c, _) in found.items()}}
+    if season:
+        forecasts[f"seasonal naive ({season})"] = {s: seasonal_naive(c, horizon, season) for s, (c, _) in found.items()}
+    seconds = {}
+    for name in statistical:
+        forecasts[name], seconds[name] = split_forecasts(name, chosen, windows.split_rows[:, 0], period, progress)
+    maes = {name: {s: float((f[s] - found[s][1]).abs().mean()) for s in chosen} for name, f in forecasts.items()}
+    return maes, seconds

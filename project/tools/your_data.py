@@ -52,8 +52,7 @@ from project.tools.results import (
     tested_run,
     write_table,
 )
-from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_model
-from project.training.baselines import repeat_last, seasonal_naive
+from project.tools.statistical import STATISTICAL_MODELS, floor_maes, statistical_model
 
 MODEL, NAIVE = "mae_original_units", ("mae_repeat_last_original_units", "mae_seasonal_naive_original_units")
 SPLITS = {"val": "validation", "test": "test"}
@@ -207,55 +206,41 @@ def floor(
     statistical: tuple[str, ...],
     splits: list[str],
     extra: list[str] = (),
-) -> tuple[dict[str, dict[str, list[float]]], dict[str, float]]:
-    """MAEs in original units on every ``dataset.floor_stride``-th window of ``splits`` (split → forecast →
-    one value per seed, or one for a deterministic forecast): each run's kept checkpoint, the naive forecasts and
-    the ``statistical`` models (each fitted per series and channel on the training rows); and each statistical
-    model's seconds."""
+) -> tuple[dict[str, list[float]], dict[str, dict[str, float]], dict[str, float]]:
+    """MAEs in original units on every ``dataset.floor_stride``-th window of ``splits``: each run's kept checkpoint
+    (split → one value per seed), and ``project.tools.statistical.floor_maes``' naive and ``statistical`` forecasts
+    on the same windows (forecast → split → value) with each statistical model's seconds."""
     windows = dataset.windows(source, list(extra), dataset.floor_stride)  # the runs' windows, as they were given
-    found = {split: [forecast_split(best_checkpoint(run), windows, split) for run in runs] for split in splits}
-    maes = {split: {} for split in splits}
-    for split, forecasts in found.items():
-        target, context = forecasts[0]["target"], forecasts[0]["context"]
-        horizon = target.shape[1]
-        maes[split]["model"] = [float((f["point"] - f["target"]).abs().mean()) for f in forecasts]
-        maes[split]["repeat-last"] = [float((repeat_last(context, horizon) - target).abs().mean())]
-        if dataset.season:
-            naive = seasonal_naive(context, horizon, dataset.season)
-            maes[split]["seasonal naive"] = [float((naive - target).abs().mean())]
-    seconds = {}
-    for name in statistical:
-        chosen = {split: windows.split(split) for split in splits}
-        points, seconds[name] = split_forecasts(name, chosen, windows.split_rows[:, 0], dataset.period, progress=None)
-        for split in splits:
-            error = (points[split] - found[split][0]["target"].double()).abs().mean()
-            maes[split][name] = [float(error)]
-    return maes, seconds
+    model = {}
+    for split in splits:
+        forecasts = [forecast_split(best_checkpoint(run), windows, split) for run in runs]
+        model[split] = [float((f["point"] - f["target"]).abs().mean()) for f in forecasts]
+    maes, seconds = floor_maes(windows, statistical, dataset.season, dataset.period, splits, progress=None)
+    return model, maes, seconds
 
 
-def floor_markdown(floors: dict[str, tuple[dict, dict]], seeds: list[int], statistical: tuple[str, ...]) -> str:
+def floor_markdown(floors: dict[str, tuple], seeds: list[int], statistical: tuple[str, ...]) -> str:
     """The statistical floor's table: per dataset and split, the model's MAE over seeds beside the naive and the
     statistical forecasts' on the same windows, and whether every seed is below each statistical model."""
     header = ["data", "split", "windows", "model MAE", "repeat-last MAE", "seasonal naive MAE"]
     header += [f"{name} MAE" for name in statistical] + [f"below {name} (worst seed)" for name in statistical]
     table, per_seed = [], []
-    for key, (maes, seconds) in floors.items():
+    for key, (model, maes, seconds) in floors.items():
         dataset = DATASETS[key]
         every = "every window" if dataset.floor_stride == 1 else f"every {dataset.floor_stride}th window"
-        for split, found in maes.items():  # the splits the runs were scored on
-            name, model = SPLITS[split], found["model"]
-            seasonal = f"{found['seasonal naive'][0]:.3f}" if "seasonal naive" in found else "–"
-            taken = [f"{found[n][0]:.3f} ({seconds[n]:.0f} s)" for n in statistical]
-            table.append([dataset.label, name, every, mean_std(model), f"{found['repeat-last'][0]:.3f}", seasonal,
-                          *taken, *(verdict(model, found[n]) for n in statistical)])  # fmt: skip
-            values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(seeds, model))
-            per_seed.append(f"- {dataset.label}, {name}, {every}, model MAE: {values}")
+        for split, by_seed in model.items():  # the splits the runs were scored on
+            seasonal = maes.get(f"seasonal naive ({dataset.season})")
+            taken = [f"{maes[n][split]:.3f} ({seconds[n]:.0f} s)" for n in statistical]
+            table.append([dataset.label, SPLITS[split], every, mean_std(by_seed), f"{maes['repeat-last'][split]:.3f}",
+                          f"{seasonal[split]:.3f}" if seasonal else "–", *taken,
+                          *(verdict(by_seed, [maes[n][split]]) for n in statistical)])  # fmt: skip
+            values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(seeds, by_seed))
+            per_seed.append(f"- {dataset.label}, {SPLITS[split]}, {every}, model MAE: {values}")
     caption = (
         "The statistical floor on the same runs: each seed's kept checkpoint scored again beside statsforecast's "
         "models (fitted per series and channel on the training rows; in parentheses the seconds each took for both "
-        "splits) and the "
-        "naive forecasts, MAE in original units on every window or, where that would take long, every Nth "
-        f"validation and test window; {hardware()}."
+        "splits) and the naive forecasts, MAE in original units on every window or, where that would take long, "
+        f"every Nth validation and test window; {hardware()}."
     )
     return markdown_table(caption, header, table) + "\n" + "\n".join(per_seed) + "\n"
 
