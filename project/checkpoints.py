@@ -17,6 +17,7 @@ from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import check_name_lengths
 from project.imports import CLI_TRUST, checkpoint_class, imported_class, trust
+from project.model import auto_patch_length
 from project.model.network import build_network
 from project.settings import flattened, named_classes
 from project.training.module import Forecaster, check_finite_weights, longest_sequence
@@ -193,7 +194,7 @@ def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict, l
     mismatches = [
         f"model.{name}={value!r} (checkpoint: {trained_model[name]!r})"
         for name, value in given_model.items()
-        if not _same(name, value, trained_model[name])
+        if not _same(name, _resolved(name, value, trained_model), trained_model[name])
     ]
     trained_data = {**checkpoint.get("datamodule_hyper_parameters", {})}
     trained_data.update({name: trained[name] for name in ("context_length", "horizon") if name in trained})
@@ -212,6 +213,13 @@ def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict, l
     ]
     if mismatches:
         raise InputError(f"{ckpt_path} was trained with other settings than the config: {', '.join(mismatches)}")
+
+
+def _resolved(name: str, given: object, trained_model: dict) -> object:
+    """A given ``patch_length: auto`` as it resolves for the checkpoint's own context length and horizon."""
+    if name.endswith("patch_length") and given == "auto":
+        return auto_patch_length(trained_model["context_length"], trained_model["horizon"])
+    return given
 
 
 def _same(name: str, given: object, trained: object) -> bool:

@@ -1,7 +1,8 @@
 """Command line: ``python -m project.cli {fit,validate,test,predict} --config configs/base.yaml``.
 
 LightningCLI builds the Trainer, the model (``Forecaster`` or the subclass ``--model`` names) and the data
-(``WindowDataModule`` or ``--data``'s) from the configs; this file only wires them: the links, the default callbacks.
+(``WindowDataModule`` or ``--data``'s) from the configs; this file only wires them: the links, the default callbacks,
+a network's ``patch_length: auto`` made an integer.
 The hooks call what decides the rest: ``project.start_up`` (what the user set, the domains, where the run writes),
 ``project.checkpoints.CommandCheckpoint``, ``project.run_folders`` and ``project.option_errors`` (a bad option).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import sys
 
+from jsonargparse import Namespace
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -19,6 +21,7 @@ from project.checkpoints import CommandCheckpoint
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.figures import ForecastFigures
+from project.model import auto_patch_length
 from project.option_errors import ForecastArgumentParser
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
@@ -53,6 +56,16 @@ CALLBACK_DEFAULTS = {
     "early_stopping.check_on_train_epoch_end": False,
     "lr_monitor.logging_interval": "step",
 }  # fmt: skip
+
+
+def resolve_auto_patch(config: Namespace) -> None:
+    """A network's ``patch_length: auto`` made the integer ``auto_patch_length`` gives for the data's context length
+    and horizon: before the network is built, and before the config is saved beside the run, which then records
+    the integer the run used."""
+    network = config.model.init_args.network.get("init_args")
+    if network is not None and network.get("patch_length") == "auto":
+        data = config.data.init_args
+        network.patch_length = auto_patch_length(data.context_length, data.horizon)
 
 
 class ForecastCLI(LightningCLI):
@@ -99,6 +112,7 @@ class ForecastCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         self.checkpoint.keep_forecasting_choices(self.config[self.subcommand])
+        resolve_auto_patch(self.config[self.subcommand])
 
     def after_instantiate_classes(self) -> None:  # before any subcommand reads data or loads weights
         self.checkpoint.check_data_fits(self.config[self.subcommand], self.model, LINKED_FROM_DATA)

@@ -16,7 +16,7 @@ import numbers
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from project.errors import InputError
 
@@ -64,6 +64,10 @@ Probability = Annotated[float, PROBABILITY]
 OpenUnitInterval = Annotated[float, Domain("a number in (0, 1)", lambda v: is_number(v) and 0 < v < 1)]
 DropoutRate = Annotated[float, Domain("a number in [0, 1)", lambda v: is_number(v) and 0 <= v < 1)]
 UnitLevels = Annotated[list[float], UNIT_LEVELS]
+# A patch length, or "auto": resolved from the data's look-back and horizon (project.model.auto_patch_length).
+PatchLength = Annotated[
+    int | Literal["auto"], Domain("a positive integer or 'auto'", lambda v: v == "auto" or (is_integer(v) and v >= 1))
+]
 ShuffleSeed = Annotated[int, Domain("an integer in [0, 2**63)", lambda v: is_integer(v) and 0 <= v < 2**63)]
 
 

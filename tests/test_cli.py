@@ -206,6 +206,23 @@ def test_a_setting_given_explicitly_at_its_default_value_is_compared_too(trained
     assert "model.network.init_args.d_model=128 (checkpoint: 16)" in last_line(capsys.readouterr().err)
 
 
+def test_patch_length_auto_trains_with_the_integer_it_resolves_to_and_the_config_still_tests_it(tmp_path, capsys):
+    """``patch_length: auto``: look-back 24 and horizon 12 decode in 4 steps of 3. The run's
+    config.yaml and checkpoint record 3; the same config then tests the checkpoint (scheduled sampling's teacher-forced
+    diagnostic without a fit), and asks for another patch in one line."""
+    lengths = ["--data.context_length=24", "--data.horizon=12"]
+    base = ["--config", config("base.yaml"), *SMALL_MODEL, "--model.network.init_args.patch_length=auto", *lengths]
+    assert cli("fit", *base, *quick_fit_arguments(tmp_path)) == 0
+    run = only_run(tmp_path)
+    assert "patch_length: 3\n" in (run / "config.yaml").read_text()
+    checkpoint = run / "checkpoints" / "last.ckpt"
+    assert load_checkpoint(checkpoint)[1].network.patch_length == 3
+    testing = [*base, f"--ckpt_path={checkpoint}", "--trainer.logger=false"]
+    assert cli("test", *testing, "--trainer.limit_test_batches=2") == 0
+    assert cli("test", *testing, "--model.network.init_args.patch_length=2") == 2
+    assert "model.network.init_args.patch_length=2 (checkpoint: 3)" in last_line(capsys.readouterr().err)
+
+
 def test_predict_with_only_a_checkpoint_forecasts_the_data_it_was_trained_on_in_original_units(trained_run, tmp_path):
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
     output = tmp_path / "forecast.csv"

@@ -2,6 +2,8 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from project.errors import InputError
+from project.model import ForecastTransformer, auto_patch_length
 from project.model.cache import attend
 from project.model.decoding import generate
 from project.model.transformer import Encoded
@@ -342,3 +344,27 @@ def test_a_cuda_graph_replays_the_cached_decode_exactly():
             generate(model, src, 12, cuda_graph=True, **covariates), generate(model, src, 12, **covariates),
             rtol=1e-5, atol=1e-5,
         )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("context_length", "horizon", "patch"),
+    [
+        (336, 96, 24),  # ETTh1: 4 steps of a day
+        (168, 48, 12),  # M4 Hourly: 4 steps of half a day
+        (12, 12, 3),  # the embedded series (make train)
+        (28, 14, 7),  # the embedded panel: 7 would be 2 steps, 2 would be 7
+        (12, 6, 2),  # 3 steps: 1 would be 6
+        (52, 13, 13),  # 13 is prime: one step
+        (12, 7, 1),  # nothing but 1 divides both: 7 steps, the fewest the lengths allow
+        (24, 4, 1),  # a short horizon keeps one step per token
+    ],
+)
+def test_patch_length_auto_is_the_shortest_common_divisor_with_at_most_four_decoder_steps(
+    context_length, horizon, patch
+):
+    assert auto_patch_length(context_length, horizon) == patch
+
+
+def test_patch_length_auto_is_refused_in_python_with_the_function_that_resolves_it():
+    with pytest.raises(InputError, match=r"patch_length='auto' is resolved from the data by python -m project\.cli"):
+        ForecastTransformer(patch_length="auto")

@@ -6,6 +6,7 @@ Nothing here knows about windows or models; ``project.data.panel`` turns the che
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -103,9 +104,13 @@ def parse_timestamps(source_name: str, frame: pd.DataFrame, column: str) -> pd.S
     check_columns_exist(source_name, frame, [column])
     raw = frame[column]
     try:
-        parsed = pd.to_datetime(raw, errors="coerce")
+        with warnings.catch_warnings():  # pandas 2 warns of its pandas 3 behaviour, the refusal below
+            warnings.simplefilter("ignore", FutureWarning)
+            parsed = pd.to_datetime(raw, errors="coerce")
     except (ValueError, TypeError):
         parsed = None  # pandas refuses a column mixing offsets such as +01:00 and +02:00 (a daylight-saving change)
+    if parsed is not None and not pd.api.types.is_datetime64_any_dtype(parsed):
+        parsed = None  # pandas 2 (which statsforecast's extra installs) keeps such a column as Python objects
     if parsed is not None and not parsed.isna().any():
         return parsed
     # pandas takes the first cell's offset (or its lack of one) for the column's and blanks or refuses the cells with

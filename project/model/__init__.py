@@ -5,7 +5,7 @@ from project.model.cache import KVCache
 from project.model.distributions import Distribution, Normal, PointForecast, Quantiles, StudentT
 from project.model.gru import GRUForecaster
 from project.model.network import ForecastNetwork
-from project.model.transformer import ForecastTransformer
+from project.model.transformer import ForecastTransformer, auto_patch_length
 
 __all__ = [
     "Distribution",
@@ -17,4 +17,5 @@ __all__ = [
     "PointForecast",
     "Quantiles",
     "StudentT",
+    "auto_patch_length",
 ]

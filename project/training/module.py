@@ -257,15 +257,17 @@ class Forecaster(L.LightningModule):
         context, target = norm(context), norm(target)
         covariates = {name: batch[name] for name in COVARIATES if name in batch}
         encoded, start = self.network.encode(context, **covariates), self.network.start_of(context)
+        chosen = regimes.REGIMES[regime] if regime else self.regime
         options = regimes.RegimeOptions(
             feedback_value=self.hparams.feedback_value,
-            teacher_forcing_probability=self.teacher_forcing_probability(),
+            # A fixed regime's own share: the teacher-forced diagnostic of a test run needs no schedule.
+            teacher_forcing_probability=(
+                chosen.teacher_forcing if chosen.teacher_forcing is not None else self.teacher_forcing_probability()
+            ),
             rollout_dropout=self.hparams.rollout_dropout,
             cuda_graph=self.hparams.cuda_graph,
         )
-        forecast = (regimes.REGIMES[regime] if regime else self.regime).forecast(
-            self.network, encoded, start, target, options
-        )
+        forecast = chosen.forecast(self.network, encoded, start, target, options)
         return forecast if isinstance(norm, _Identity) else self.distribution.affine(forecast, norm.mean, norm.std)
 
     def training_loss(self, batch: dict[str, Tensor], regime: str | None = None) -> Tensor:
