@@ -12,7 +12,9 @@ is trained once per seed by ``python -m project.cli fit``, which tests the check
 table gives, per cell, the validation scores of that checkpoint (read from its run: the free-running loss, what
 prediction gets, beside the teacher-forced one, whose difference is the exposure-bias gap) and the test scores,
 beside the in-run baselines (repeat-last, seasonal naive, the least-squares and NLinear maps fitted on the same
-training windows) on the same validation and test windows. A second table says, depth by depth, where each
+training windows, and statsforecast's AutoETS and AutoTheta fitted per series and channel on the training rows:
+``--statistical``, the ``baselines`` extra) on the same validation and test windows; each cell's values per seed
+follow the tables. A second table says, depth by depth, where each
 free-running regime beats teacher forcing by more than the seeds' spread, ties, or loses. The figure draws the
 validation and test score against D (log scale), one line per regime, the seeds' range as a band.
 
@@ -34,7 +36,7 @@ from pathlib import Path
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
 from project.runs import read_scalars
-from project.tools.etth1 import measure_baselines
+from project.tools.etth1 import SEASON, measure_baselines, statistical_row
 from project.tools.results import (
     best_checkpoint,
     best_epoch,
@@ -43,11 +45,13 @@ from project.tools.results import (
     hardware,
     markdown_table,
     mean_std,
+    per_seed_lines,
     preset_datamodule,
     run_seconds,
     tested_run,
     write_table,
 )
+from project.tools.statistical import STATISTICAL_MODELS, statistical_model
 from project.training.regimes import REGIMES, regime_settings
 
 
@@ -170,10 +174,15 @@ VALIDATION_TAGS = {
 }
 
 
+CELL_SCORES = ("val_mse", "val_mae", "val_loss", "val_loss_tf", "test_mse", "test_mae")  # the table's columns
+CELL_LABELS = ("validation MSE", "validation MAE", "validation loss", "validation loss, teacher-forced", "test MSE",
+               "test MAE")  # fmt: skip
+
+
 def cell_row(runs: list[Path], monitor: str) -> dict:
     """A cell over its seeds: each run's validation scores at the checkpoint its validation chose (the minimum of
     ``monitor``), its test scores, best epoch and seconds."""
-    row = {key: [] for key in ("val_mse", "val_mae", "val_loss", "val_loss_tf", "test_mse", "test_mae")}
+    row = {key: [] for key in CELL_SCORES}
     row["seconds"], row["best_epoch"] = [], []
     for run in runs:
         curves = read_scalars(run)
@@ -211,8 +220,7 @@ def markdown(study_name: str, cells: dict, baselines: list[dict], args: argparse
     """The grid table (baselines first, then regime by depth), the verdicts against teacher forcing, and what was
     fixed."""
     study = STUDIES[study_name]
-    header = ["model", "D (decoder steps)", "patch", "validation MSE", "validation MAE", "validation loss",
-              "validation loss, teacher-forced", "test MSE", "test MAE", "seeds", "wall-clock"]  # fmt: skip
+    header = ["model", "D (decoder steps)", "patch", *CELL_LABELS, "seeds", "wall-clock"]
     lines = []
     for row in baselines:
         scores = [mean_std(row[k]) for k in ("val_mse", "val_mae")] + ["–", "–"]
@@ -223,8 +231,7 @@ def markdown(study_name: str, cells: dict, baselines: list[dict], args: argparse
             name, found = regime.replace("_", " "), cells.get((regime, depth))
             first = [name, str(depth), str(study.horizon // depth)]
             if isinstance(found, dict):
-                scores = [mean_std(found[k]) for k in ("val_mse", "val_mae", "val_loss", "val_loss_tf")]
-                scores += [mean_std(found[k]) for k in ("test_mse", "test_mae")]
+                scores = [mean_std(found[k]) for k in CELL_SCORES]
                 epochs = ", ".join(map(str, found["best_epoch"]))
                 seconds = statistics.mean(found["seconds"])
                 lines.append([*first, *scores, str(len(found["seconds"])), f"{seconds:.0f} s (best epoch {epochs})"])
@@ -264,6 +271,15 @@ def markdown(study_name: str, cells: dict, baselines: list[dict], args: argparse
         "by whether the two mean ± sd intervals over seeds are apart or overlap.",
         header,
         rows,
+    )
+    text += per_seed_lines(
+        [
+            {**found, "model": f"{regime.replace('_', ' ')}, D = {depth}", "seeds": args.seeds}
+            for regime in REGIME_ORDER
+            for depth in study.depths
+            if isinstance(found := cells.get((regime, depth)), dict)
+        ],
+        dict(zip(CELL_SCORES, CELL_LABELS, strict=True)),
     )
     options = " ".join(f"`{option}`" for option in [*study.setting, *extra])
     text += (
@@ -313,6 +329,13 @@ def draw(study_name: str, cells: dict, baselines: list[dict], path: Path) -> Non
     plt.close(figure)
 
 
+def statistical(name: str, windows) -> dict:
+    """``name`` fitted per series and channel on the training rows, forecasting every validation and test window of
+    the study (season 24, both studies' data being hourly): a baseline row, its seconds in its label."""
+    row = statistical_row(name, windows)
+    return {**row, "model": f"{name}, statsforecast, per series and channel (measured, {row['seconds'][0]:.0f} s)"}
+
+
 def parse_left_out(values: list[str]) -> dict[tuple[str, int], str]:
     """``REGIME:D=REASON`` → {(regime, D): reason}."""
     left_out = {}
@@ -344,6 +367,10 @@ def main(argv: list[str] | None = None) -> None:
         "--leave-out", nargs="*", default=[], metavar="REGIME:D=REASON",
         help="cells not to train, each with the reason (and measured cost) its row gives",
     )  # fmt: skip
+    parser.add_argument(
+        "--statistical", nargs="*", default=["AutoETS", "AutoTheta"], choices=list(STATISTICAL_MODELS),
+        help="statsforecast models per series and channel (the baselines extra) as baseline rows; none: --statistical",
+    )  # fmt: skip
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     study = STUDIES[args.dataset]
     args.data = args.data or Path("data/ETTh1.csv" if args.dataset == "etth1" else "data/m4_hourly.csv")
@@ -363,8 +390,11 @@ def main(argv: list[str] | None = None) -> None:
     with reported_in_one_line():
         check_output(output, [args.data], args.overwrite)  # before hours of training, not after
         check_output(figure, [args.data], args.overwrite)
+        if args.statistical:
+            statistical_model(args.statistical[0], SEASON)  # the extra is missing: say so before training
         given = data_options([*study.setting, *extra])  # the baselines see the runs' windows
-        baselines = measure_baselines(preset_datamodule(study.config, args.data, **given))
+        windows = preset_datamodule(study.config, args.data, **given)
+        baselines = measure_baselines(windows) + [statistical(name, windows) for name in args.statistical]
         wanted = [(r, d) for r in args.regimes for d in depths if (r, d) not in left_out]
         found = run_grid(args.dataset, wanted, args, extra)
         cells = {

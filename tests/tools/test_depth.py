@@ -63,6 +63,10 @@ def test_table_and_figure_have_every_cell_and_baseline_and_label_a_left_out_cell
     assert "| 4 | +0.000 (ties) | +0.000 (ties) |" in table
     assert "`--data.context_length=96`" in table
     assert "Seeds 0, 1, 2." in table
+    # Each cell's values per seed, from which its mean ± sd is computed.
+    assert "- teacher forcing, D = 4, validation MSE: seed 0: 0.440, seed 1: 0.450, seed 2: 0.460\n" in table
+    assert "- scheduled sampling, D = 32, test MAE: seed 0: 0.720, seed 1: 0.730, seed 2: 0.740\n" in table
+    assert "- free running bptt, D = 32," not in table  # left out: no values
     figure = tmp_path / "depth.png"
     depth.draw("etth1", cells, baselines, figure)
     assert figure.read_bytes().startswith(b"\x89PNG")
@@ -85,7 +89,8 @@ def test_depth_tool_trains_the_grid_labels_what_it_left_out_and_reuses_tested_ru
     short += ["--trainer.limit_test_batches=2", "--data.batch_size=4"]
     arguments = ["etth1", "--data", str(etth1_shaped), "--regimes", "teacher_forcing", "free_running_bptt",
                  "--depths", "32", "--seeds", "0", "--logs", str(tmp_path / "logs"), "--output", str(output),
-                 "--figure", str(figure), "--leave-out", "scheduled_sampling:2=1 min an epoch", *short]  # fmt: skip
+                 "--figure", str(figure), "--leave-out", "scheduled_sampling:2=1 min an epoch", "--statistical",
+                 *short]  # fmt: skip
     depth.main(arguments)
     stamp, table = output.read_text().split("\n\n", 1)
     assert stamp.startswith("Written by `python -m ")
@@ -100,3 +105,20 @@ def test_depth_tool_trains_the_grid_labels_what_it_left_out_and_reuses_tested_ru
     depth.main([*arguments, "--reuse", "--overwrite"])  # tabulates the tested runs again, trains none
     assert sorted((tmp_path / "logs").rglob("events.out.tfevents.*")) == runs
     assert re.search(r"\| free running bptt \| 32 \| 3 \| \d+\.\d{3} \|", output.read_text())
+
+
+def test_the_statistical_rows_are_fitted_per_channel_and_scored_on_the_studys_windows(etth1_shaped, in_repository):
+    pytest.importorskip("statsforecast")
+    from project.tools.etth1 import statistical_row
+    from project.tools.results import data_options, preset_datamodule
+
+    study = depth.STUDIES["etth1"]
+    given = {**data_options(study.setting), "eval_stride": 240}  # a few windows: seconds, not minutes
+    windows = preset_datamodule(study.config, etth1_shaped, **given)
+    row = depth.statistical("AutoETS", windows)
+    assert re.fullmatch(r"AutoETS, statsforecast, per series and channel \(measured, \d+ s\)", row["model"])
+    expected = statistical_row("AutoETS", windows)
+    assert {key: row[key] for key in depth.CELL_SCORES if key in row} == {
+        key: expected[key] for key in depth.CELL_SCORES if key in expected
+    }
+    assert 0 < row["val_mse"][0] < 1  # a daily sine and noise: far better than its unit variance
