@@ -17,7 +17,7 @@ from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import check_name_lengths
 from project.imports import CLI_TRUST, checkpoint_class, imported_class, trust
-from project.model import auto_patch_length
+from project.model import resolved_patch_length
 from project.model.network import build_network
 from project.settings import flattened, named_classes
 from project.training.module import Forecaster, check_finite_weights, longest_sequence
@@ -216,9 +216,10 @@ def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict, l
 
 
 def _resolved(name: str, given: object, trained_model: dict) -> object:
-    """A given ``patch_length: auto`` as it resolves for the checkpoint's own context length and horizon."""
-    if name.endswith("patch_length") and given == "auto":
-        return auto_patch_length(trained_model["context_length"], trained_model["horizon"])
+    """A given ``patch_length`` (``auto`` included) as it resolves for the checkpoint's own context length and
+    horizon."""
+    if name.endswith("patch_length"):
+        return resolved_patch_length(given, trained_model["context_length"], trained_model["horizon"])
     return given
 
 

@@ -21,7 +21,7 @@ from project.checkpoints import CommandCheckpoint
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.figures import ForecastFigures
-from project.model import auto_patch_length
+from project.model import resolved_patch_length
 from project.option_errors import ForecastArgumentParser
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
@@ -59,13 +59,12 @@ CALLBACK_DEFAULTS = {
 
 
 def resolve_auto_patch(config: Namespace) -> None:
-    """A network's ``patch_length: auto`` made the integer ``auto_patch_length`` gives for the data's context length
-    and horizon: before the network is built, and before the config is saved beside the run, which then records
+    """A network's ``patch_length: auto`` made the integer it means for the model's context length and horizon (linked
+    from the data): before the network is built, and before the config is saved beside the run, which then records
     the integer the run used."""
-    network = config.model.init_args.network.get("init_args")
+    network, model = config.model.init_args.network.get("init_args"), config.model.init_args
     if network is not None and network.get("patch_length") == "auto":
-        data = config.data.init_args
-        network.patch_length = auto_patch_length(data.context_length, data.horizon)
+        network.patch_length = resolved_patch_length("auto", model.context_length, model.horizon)
 
 
 class ForecastCLI(LightningCLI):

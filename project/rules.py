@@ -43,6 +43,17 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        "with future covariates, predict_horizon is a multiple of the network's patch_length",
+        lambda s, d: (
+            f"predict_horizon={s['predict_horizon']} must be a multiple of patch_length={s['patch_length']} with "
+            "future covariates: a patch's token holds the covariates of all its steps, beyond the last one asked for"
+            if s["n_future_covariates"]
+            and s["predict_horizon"] is not None
+            and s["predict_horizon"] % s["patch_length"]
+            else None
+        ),
+    ),
+    Rule(
         "training_mode and feedback_gradient select one of the REGIMES (project/training/regimes.py): bptt is "
         "free_running's (scheduled sampling feeds back without gradient)",
         lambda s, d: (

@@ -276,3 +276,11 @@ def test_a_nan_forecast_makes_the_scores_nan_and_weights_are_kept():
     mse = module.val_scores["mse"]
     mse.update(torch.tensor([1.0, float("nan")]))
     assert torch.isnan(mse.compute())
+
+
+def test_a_predict_horizon_ending_inside_a_patch_is_refused_with_future_covariates_only():
+    message = r"predict_horizon=5 must be a multiple of patch_length=2 with future covariates"
+    with pytest.raises(InputError, match=message):
+        tiny_module(n_future_covariates=1, patch_length=2, predict_horizon=5)
+    tiny_module(n_future_covariates=1, patch_length=2, predict_horizon=6)
+    tiny_module(patch_length=2, predict_horizon=5)  # without covariates the last patch's extra steps are cut

@@ -5,7 +5,7 @@ from project.model.cache import KVCache
 from project.model.distributions import Distribution, Normal, PointForecast, Quantiles, StudentT
 from project.model.gru import GRUForecaster
 from project.model.network import ForecastNetwork
-from project.model.transformer import ForecastTransformer, auto_patch_length
+from project.model.transformer import ForecastTransformer, auto_patch_length, resolved_patch_length
 
 __all__ = [
     "Distribution",
@@ -18,4 +18,5 @@ __all__ = [
     "Quantiles",
     "StudentT",
     "auto_patch_length",
+    "resolved_patch_length",
 ]

@@ -186,9 +186,10 @@ class DecoderLayer(nn.Module):
         return x + self.dropout(self.feed_forward(self.feed_forward_norm(x)))
 
 
-# `patch_length: auto` decodes a horizon in at most this many steps: in the decoder-depth study on ETTh1 and M4 Hourly
-# (results/depth_etth1.md, results/depth_m4_hourly.md) every regime's validation error is lowest at 2 or 4 steps and
-# higher from 8 on.
+# `patch_length: auto` decodes a horizon in at most this many steps where the lengths allow: in the decoder-depth
+# study on ETTh1 and M4 Hourly (results/depth_*.md) every regime's validation error is lowest at 2 or 4 steps and
+# higher from 8 on; 4, the most of those, keeps the decoder autoregressive, and the defaults' round four chose it on
+# validation with the rest of configs/base.yaml (results/search/base_defaults.md).
 AUTO_DECODER_STEPS = 4
 
 
@@ -199,6 +200,12 @@ def auto_patch_length(context_length: int, horizon: int, max_decoder_steps: int 
     common = math.gcd(context_length, horizon)
     shortest = (p for p in range(1, common + 1) if common % p == 0 and horizon <= p * max_decoder_steps)
     return next(shortest, common)
+
+
+def resolved_patch_length(patch_length: int | str, context_length: int, horizon: int) -> int:
+    """A ``patch_length`` setting as the network is built with it: ``auto`` resolved for the lengths, an integer as
+    it is."""
+    return auto_patch_length(context_length, horizon) if patch_length == "auto" else patch_length
 
 
 class ForecastTransformer(nn.Module):

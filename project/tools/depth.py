@@ -3,6 +3,9 @@
     python -m project.tools.depth etth1 --data data/ETTh1.csv           # results/depth_etth1.md, docs/depth_etth1.png
     python -m project.tools.depth m4_hourly --data data/m4_hourly.csv   # results/depth_m4_hourly.md, ...png
 
+AutoETS and AutoTheta rows need the ``baselines`` extra (``pip install -e .[baselines]``); ``--statistical`` alone
+leaves them out.
+
 For a dataset and its horizon H, each regime (teacher forcing, free running ``detach`` and ``bptt``, scheduled
 sampling) is trained at each decoder depth D = H / patch_length: D autoregressive decoder steps, each forecasting
 one patch. Everything else is the same in every cell and fixed in ``STUDIES`` before any test score was read:
@@ -174,7 +177,7 @@ VALIDATION_TAGS = {
 }
 
 
-CELL_SCORES = ("val_mse", "val_mae", "val_loss", "val_loss_tf", "test_mse", "test_mae")  # the table's columns
+CELL_SCORES = ("val_mse", "val_mae", "val_loss", "val_loss_tf", "test_mse", "test_mae")
 CELL_LABELS = ("validation MSE", "validation MAE", "validation loss", "validation loss, teacher-forced", "test MSE",
                "test MAE")  # fmt: skip
 

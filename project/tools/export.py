@@ -94,6 +94,22 @@ FILES = {
 }
 
 
+def check_horizon(module: Forecaster, horizon: int, checkpoint: Path) -> None:
+    """Refuse (one line) a ``horizon`` the graphs cannot forecast: beyond the positional table, or, with future
+    covariates, ending inside a patch (its token holds the covariates of every step of the patch)."""
+    patch = module.network.patch_length
+    if module.network.n_future_covariates and horizon % patch:
+        raise InputError(
+            f"--horizon {horizon} must be a multiple of {checkpoint}'s patch_length={patch} with future covariates: "
+            "a patch's token holds the covariates of all its steps"
+        )
+    if horizon > module.max_horizon:
+        raise InputError(
+            f"--horizon {horizon} exceeds {module.max_horizon}, the longest forecast {checkpoint} is set up for (its "
+            "max_horizon); export a shorter horizon or train with a larger model.max_horizon"
+        )
+
+
 def export(
     module: Forecaster, checkpoint: Path, output: Path, export_format: str, batch_size: int, horizon: int
 ) -> dict:
@@ -224,11 +240,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"{args.checkpoint}: export supports the ForecastTransformer network; this checkpoint's is {network}"
             )
         horizon = args.horizon or module.hparams.horizon
-        if horizon > module.max_horizon:
-            raise InputError(
-                f"--horizon {horizon} exceeds {module.max_horizon}, the longest forecast {args.checkpoint} is set up "
-                "for (its max_horizon); export a shorter horizon or train with a larger model.max_horizon"
-            )
+        check_horizon(module, horizon, args.checkpoint)
         output = args.output or args.checkpoint.parent.parent / "export"
         inputs = checkpoint_inputs(args.checkpoint, checkpoint)
         check_output_folder(output, FILES[args.export_format], inputs, args.overwrite)

@@ -166,6 +166,7 @@ class Forecaster(L.LightningModule):
         self.save_hyperparameters({**self.hparams, "network": network_spec(network)})  # logged with the others
         settings = {**self.hparams, "max_horizon": longest_forecast(horizon, max_horizon)}
         settings["patch_length"] = network.patch_length
+        settings["n_future_covariates"] = getattr(network, "n_future_covariates", 0)
         settings["prediction_quantiles"] = prediction_quantiles or list(DEFAULT_QUANTILES)
         # What the rules read of the regimes and the distribution (project/rules.py imports neither): the pairs that
         # select a regime, the selected one's attributes, the distribution's.
@@ -260,10 +261,7 @@ class Forecaster(L.LightningModule):
         chosen = regimes.REGIMES[regime] if regime else self.regime
         options = regimes.RegimeOptions(
             feedback_value=self.hparams.feedback_value,
-            # A fixed regime's own share: the teacher-forced diagnostic of a test run needs no schedule.
-            teacher_forcing_probability=(
-                chosen.teacher_forcing if chosen.teacher_forcing is not None else self.teacher_forcing_probability()
-            ),
+            teacher_forcing_probability=self.teacher_forcing_probability(chosen),
             rollout_dropout=self.hparams.rollout_dropout,
             cuda_graph=self.hparams.cuda_graph,
         )
@@ -273,10 +271,13 @@ class Forecaster(L.LightningModule):
     def training_loss(self, batch: dict[str, Tensor], regime: str | None = None) -> Tensor:
         return self.distribution.loss(self.training_forecast(batch, regime), batch["target"])
 
-    def teacher_forcing_probability(self) -> float:
-        """The regime's share of true previous values: its constant, or the schedule's value at this step."""
-        if self.regime.teacher_forcing is not None:
-            return self.regime.teacher_forcing
+    def teacher_forcing_probability(self, regime: regimes.Regime | None = None) -> float:
+        """The share of true previous values of ``regime`` (default: the configured one): its constant, or the
+        schedule's value at this step. A fixed regime needs no schedule: the teacher-forced diagnostic of a test run
+        outside fit asks for teacher forcing's."""
+        regime = regime or self.regime
+        if regime.teacher_forcing is not None:
+            return regime.teacher_forcing
         if self.decay_steps is None:
             raise InputError("schedule_steps is empty (sized to the run when Trainer.fit starts); set it outside fit")
         return regimes.teacher_forcing_probability(

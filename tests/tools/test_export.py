@@ -2,14 +2,16 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from project.errors import InputError
 from project.tools import export
 from project.training.module import Forecaster
-from tests.helpers import REPOSITORY
+from tests.helpers import REPOSITORY, tiny_module
 
 
 @pytest.fixture
@@ -85,3 +87,11 @@ def test_export_refuses_another_network_in_one_line_before_writing(tmp_path, cap
         one_line_error(capsys)
     )
     assert not output.exists()
+
+
+def test_a_horizon_ending_inside_a_patch_with_future_covariates_is_refused_in_one_line():
+    module = tiny_module(n_future_covariates=1, patch_length=2)
+    with pytest.raises(InputError, match=r"--horizon 5 must be a multiple of run\.ckpt's patch_length=2 with future"):
+        export.check_horizon(module, 5, Path("run.ckpt"))
+    export.check_horizon(module, 6, Path("run.ckpt"))
+    export.check_horizon(tiny_module(patch_length=2), 5, Path("run.ckpt"))  # no covariates: the last patch is cut
