@@ -7,7 +7,7 @@ from project.model import ForecastTransformer, auto_patch_length
 from project.model.cache import attend
 from project.model.decoding import generate
 from project.model.transformer import Encoded
-from tests.helpers import relative_difference, small_model
+from tests.helpers import forecaster, relative_difference, small_model
 from tests.reference_loops import naive_generate
 
 VARIANTS = {
@@ -368,3 +368,25 @@ def test_patch_length_auto_is_the_shortest_common_divisor_with_at_most_four_deco
 def test_patch_length_auto_is_refused_in_python_with_the_function_that_resolves_it():
     with pytest.raises(InputError, match=r"patch_length='auto' is resolved from the data by python -m project\.cli"):
         ForecastTransformer(patch_length="auto")
+
+
+def test_channel_independence_with_one_target_is_the_joint_model():
+    """With one target channel the two layouts are the same computation, down to the random draws: the defaults'
+    round five (results/search/base_defaults.md) carries the single-target datasets' runs over on this."""
+    arguments = dict(COVARIATES, n_targets=1, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
+                     dim_feedforward=32, dropout=0.1, patch_length=2, context_length=8, horizon=4,
+                     training_mode="scheduled_sampling", schedule_steps=10)  # fmt: skip
+    batch = {"context": torch.randn(3, 8, 1), "target": torch.randn(3, 4, 1), **covariates_for(3, 8, 4, torch.float32)}
+    results = []
+    for channel_independent in (False, True):
+        torch.manual_seed(0)
+        module = forecaster(channel_independent=channel_independent, **arguments)
+        weights = {name: value.clone() for name, value in module.state_dict().items()}
+        loss = module.training_loss(batch)  # dropout and the scheduled-sampling coins drawn in train mode
+        module.eval()
+        results.append((weights, loss, module.forecast(batch).point))
+    (joint_weights, joint_loss, joint_forecast), (weights, loss, forecast) = results
+    assert weights.keys() == joint_weights.keys()
+    assert all(torch.equal(weights[name], joint_weights[name]) for name in weights)
+    assert torch.equal(loss, joint_loss)
+    assert torch.equal(forecast, joint_forecast)
