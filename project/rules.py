@@ -26,6 +26,12 @@ class Rule:
     broken: Callable[[dict, dict], str | None]  # (settings, defaults) → the error message, or None
 
 
+def ends_inside_a_patch(horizon: int, patch_length: int, n_future_covariates: int) -> bool:
+    """Whether a forecast of ``horizon`` steps cannot be made with future covariates: it would end inside a patch,
+    whose token holds the covariates of all its steps, beyond the last one asked for."""
+    return bool(n_future_covariates) and horizon % patch_length != 0
+
+
 def _changed(settings: dict, defaults: dict, *names: str) -> list[str]:
     return [name for name in names if settings[name] != defaults[name]]
 
@@ -47,9 +53,8 @@ RULES: tuple[Rule, ...] = (
         lambda s, d: (
             f"predict_horizon={s['predict_horizon']} must be a multiple of patch_length={s['patch_length']} with "
             "future covariates: a patch's token holds the covariates of all its steps, beyond the last one asked for"
-            if s["n_future_covariates"]
-            and s["predict_horizon"] is not None
-            and s["predict_horizon"] % s["patch_length"]
+            if s["predict_horizon"] is not None
+            and ends_inside_a_patch(s["predict_horizon"], s["patch_length"], s["n_future_covariates"])
             else None
         ),
     ),

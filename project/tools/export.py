@@ -29,6 +29,7 @@ from project.files import check_output_folder, write_atomically
 from project.imports import trust_argument
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache
 from project.model.transformer import Encoded, ForecastTransformer
+from project.rules import ends_inside_a_patch
 from project.training.module import Forecaster
 
 
@@ -98,7 +99,7 @@ def check_horizon(module: Forecaster, horizon: int, checkpoint: Path) -> None:
     """Refuse (one line) a ``horizon`` the graphs cannot forecast: beyond the positional table, or, with future
     covariates, ending inside a patch (its token holds the covariates of every step of the patch)."""
     patch = module.network.patch_length
-    if module.network.n_future_covariates and horizon % patch:
+    if ends_inside_a_patch(horizon, patch, module.network.n_future_covariates):
         raise InputError(
             f"--horizon {horizon} must be a multiple of {checkpoint}'s patch_length={patch} with future covariates: "
             "a patch's token holds the covariates of all its steps"
