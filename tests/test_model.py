@@ -370,23 +370,32 @@ def test_patch_length_auto_is_refused_in_python_with_the_function_that_resolves_
         ForecastTransformer(patch_length="auto")
 
 
-def test_channel_independence_with_one_target_is_the_joint_model():
-    """With one target channel the two layouts are the same computation, down to the random draws: the defaults'
-    round five (results/search/base_defaults.md) carries the single-target datasets' runs over on this."""
+@pytest.mark.parametrize("training_mode", ["scheduled_sampling", "free_running"])
+def test_channel_independence_with_one_target_is_the_joint_model(training_mode):
+    """With one target channel the two layouts are the same computation, down to the random draws, through a
+    training step: the defaults' round five (results/search/base_defaults.md) carries the single-target datasets'
+    runs over on this. Free running feeds every prediction back; scheduled sampling draws its coins."""
     arguments = dict(COVARIATES, n_targets=1, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
-                     dim_feedforward=32, dropout=0.1, patch_length=2, context_length=8, horizon=4,
-                     training_mode="scheduled_sampling", schedule_steps=10)  # fmt: skip
+                     dim_feedforward=32, dropout=0.1, patch_length=2, context_length=8, horizon=4, loss="mae",
+                     instance_norm=True, training_mode=training_mode)  # fmt: skip
+    if training_mode == "scheduled_sampling":
+        arguments["schedule_steps"] = 10
     batch = {"context": torch.randn(3, 8, 1), "target": torch.randn(3, 4, 1), **covariates_for(3, 8, 4, torch.float32)}
     results = []
     for channel_independent in (False, True):
         torch.manual_seed(0)
         module = forecaster(channel_independent=channel_independent, **arguments)
-        weights = {name: value.clone() for name, value in module.state_dict().items()}
-        loss = module.training_loss(batch)  # dropout and the scheduled-sampling coins drawn in train mode
+        initial = {name: value.clone() for name, value in module.state_dict().items()}
+        optimizer = torch.optim.AdamW(module.parameters(), lr=1e-2)
+        loss = module.training_loss(batch)  # dropout (and scheduled sampling's coins) drawn in train mode
+        loss.backward()
+        gradients = {name: parameter.grad.clone() for name, parameter in module.named_parameters()}
+        optimizer.step()
         module.eval()
-        results.append((weights, loss, module.forecast(batch).point))
-    (joint_weights, joint_loss, joint_forecast), (weights, loss, forecast) = results
-    assert weights.keys() == joint_weights.keys()
-    assert all(torch.equal(weights[name], joint_weights[name]) for name in weights)
-    assert torch.equal(loss, joint_loss)
-    assert torch.equal(forecast, joint_forecast)
+        results.append((initial, loss, gradients, module.state_dict(), module.forecast(batch).point))
+    for joint, independent in zip(*results):
+        if isinstance(joint, dict):
+            assert joint.keys() == independent.keys()
+            assert all(torch.equal(joint[name], independent[name]) for name in joint)
+        else:
+            assert torch.equal(joint, independent)

@@ -268,6 +268,15 @@ def test_a_network_whose_only_argument_is_the_linked_target_count_trains_through
     assert torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]["init_args"] == {"n_targets": 5}
 
 
+def test_the_gru_config_stacks_on_base_yaml_as_its_header_says(tmp_path):
+    """base.yaml's transformer-only settings (patch_length: auto, channel_independent) drop with the class choice."""
+    network = ["--model.network.init_args.hidden_size=8", "--model.network.init_args.num_layers=1"]
+    arguments = ["--config", config("base.yaml"), "--config", config("networks/gru.yaml"), *network]
+    assert cli("fit", *arguments, *quick_fit_arguments(tmp_path / "logs")) == 0
+    (checkpoint,) = (tmp_path / "logs").glob("*/version_0/checkpoints/last.ckpt")
+    assert type(load_forecaster(checkpoint).network) is GRUForecaster
+
+
 def test_the_gru_config_trains_tests_and_predicts_through_the_cli_and_its_checkpoint_restores_a_gru(tmp_path):
     logs, network = (
         tmp_path / "logs",
