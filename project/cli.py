@@ -63,8 +63,8 @@ def resolve_auto_patch(config: Namespace) -> None:
     from the data): before the network is built, and before the config is saved beside the run, which then records
     the integer the run used."""
     network, model = config.model.init_args.network.get("init_args"), config.model.init_args
-    if network is not None and network.get("patch_length") == "auto":
-        network.patch_length = resolved_patch_length("auto", model.context_length, model.horizon)
+    if network is not None and network.get("patch_length") is not None:  # a network without patches has none
+        network.patch_length = resolved_patch_length(network.patch_length, model.context_length, model.horizon)
 
 
 class ForecastCLI(LightningCLI):

@@ -177,7 +177,7 @@ VALIDATION_TAGS = {
 }
 
 
-CELL_SCORES = ("val_mse", "val_mae", "val_loss", "val_loss_tf", "test_mse", "test_mae")
+CELL_SCORES = ("val_mse", "val_mae", "val_loss", "val_loss_tf", "test_mse", "test_mae")  # the table's columns
 CELL_LABELS = ("validation MSE", "validation MAE", "validation loss", "validation loss, teacher-forced", "test MSE",
                "test MAE")  # fmt: skip
 
