@@ -1,5 +1,5 @@
-"""Reading a checkpoint before anything trusts it, rebuilding the data it was trained on, and checking it against
-what the user set (``project.settings``) before the CLI uses it.
+"""Reading a checkpoint before anything trusts it, rebuilding the data it was trained on, its settings as a command's
+defaults, and checking that the model and data a command built can take its weights.
 
 Every problem is one line: a missing, truncated or foreign file, a diverged run's non-finite weights.
 """
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -16,21 +15,11 @@ import torch
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import check_name_lengths
-from project.imports import CLI_TRUST, checkpoint_class, imported_class, trust
-from project.model import resolved_patch_length
+from project.imports import checkpoint_class, default_of
 from project.model.network import build_network
-from project.settings import flattened, named_classes
-from project.training.module import Forecaster, check_finite_weights, longest_sequence
+from project.training.module import Forecaster, check_finite_weights
 
-# Settings a checkpoint may be used with at other values: they choose what is forecast (or compared with), not
-# what was learned.
-FREE_AFTER_TRAINING = ("predict_horizon", "max_horizon", "num_samples", "prediction_quantiles")
-# Data settings that change the network's shape or what its inputs mean: given explicitly, they must equal the
-# checkpoint's (the others, such as the file, the splits or the batch size, may change after training).
-SHAPING_DATA_SETTINGS = (
-    "target_columns", "past_covariates", "future_covariates", "static_covariates", "calendar_features", "scaling",
-    "context_length", "horizon",
-)  # fmt: skip
+CLASS_PATHS = {cls: f"{cls.__module__}.{cls.__qualname__}" for cls in (Forecaster, WindowDataModule)}
 
 
 def read_checkpoint(path: str | Path) -> dict:
@@ -161,166 +150,94 @@ def warn_if_relative_source(checkpoint: dict, path: str | Path) -> None:
         )
 
 
-def checkpoint_inputs(path: str | Path, checkpoint: dict, *sources: str | Path | None) -> list[str | Path]:
-    """What a command that uses the checkpoint at ``path`` reads, for the output guards (``project.files``): the
-    checkpoint, the data it was trained on (never replaced, even by a run that reads other data), and ``sources``."""
+def checkpoint_inputs(path: str | Path | None, checkpoint: dict | None, *sources: str | Path | None) -> list:
+    """What a command reads, for the output guards (``project.files``): ``sources`` and, with the checkpoint at
+    ``path``, the checkpoint and the data it was trained on (never replaced, even by a run that reads other data)."""
+    if checkpoint is None:
+        return [source for source in sources if source is not None]
     trained_on = checkpoint.get("datamodule_hyper_parameters", {}).get("source")
     return [path, *(source for source in (trained_on, *sources) if source is not None)]
 
 
-def check_checkpoint_matches(ckpt_path: str, checkpoint: dict, explicit: dict, linked: tuple[str, ...]) -> None:
-    """Fail with one line when the user asks, on purpose, for a model or data shape other than the checkpoint's.
+def checkpoint_defaults(checkpoint: dict, path: str | Path, linked: tuple[str, ...]) -> dict:
+    """The model and data sections a config would give for the checkpoint (its classes and settings): the parser's
+    defaults for a command with ``--ckpt_path``, so that the user's configs and flags win by the parser's own rule.
+    ``linked``: the settings the CLI's links give (never defaults); where the data is cached is this run's choice."""
+    model = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_") and k not in linked}
+    network = model.get("network")
+    if isinstance(network, dict):
+        arguments = {k: v for k, v in (network.get("init_args") or {}).items() if k not in linked}
+        model["network"] = {**network, "init_args": arguments}
+    trained = checkpoint.get("datamodule_hyper_parameters", {})
+    data = {k: v for k, v in trained.items() if not k.startswith("_") and k != "cache_dir"}
+    warn_if_relative_source(checkpoint, path)
+    return {
+        "model": {"class_path": checkpoint["hyper_parameters"].get("_class_path", CLASS_PATHS[Forecaster]),
+                  "init_args": model},
+        "data": {"class_path": trained.get("_class_path", CLASS_PATHS[WindowDataModule]), "init_args": data},
+    }  # fmt: skip
 
-    The model is rebuilt from the checkpoint's hyperparameters (LightningCLI's ``ckpt_path`` handling); every model
-    setting the user set explicitly (command line or config file, even at its default value) is compared, and so
-    are the data settings that shape the network. Settings that only choose what to forecast may differ, and the
-    network's ``linked`` arguments (set by the CLI's links, never by the user) are not compared.
-    """
-    trained = checkpoint.get("hyper_parameters", {})
-    trained_model = flattened({name: value for name, value in trained.items() if not name.startswith("_")})
-    trained_model["class_path"] = trained.get("_class_path", "project.training.module.Forecaster")
-    given_model = {
-        name: value
-        for name, value in flattened(explicit.get("model", {})).items()
-        if name not in FREE_AFTER_TRAINING and name.removeprefix("network.init_args.") not in linked
-    }
-    network = trained_model.get("network.class_path")
-    inapplicable = [f"model.{name}" for name in given_model if name not in trained_model and name != "class_path"]
-    if inapplicable:  # the checkpoint's class has no such setting: it would be ignored, not applied
-        raise InputError(
-            f"{ckpt_path} has no setting {', '.join(inapplicable)} (its model is {trained_model['class_path']}, its "
-            f"network {network}); leave {'it' if len(inapplicable) == 1 else 'them'} out when using this checkpoint"
-        )
-    mismatches = [
-        f"model.{name}={value!r} (checkpoint: {trained_model[name]!r})"
-        for name, value in given_model.items()
-        if not _same(name, _resolved(name, value, trained_model), trained_model[name])
+
+def forget_the_embedded_data(data, checkpoint: dict) -> None:
+    """A checkpoint's settings of the embedded data do not carry over to a file the run reads: they take their
+    defaults again (``data``: the parsed data section)."""
+    trained = checkpoint.get("datamodule_hyper_parameters", {})
+    if data.init_args.get("source") is not None:
+        for name in ("synthetic", "synthetic_rows"):
+            if name in data.init_args and data.init_args[name] == trained.get(name):
+                data.init_args[name] = default_of(data.get("class_path"), name)
+
+
+def check_checkpoint_fits(
+    path: str | Path, checkpoint: dict, model: Forecaster, datamodule: WindowDataModule, sizes: tuple[str, ...]
+) -> None:
+    """Refuse in one line, before the weights are loaded, a model or data that cannot take the checkpoint's weights or
+    would read them otherwise: the data's ``sizes`` (its columns), the classes, the network's settings, the lengths,
+    the normalisation and the scaling, each named with both values. What chooses only what is forecast or read
+    (samples, quantiles, the data file, the batch size) may differ."""
+    trained = checkpoint["hyper_parameters"]
+    given_network, trained_network = model.hparams["network"], trained.get("network", {})
+    given_sizes, trained_sizes = given_network.get("init_args", {}), trained_network.get("init_args", {})
+    differing = [
+        f"{name}={given_sizes[name]!r} (checkpoint: {trained_sizes[name]!r})"
+        for name in sizes
+        if name in trained_sizes and name in given_sizes and given_sizes[name] != trained_sizes[name]
     ]
-    trained_data = {**checkpoint.get("datamodule_hyper_parameters", {})}
-    trained_data.update({name: trained[name] for name in ("context_length", "horizon") if name in trained})
-    # The scaling as it resolved, also when the checkpoint records the default (null), which a run's own config.yaml
-    # gives too: either is the checkpoint's.
-    recorded_scaling = trained_data.get("scaling")
-    resolved_scaling = checkpoint.get(WindowDataModule.__qualname__, {}).get("scaler", {}).get("mode")
-    trained_data["scaling"] = resolved_scaling or recorded_scaling
-    mismatches += [
-        f"data.{name}={value!r} (checkpoint: {trained_data[name]!r})"
-        for name, value in explicit.get("data", {}).items()
-        if name in SHAPING_DATA_SETTINGS
-        and name in trained_data
-        and value != trained_data[name]
-        and not (name == "scaling" and value == recorded_scaling)
+    if differing:
+        source = datamodule.hparams.get("source") or "the embedded data"
+        raise InputError(
+            f"{source} does not fit {path}: its columns give the network {', '.join(differing)}; use data with the "
+            "checkpoint's targets, covariates and static categories"
+        )
+    given = {"model.class_path": CLASS_PATHS.get(type(model), f"{type(model).__module__}.{type(model).__qualname__}")}
+    recorded = {"model.class_path": trained.get("_class_path", CLASS_PATHS[Forecaster])}
+    for name, value in flattened(given_network).items():
+        if name.removeprefix("init_args.") not in (*sizes, "max_length"):
+            given[f"model.network.{name}"] = value
+    recorded.update({f"model.network.{name}": value for name, value in flattened(trained_network).items()})
+    for name in ("context_length", "horizon"):
+        given[f"data.{name}"], recorded[f"data.{name}"] = model.hparams.get(name), trained.get(name)
+    given["model.instance_norm"], recorded["model.instance_norm"] = (
+        model.hparams.get("instance_norm"),
+        trained.get("instance_norm"),
+    )
+    given["data.scaling"] = getattr(datamodule, "scaling", None)
+    recorded["data.scaling"] = checkpoint.get(WindowDataModule.__qualname__, {}).get("scaler", {}).get("mode")
+    mismatches = [
+        f"{name}={value!r} (checkpoint: {recorded[name]!r})"
+        for name, value in given.items()
+        if recorded.get(name) is not None and value != recorded[name]
     ]
     if mismatches:
-        raise InputError(f"{ckpt_path} was trained with other settings than the config: {', '.join(mismatches)}")
+        raise InputError(f"{path} was trained with other settings than the config: {', '.join(mismatches)}")
 
 
-def _resolved(name: str, given: object, trained_model: dict) -> object:
-    """A given ``patch_length`` (``auto`` included) as it resolves for the checkpoint's own context length and
-    horizon."""
-    if name.endswith("patch_length"):
-        return resolved_patch_length(given, trained_model["context_length"], trained_model["horizon"])
-    return given
-
-
-def _same(name: str, given: object, trained: object) -> bool:
-    """Equal settings; a class_path (the model's, the network's, the distribution's) by the class it names
-    (``project.model.ForecastTransformer`` is ``project.model.transformer.ForecastTransformer``)."""
-    if name.endswith("class_path") and isinstance(given, str) and isinstance(trained, str):
-        return imported_class(given) is not None and imported_class(given) is imported_class(trained)
-    return given == trained
-
-
-def checkpoint_model_settings(checkpoint: dict) -> dict:
-    """The model section a config would give for the checkpoint's model: its class and settings."""
-    settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if k != "_instantiator"}
-    if "_class_path" in settings:
-        settings = {"class_path": settings.pop("_class_path"), "dict_kwargs": settings}
-    return settings
-
-
-def checkpoint_data_settings(checkpoint: dict, ckpt_path: str, explicit_data: dict) -> dict:
-    """The data section a config would give for the data the checkpoint was trained on (its class and settings,
-    checked by ``read_checkpoint``), less what the user set (``explicit_data``): LightningCLI restores the model's
-    settings from a checkpoint, not the data's."""
-    trained = checkpoint.get("datamodule_hyper_parameters", {})
-    data: dict = {"init_args": {k: v for k, v in trained.items() if not k.startswith("_") and k not in explicit_data}}
-    if explicit_data.get("source") is not None:  # the embedded data's settings do not carry over to the user's file
-        for name in ("synthetic", "synthetic_rows"):
-            data["init_args"].pop(name, None)
-    else:
-        warn_if_relative_source(checkpoint, ckpt_path)
-    class_path = explicit_data.get("class_path") or trained.get("_class_path")
-    if class_path:  # given with the settings, or jsonargparse would take them for the default class's
-        data["class_path"] = class_path
-    return data
-
-
-@dataclass
-class CommandCheckpoint:
-    """The checkpoint a command was given (``--ckpt_path``), read and checked once, at start-up, and what the
-    command's later steps ask of it; empty (``checkpoint`` None) without one, when every step does nothing."""
-
-    path: str | None = None
-    checkpoint: dict | None = None
-    explicit: dict = field(default_factory=dict)
-
-    @classmethod
-    def open(cls, parser, parsed, explicit: dict, linked: tuple[str, ...]) -> tuple[object, CommandCheckpoint]:
-        """``parsed`` with the data settings of the checkpoint its subcommand names (the user's stand), and the
-        checkpoint: read under the import rule (the classes the user named trusted), refused in one line when it
-        does not match what the user set (``check_checkpoint_matches``; ``linked``: the network's linked
-        arguments)."""
-        config = parsed[parsed.subcommand]
-        if not config.get("ckpt_path"):
-            return parsed, cls(explicit=explicit)
-        trust(named_classes(explicit), CLI_TRUST)
-        checkpoint = read_checkpoint(config.ckpt_path)
-        check_checkpoint_matches(config.ckpt_path, checkpoint, explicit, linked)
-        data = checkpoint_data_settings(checkpoint, config.ckpt_path, explicit.get("data", {}))
-        parsed = parser.parse_object({parsed.subcommand: {"data": data}}, parsed)
-        return parsed, cls(str(config.ckpt_path), checkpoint, explicit)
-
-    def inputs(self, *others: str | Path | None) -> list:
-        """``others`` and, with a checkpoint, the checkpoint and the data it was trained on."""
-        return list(others) if self.checkpoint is None else checkpoint_inputs(self.path, self.checkpoint, *others)
-
-    def with_its_model(self, parser, parsed):
-        """``parsed`` with the model's settings from the checkpoint read at start-up (LightningCLI would read the
-        file a second time, and could find another file there)."""
-        if self.checkpoint is None:
-            return parsed
-        return parser.parse_object({parsed.subcommand: {"model": checkpoint_model_settings(self.checkpoint)}}, parsed)
-
-    def keep_forecasting_choices(self, config) -> None:
-        """What the user chose for forecasting (not learning) stands in a subcommand's ``config`` whose model settings
-        LightningCLI replaced with the checkpoint's."""
-        if self.checkpoint is None:
-            return
-        model, data, explicit_model = config.model.init_args, config.data.init_args, self.explicit.get("model", {})
-        for name in FREE_AFTER_TRAINING:
-            if name in explicit_model:
-                model[name] = explicit_model[name]
-        if "max_horizon" in explicit_model and "max_length" in model.network.init_args:
-            # The positional table is not a weight: it is sized again for the longer forecasts asked for.
-            model.network.init_args.max_length = longest_sequence(data.context_length, data.horizon, model.max_horizon)
-
-    def check_data_fits(self, config, model, sizes: tuple[str, ...]) -> None:
-        """The ``sizes`` the data gives the network (targets, covariates, static categories, as linked from the data
-        into ``model``'s network) must be the checkpoint's, or its weights cannot be loaded: refused in one line
-        naming them, before any data is read."""
-        if self.checkpoint is None:
-            return
-        given = model.hparams["network"]["init_args"]
-        trained = self.checkpoint["hyper_parameters"].get("network", {}).get("init_args", {})
-        differing = [
-            f"{name}={given[name]!r} (checkpoint: {trained[name]!r})"
-            for name in sizes
-            if name in trained and name in given and given[name] != trained[name]
-        ]
-        if differing:
-            source = config.data.init_args.get("source") or "the embedded data"
-            raise InputError(
-                f"{source} does not fit {self.path}: its columns give the network {', '.join(differing)}; use data "
-                "with the checkpoint's targets, covariates and static categories"
-            )
+def flattened(tree: dict, prefix: str = "") -> dict:
+    """A nested settings dict as its leaves under dotted keys (``init_args.d_model``); lists stay values."""
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(flattened(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

@@ -2,14 +2,11 @@
 
 LightningCLI builds the Trainer, the model (``Forecaster`` or the subclass ``--model`` names) and the data
 (``WindowDataModule`` or ``--data``'s) from the configs; this file only wires them: the links, the default callbacks,
-a network's ``patch_length: auto`` made an integer.
-The hooks call what decides the rest: ``project.start_up`` (what the user set, the domains, where the run writes),
-``project.checkpoints.CommandCheckpoint``, ``project.run_folders`` and ``project.option_errors`` (a bad option).
+a checkpoint's settings as the parser's defaults, a network's ``patch_length: auto`` made an integer. Where a run
+writes is ``project.run_folders``; what a checkpoint holds and whether it fits the weights, ``project.checkpoints``.
 """
 
 from __future__ import annotations
-
-import sys
 
 from jsonargparse import Namespace
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
@@ -17,15 +14,21 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project import run_folders
-from project.checkpoints import CommandCheckpoint
+from project.checkpoints import (
+    check_checkpoint_fits,
+    checkpoint_defaults,
+    checkpoint_inputs,
+    forget_the_embedded_data,
+    read_checkpoint,
+)
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.figures import ForecastFigures
+from project.imports import CLI_TRUST, trust
 from project.model import resolved_patch_length
-from project.option_errors import ForecastArgumentParser
+from project.option_errors import ForecastArgumentParser, named_for_the_config
 from project.predictions import ForecastWriter
 from project.rules import describe_rules
-from project.start_up import after_the_checkpoint, before_the_checkpoint
 from project.training.calibration import IntervalCalibration
 from project.training.callbacks import ForecastCheckpoint, RandomState, exit_after_sigterm
 from project.training.module import Forecaster, longest_sequence
@@ -67,19 +70,24 @@ def resolve_auto_patch(config: Namespace) -> None:
         network.patch_length = resolved_patch_length(network.patch_length, model.context_length, model.horizon)
 
 
+def class_paths(config: Namespace) -> set[str]:
+    """Every class a parsed config names (the model, the data, the network, its distribution, …)."""
+    return {value for key, value in config.items() if key.endswith("class_path") and isinstance(value, str)}
+
+
 class ForecastCLI(LightningCLI):
     """LightningCLI for ``Forecaster`` and ``WindowDataModule``; ``extra_callbacks`` are added to the Trainer as
     objects, for callers that build them in Python (a hyperparameter search's pruning callback)."""
 
     def __init__(self, *args, extra_callbacks: list | None = None, **kwargs) -> None:
         self.extra_callbacks = list(extra_callbacks or [])
-        self.explicit, self.checkpoint, self.inputs = {}, CommandCheckpoint(), []  # set once parsed
+        self.checkpoint, self.inputs = None, []  # set once parsed
         super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.epilog = describe_rules()  # the end of `fit --help`: every option rule, from the one list
-        # Default classes: configs set `model.learning_rate` without a class_path, and `predict --ckpt_path X`
-        # alone parses (LightningCLI then replaces the model with the checkpoint's class and arguments).
+        # Default classes: configs set `model.instance_norm` without a class_path, and `predict --ckpt_path X`
+        # alone parses (the checkpoint's classes and settings then become the defaults).
         parser.set_defaults(DEFAULT_CLASSES)
         for name in LINKED_FROM_DATA:  # attributes of the data module, once it has read the data
             parser.link_arguments(f"data.{name}", f"{NETWORK}.{name}", apply_on="instantiate")
@@ -99,22 +107,41 @@ class ForecastCLI(LightningCLI):
         parser.link_arguments("overwrite", "predictions.overwrite")
 
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
+        """With ``--ckpt_path``, the checkpoint's model and data settings become the parser's defaults and the
+        arguments are parsed again: jsonargparse's own precedence (defaults < config files < command line) decides
+        what wins, and ``check_checkpoint_fits`` refuses what the weights cannot take."""
         super().parse_arguments(parser, args)
-        if self.config.get("subcommand") is None:
+        subcommand = self.config.get("subcommand")
+        if subcommand is None:
             return
-        self.explicit = before_the_checkpoint(self.config, sys.argv[1:] if args is None else args, CALLBACKS)
-        self.config, self.checkpoint = CommandCheckpoint.open(parser, self.config, self.explicit, LINKED_INTO_NETWORK)
-        self.inputs = self.checkpoint.inputs(*after_the_checkpoint(self.config[self.config.subcommand], self.explicit))
+        run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
+        ckpt_path = self.config[subcommand].get("ckpt_path")
+        if ckpt_path:
+            trust(class_paths(self.config[subcommand]), CLI_TRUST)  # the classes the user's configs name
+            self.checkpoint = read_checkpoint(ckpt_path)
+            self._parser(subcommand).set_defaults(checkpoint_defaults(self.checkpoint, ckpt_path, LINKED_INTO_NETWORK))
+            super().parse_arguments(parser, args)
+            forget_the_embedded_data(self.config[subcommand].data, self.checkpoint)
+            run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
+        config = self.config[subcommand]
+        run_folders.drop_the_data_cache_without_logs(config)
+        run_folders.check_writable_folders(config)
+        self.inputs = checkpoint_inputs(ckpt_path, self.checkpoint, *run_folders.input_files(self.config))
 
-    def _parse_ckpt_path(self) -> None:  # the checkpoint read and checked at start-up, not a second read of the file
-        self.config = self.checkpoint.with_its_model(self.parser, self.config)
+    def _parse_ckpt_path(self) -> None:  # the checkpoint's settings are the parser's defaults already
+        pass
 
     def before_instantiate_classes(self) -> None:
-        self.checkpoint.keep_forecasting_choices(self.config[self.subcommand])
         resolve_auto_patch(self.config[self.subcommand])
 
-    def after_instantiate_classes(self) -> None:  # before any subcommand reads data or loads weights
-        self.checkpoint.check_data_fits(self.config[self.subcommand], self.model, LINKED_FROM_DATA)
+    def instantiate_classes(self) -> None:
+        with named_for_the_config(self.config[self.subcommand], CALLBACKS):
+            super().instantiate_classes()
+
+    def after_instantiate_classes(self) -> None:  # before any subcommand loads weights
+        if self.checkpoint is not None:
+            ckpt_path = self.config[self.subcommand].ckpt_path
+            check_checkpoint_fits(ckpt_path, self.checkpoint, self.model, self.datamodule, LINKED_FROM_DATA)
 
     def _dump_config(self) -> None:
         super()._dump_config()
@@ -124,7 +151,7 @@ class ForecastCLI(LightningCLI):
         """The Trainer with the default callbacks, less those whose Trainer feature the user turned off."""
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         callbacks = [self._get(self.config_init, key) for key in self._parser(self.subcommand).callback_keys]
-        callbacks = run_folders.callbacks_in_use(trainer_config, callbacks, self.explicit)
+        callbacks = run_folders.callbacks_in_use(trainer_config, callbacks)
         return self._instantiate_trainer(trainer_config, [*callbacks, RandomState(), *self.extra_callbacks])
 
     def before_predict(self) -> None:  # the run's inputs are never replaced by its output
@@ -132,7 +159,8 @@ class ForecastCLI(LightningCLI):
             writer.inputs = self.inputs
 
     def before_fit(self) -> None:
-        run_folders.check_the_run_folder_is_new(self.trainer.logger, self.explicit, self.config.fit.ckpt_path)
+        config = self.config.fit
+        run_folders.check_the_run_folder_is_new(self.trainer.logger, config.trainer.get("logger"), config.ckpt_path)
 
     def after_fit(self) -> None:
         if self.config.fit.test_after_fit and not (self.trainer.fast_dev_run or self.trainer.interrupted):

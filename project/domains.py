@@ -1,10 +1,10 @@
 """Numeric domains, declared once, as types on the signatures of this project's classes.
 
 A signature says ``batch_size: PositiveInt`` (``typing.Annotated[int, Domain(...)]``): ``--help`` prints the domain
-beside the type, and ``check_arguments`` refuses a value outside it in one line. A class calls it when built from
-Python; ``python -m project.cli`` checks every class a config names, with the options' dotted names, before any is
-built or any data is read. Empty (``null``) values are left to the option's own default. The options of the classes
-this project does not own (the Trainer, Lightning's callbacks) are in ``project/lightning_domains.py``.
+beside the type, and ``check_arguments`` refuses a value outside it in one line. A class calls it when built, and
+``python -m project.cli`` names the option as a config does (``project.option_errors.named_for_the_config``). Empty
+(``null``) values are left to the option's own default. The classes this project does not own (the Trainer,
+Lightning's callbacks) check their own options; what they refuse is one line too.
 ``tests/test_domains.py`` walks ``fit --help`` (and ``--model.help``, ``--data.help``, each network's) and fails for a
 numeric option without a domain.
 """
@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from project.errors import InputError
+from project.errors import OptionError
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,10 @@ def check_arguments(cls: type, arguments: Mapping[str, Any], prefix: str = "") -
     it as ``prefix`` + its name (``model.network.init_args.d_model`` from the command line)."""
     domains = declared_domains(cls)
     for name, value in arguments.items():
-        check_value(prefix + name, value, domains.get(name))
+        try:
+            check_value(name, value, domains.get(name))
+        except OptionError as error:
+            raise OptionError(prefix + name, error.expected, cls) from None
 
 
 def _domain_of(hint: Any) -> Domain | None:
@@ -100,4 +103,4 @@ def check_value(name: str, value: Any, domain: Domain | None) -> None:
     except TypeError:  # a value of the wrong kind altogether
         holds = False
     if not holds:
-        raise InputError(f"{name} must be {domain.description}; got {value!r}")
+        raise OptionError(name, f"must be {domain.description}; got {value!r}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import re
 import sys
 from collections.abc import Iterable, Mapping
@@ -67,6 +68,13 @@ def imported_class(class_path: str) -> object | None:
         return getattr(importlib.import_module(module_name), name)
     except Exception:  # a user's module may raise anything while importing; the caller reports the name
         return None
+
+
+def default_of(class_path: str | None, argument: str) -> object:
+    """The default of the constructor ``argument`` of the class a config names; None when it has none."""
+    cls = imported_class(class_path) if class_path else None
+    parameter = inspect.signature(cls).parameters.get(argument) if isinstance(cls, type) else None
+    return None if parameter is None or parameter.default is parameter.empty else parameter.default
 
 
 def checkpoint_class(class_path: object, what: str, where: str, allow_imported: bool = False) -> object:

@@ -8,11 +8,14 @@ jsonargparse writes, so a release that rewords one fails a test instead of chang
 
 from __future__ import annotations
 
-import sys
+import contextlib
+from collections.abc import Iterator, Mapping
 
 from lightning.pytorch.cli import LightningArgumentParser
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
-from project.errors import InputError
+from project.errors import InputError, OptionError, reported_cause
+from project.imports import imported_class
 
 # The fragments of jsonargparse's messages that readable_error relies on, each pinned by a test.
 KEY = 'Parser key "'  # `Parser key "model":` opens the error of one option
@@ -24,25 +27,26 @@ ATTEMPTS_END = "\n  Given value type:"
 NONE_ATTEMPT = "Expected a <class 'NoneType'>"  # the attempt for `None`, never the user's problem
 CLASS_PROBLEM = "Problem with given class_path '"  # `Problem with given class_path 'X':`
 GIVEN_VALUE = "Given value: "  # the last line: what the user gave
+NOT_ACCEPTED = "is not accepted"  # `Option 'hidden_size' is not accepted`: not an argument of the class
+# Why a network option is not accepted, when the user meant a checkpoint's network.
+NETWORK_OPTIONS = (
+    "network options are checked against the network the command line and configs name, "
+    "project.model.ForecastTransformer unless they name another; with --ckpt_path, name the checkpoint's network "
+    "with --model.network.class_path before them"
+)
 
 
 class ForecastArgumentParser(LightningArgumentParser):
     """LightningCLI's parser, with a bad model or data option reported as that option (see ``readable_error``), as
     one error line without the usage text (``--help`` has it): a search that runs many fits reports each bad
-    option once, not pages of usage. A bad network option beside ``--ckpt_path`` says why (``network_options_hint``)."""
-
-    def parse_args(self, args=None, *others, **options):
-        try:
-            return super().parse_args(args, *others, **options)
-        except InputError as error:
-            hint = network_options_hint(error, sys.argv[1:] if args is None else args)
-            if hint and hint not in str(error):  # a subcommand's parser may have added it already
-                raise InputError(f"{error} ({hint})") from None
-            raise
+    option once, not pages of usage."""
 
     def error(self, message: str, ex: Exception | None = None):
         if self.exit_on_error:  # the parser the user called; the inner ones raise for jsonargparse to try the next type
-            raise InputError(" ".join(readable_error(message).split())) from ex  # one line
+            line = " ".join(readable_error(message).split())
+            if line.startswith(f"{KEY}model.network") and NOT_ACCEPTED in line:
+                line += f" ({NETWORK_OPTIONS})"
+            raise InputError(line) from ex  # one line
         super().error(readable_error(message), ex)
 
 
@@ -92,14 +96,40 @@ def _given_value(message: str) -> str:
     return last_line.partition(GIVEN_VALUE)[2]
 
 
-def network_options_hint(error: InputError, args: list) -> str | None:
-    """Why a bad network option given with ``--ckpt_path`` is bad: the network's options are parsed before the
-    checkpoint is read, against the class the command line and configs name (the default transformer unless told
-    otherwise), not the checkpoint's. None for any other error."""
-    if f"{KEY}model.network" not in str(error) or not any(str(argument).startswith("--ckpt_path") for argument in args):
-        return None
-    return (
-        "network options are checked against the network the command line and configs name, "
-        "project.model.ForecastTransformer by default, not the checkpoint's: name the checkpoint's "
-        "network with --model.network.class_path before them"
-    )
+@contextlib.contextmanager
+def named_for_the_config(config, sections: Mapping[str, type]) -> Iterator[None]:
+    """While the CLI builds the classes of ``config``: a class's own check names its argument (``d_model must be
+    …``), and here it is named as a config names it (``model.network.init_args.d_model must be …``), once, for every
+    class (``sections``: the sections of classes given without a class_path, the callbacks). What a class this
+    project does not own refuses (the Trainer, Lightning's callbacks) is one line as Lightning words it."""
+    try:
+        yield
+    except Exception as error:
+        cause = reported_cause(error)
+        if isinstance(cause, OptionError) and (path := option_path(config, cause, sections)):
+            raise cause.named(path) from None
+        if cause is None and isinstance(error, (MisconfigurationException, ValueError)):
+            raise InputError(" ".join(str(error).split())) from None
+        raise
+
+
+def option_path(config, error: OptionError, sections: Mapping[str, type]) -> str | None:
+    """Where ``config`` sets the argument ``error.option`` of ``error.owner``, as users write it
+    (``model.network.init_args.d_model``); None when it sets it nowhere."""
+    for key, value in config.items():
+        if key.endswith("class_path") and isinstance(owner := imported_class(value), type):
+            candidate = f"{key.removesuffix('class_path')}init_args.{error.option}"
+            if issubclass(owner, error.owner) and _has(config, candidate):
+                return (
+                    candidate.replace(".init_args.", ".", 1) if candidate.startswith(("model.", "data.")) else candidate
+                )
+    section = next((name for name, cls in sections.items() if issubclass(error.owner, cls)), None)
+    return f"{section}.{error.option}" if section else None
+
+
+def _has(config, key: str) -> bool:
+    try:
+        config[key]
+    except (KeyError, TypeError):
+        return False
+    return True

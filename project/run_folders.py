@@ -16,6 +16,7 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from project.errors import InputError
 from project.files import check_folder_writable
+from project.imports import default_of
 
 
 class RunConfig(SaveConfigCallback):
@@ -28,26 +29,24 @@ class RunConfig(SaveConfigCallback):
             super().setup(trainer, pl_module, stage)
 
 
-def place_the_run(config, explicit: dict, resume_last: bool) -> None:
+def place_the_run(config, resume_last: bool) -> None:
     """Name the run after its data (``name_the_run``) and, for ``--ckpt_path last`` when ``resume_last``, resume the
     newest run of that name (``resume_last_run``)."""
-    name_the_run(config, explicit)
+    name_the_run(config)
     if resume_last and config.get("ckpt_path") == "last":
         resume_last_run(config)
 
 
-def name_the_run(config, explicit: dict) -> None:
-    """Log under the data's name (the file's stem, or the embedded data's), unless the user named the run
-    (``explicit``: what the user set, ``project.settings``).
+def name_the_run(config) -> None:
+    """Log under the data's name (the file's stem, or the embedded data's), unless the run's name is set to other than
+    its logger's default.
 
     The name goes where the logger keeps it: ``name`` (TensorBoard, CSV, W&B) or ``run_name`` (MLflow)."""
     logger = config.trainer.get("logger")
     if not (hasattr(logger, "get") and "init_args" in logger):
         return
     key = next((k for k in ("name", "run_name") if k in logger.init_args), None)
-    explicit_logger = explicit.get("trainer", {}).get("logger")
-    named = isinstance(explicit_logger, dict) and key in explicit_logger.get("init_args", {})
-    if key and not named:
+    if key and logger.init_args[key] == default_of(logger.get("class_path"), key):
         logger.init_args[key] = run_name(config)
 
 
@@ -88,12 +87,11 @@ def _version(last: Path) -> int | None:
     return int(number) if number.isdigit() else None
 
 
-def check_the_run_folder_is_new(logger, explicit: dict, ckpt_path: str | None) -> None:
+def check_the_run_folder_is_new(logger, logger_config, ckpt_path: str | None) -> None:
     """A run folder the user chose (``trainer.logger.init_args.version``) that already holds a run is refused, unless
     the run resumes from a checkpoint inside it: an earlier run is never overwritten."""
-    version = explicit.get("trainer", {}).get("logger", {})
-    version = version.get("init_args", {}).get("version") if isinstance(version, dict) else None
-    if logger is None or version is None:
+    init_args = logger_config.get("init_args") if hasattr(logger_config, "get") else None
+    if logger is None or not hasattr(init_args, "get") or init_args.get("version") is None:
         return
     log_dir = Path(logger.log_dir)
     if ckpt_path and log_dir.resolve() in Path(ckpt_path).resolve().parents:
@@ -105,23 +103,27 @@ def check_the_run_folder_is_new(logger, explicit: dict, ckpt_path: str | None) -
         )
 
 
-def keeps_checkpoints_without_a_logger(explicit: dict) -> bool:
+def keeps_checkpoints_without_a_logger(trainer_config: dict, checkpoint: ModelCheckpoint | None) -> bool:
     """Whether a run that logs nothing keeps checkpoints: without a logger there is no run folder, so checkpoints
     would land in the working directory and pile up there run after run; they are written only where the user names
     a folder (``checkpoint.dirpath``), and asking for them without one is refused."""
-    named_folder = explicit.get("checkpoint", {}).get("dirpath")
-    if explicit.get("trainer", {}).get("enable_checkpointing") and not named_folder:
+    named_folder = checkpoint is not None and checkpoint.dirpath is not None
+    if trainer_config.get("enable_checkpointing") and not named_folder:
         raise InputError(
             "trainer.enable_checkpointing=true with trainer.logger=false needs a folder for the checkpoints: "
             "set --checkpoint.dirpath"
         )
-    return bool(named_folder)
+    return named_folder
 
 
-def drop_the_data_cache_without_logs(config, explicit: dict) -> None:
-    """A run that writes no logs leaves no data cache behind either, unless the user named the cache folder."""
-    if no_logger(config.trainer.get("logger")) and "cache_dir" not in explicit.get("data", {}):
-        config.data.init_args.cache_dir = None
+def drop_the_data_cache_without_logs(config) -> None:
+    """A run that writes no logs leaves no data cache behind either, unless the cache folder is set to other than
+    the data module's default."""
+    data = config.data
+    if no_logger(config.trainer.get("logger")) and data.init_args.get("cache_dir") == default_of(
+        data.get("class_path"), "cache_dir"
+    ):
+        data.init_args.cache_dir = None
 
 
 def check_writable_folders(config) -> None:
@@ -148,16 +150,26 @@ def no_logger(logger: object) -> bool:
     return logger is False or (isinstance(logger, list) and not logger)
 
 
-def callbacks_in_use(trainer_config: dict, callbacks: list, explicit: dict) -> list:
+def callbacks_in_use(trainer_config: dict, callbacks: list) -> list:
     """The default ``callbacks`` less those whose Trainer feature is off: the learning-rate monitor without a logger,
     the checkpoint callback without checkpointing (off, too, without a logger unless the user names a folder)."""
     if no_logger(trainer_config.get("logger")):
         callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
-        if not keeps_checkpoints_without_a_logger(explicit):
+        checkpoint = next((c for c in callbacks if isinstance(c, ModelCheckpoint)), None)
+        if not keeps_checkpoints_without_a_logger(trainer_config, checkpoint):
             trainer_config["enable_checkpointing"] = False
     if trainer_config.get("enable_checkpointing") is False:
         callbacks = [c for c in callbacks if not isinstance(c, ModelCheckpoint)]
     return callbacks
+
+
+def input_files(parsed) -> list[str | None]:
+    """The files a run reads that its settings name: the data file (None for the embedded data), the ``--config``
+    files (before the subcommand too) and section files (``--data FILE``)."""
+    config = parsed[parsed.subcommand]
+    paths = [*(parsed.get("config") or []), *(config.get("config") or [])]
+    paths += [path for name, path in config.items() if name.endswith("__path__")]
+    return [config.data.init_args.get("source"), *(str(getattr(p, "absolute", p)) for p in paths if p)]
 
 
 def best_checkpoint(trainer: L.Trainer) -> str | None:

@@ -40,6 +40,7 @@ def jsonargparse_message():
         ("ATTEMPTS", "--data.batch_size=abc"),
         ("ATTEMPTS_END", "--data.batch_size=abc"),
         ("GIVEN_VALUE", "--model=5"),
+        ("NOT_ACCEPTED", "--model.network.init_args.hidden_size=64"),
     ],
 )
 def test_each_fragment_the_adapter_reads_is_in_jsonargparses_message(fragment, argument, jsonargparse_message):

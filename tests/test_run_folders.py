@@ -2,6 +2,7 @@
 ``tests/test_cli.py`` and ``tests/test_guards.py``."""
 
 import pytest
+from lightning.pytorch.callbacks import ModelCheckpoint
 
 from project.errors import InputError
 from project.run_folders import find_last_checkpoint, keeps_checkpoints_without_a_logger, no_logger
@@ -21,7 +22,8 @@ def test_only_false_or_an_empty_list_turns_logging_off(logger, off):
 
 
 def test_without_a_logger_checkpoints_are_kept_only_in_a_folder_the_user_names():
-    assert keeps_checkpoints_without_a_logger({"checkpoint": {"dirpath": "ckpts"}})
-    assert not keeps_checkpoints_without_a_logger({})
+    assert keeps_checkpoints_without_a_logger({}, ModelCheckpoint(dirpath="ckpts"))
+    assert not keeps_checkpoints_without_a_logger({}, ModelCheckpoint())
+    assert not keeps_checkpoints_without_a_logger({}, None)
     with pytest.raises(InputError, match="needs a folder for the checkpoints"):
-        keeps_checkpoints_without_a_logger({"trainer": {"enable_checkpointing": True}})
+        keeps_checkpoints_without_a_logger({"enable_checkpointing": True}, ModelCheckpoint())

@@ -127,7 +127,7 @@ class WindowDataModule(L.LightningDataModule):
             None if source is None or isinstance(source, pd.DataFrame) else str(Path(source).absolute())
         )
         arguments = {name: value for name, value in self.hparams.items() if name != "source"}
-        check_arguments(WindowDataModule, arguments, "data.")  # named as a config names them
+        check_arguments(WindowDataModule, arguments)
         if target_columns is not None and not target_columns:
             raise InputError("target_columns must name at least one column, or be left out to use every numeric one")
         self.context_length, self.horizon = context_length, horizon
