@@ -65,8 +65,10 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
         )
     settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
     model_class = recorded_class(checkpoint["hyper_parameters"], Forecaster, path)
-    recorded_class(checkpoint.get("datamodule_hyper_parameters", {}), WindowDataModule, path)  # refused here, not later
+    data = checkpoint.get("datamodule_hyper_parameters", {})
+    data_class = recorded_class(data, WindowDataModule, path)  # refused here, not later
     unknown = sorted(set(settings) - init_arguments(model_class))
+    unknown += sorted(f"data.{name}" for name in set(data) - init_arguments(data_class) if not name.startswith("_"))
     if unknown:
         written_by = (
             "an earlier version of this project"

@@ -24,12 +24,14 @@ from project.errors import InputError
 OWN_PACKAGE = "project"
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 # How a user trusts a class a checkpoint names, for the refusal's message: the tools take --trust, the CLI its options.
-TOOL_TRUST = {"network": "--trust", "distribution": "--trust", "model class": "--trust", "data class": "--trust"}
+TOOL_TRUST = {"network": "--trust", "distribution": "--trust", "model class": "--trust", "data class": "--trust",
+              "data split": "--trust"}  # fmt: skip
 CLI_TRUST = {
     "network": "--model.network.class_path",
     "distribution": "--model.network.init_args.distribution",
     "model class": "--model",
     "data class": "--data",
+    "data split": "--data.split",
 }
 _trusted: set[str] = set()  # class paths the user named for this process
 _how_to_trust: dict[str, str] = dict(TOOL_TRUST)

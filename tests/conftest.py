@@ -66,7 +66,13 @@ def panel_run(tmp_path_factory) -> Path:
     normalisation), its test period three horizons (42 days) of every series: the checkpoint that the predict,
     export and backtest tests share. Leave it as found."""
     log_dir = tmp_path_factory.mktemp("panel")
-    arguments = [*SMALL_MODEL, "--data.val_size=14", "--data.test_size=42", *quick_fit_arguments(log_dir, steps=3)]
+    arguments = [
+        *SMALL_MODEL,
+        "--data.split=LastRows",
+        "--data.split.val_size=14",
+        "--data.split.test_size=42",
+        *quick_fit_arguments(log_dir, steps=3),
+    ]
     assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments, "--test_after_fit=false") == 0
     return only_run(log_dir, "synthetic_panel") / "checkpoints" / "last.ckpt"
 

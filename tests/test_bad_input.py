@@ -52,6 +52,11 @@ def panel(tmp: Path, change=None, *extra: str) -> list[str]:
     return data(tmp, frame, "--data.id_columns=[store]", "--data.target_columns=[c0]", *extra)
 
 
+def split(name: str, arguments: str) -> str:
+    """``--data.split`` as a flow mapping: the class ``project.data.<name>`` with its ``arguments``."""
+    return f"--data.split={{class_path: project.data.{name}, init_args: {{{arguments}}}}}"
+
+
 DATA_CASES = {  # name → (data arguments given the test folder, expected message as a regex)
     "wrong suffix": (lambda t, c: [f"--data.source={__file__}"], r"expected a .csv or .parquet file; got '.py'"),
     "empty file": (lambda t, c: [f"--data.source={file(t / 'e.csv', '')}"], r"the file is empty"),
@@ -93,22 +98,24 @@ DATA_CASES = {  # name → (data arguments given the test folder, expected messa
     ),
     "too few rows": (lambda t, c: data(t, frame_of_row_numbers(rows=10)), r"has 10 rows; .* need at least .* = 14"),
     "empty validation split": (
-        lambda t, c: data(
-            t, None, "--data.train_fraction=0.9", "--data.val_fraction=0.01", "--data.test_fraction=0.09"
-        ),
+        lambda t, c: data(t, None, split("Fractions", "train: 0.9, val: 0.01, test: 0.09")),
         r"the val split \(fractions 0.9/0.01/0.09\) has 2 of 200 rows; it needs at least 3",
     ),
     "fractions above one": (
-        lambda t, c: data(t, None, "--data.train_fraction=0.8", "--data.val_fraction=0.2", "--data.test_fraction=0.2"),
+        lambda t, c: data(t, None, split("Fractions", "train: 0.8, val: 0.2, test: 0.2")),
         r"must be at most 1; got 0.8 \+ 0.2 \+ 0.2 = 1.2",
     ),
     "zero fraction": (
-        lambda t, c: data(t, None, "--data.test_fraction=0.0"),
-        r"data.test_fraction must be a number in \(0, 1\]",
+        lambda t, c: data(t, None, split("Fractions", "test: 0.0")),
+        r"test must be a number in \(0, 1\]",
     ),
-    "two split methods": (
-        lambda t, c: data(t, None, "--data.val_size=10", "--data.test_size=10", "--data.test_fraction=0.2"),
-        r"split by one of fractions .*; got fractions and sizes",
+    "a date that is not one": (
+        lambda t, c: data(
+            t,
+            None,
+            split("Dates", "val_start: soon, test_start: 2020-01-03"),
+        ),
+        r"val_start must be a date or timestamp; got 'soon'",
     ),
     "zero context": (
         lambda t, c: data(t, None, "--data.context_length=0"),
@@ -122,14 +129,17 @@ DATA_CASES = {  # name → (data arguments given the test folder, expected messa
         lambda t, c: [
             *data(t),
             "--data.time_column=null",
-            "--data.val_start=2020-01-02",
-            "--data.test_start=2020-01-03",
+            split("Dates", "val_start: 2020-01-02, test_start: 2020-01-03"),
         ],
-        r"split by date and need time_column",
+        r"a split by dates \(val_start, test_start, test_end\) needs time_column",
     ),
-    "date split needs both dates": (
-        lambda t, c: data(t, None, "--data.val_start=2020-01-02"),
-        r"needs both val_start and test_start",
+    "dates out of order": (
+        lambda t, c: data(
+            t,
+            None,
+            split("Dates", "val_start: 2020-01-03, test_start: 2020-01-02"),
+        ),
+        r"val_start=2020-01-03 must be before test_start=2020-01-02",
     ),
     "missing id column": (lambda t, c: panel(t, None, "--data.id_columns=[shop]"), r"column 'shop' not found"),
     "static covariate that varies": (

@@ -10,6 +10,7 @@ import torch
 from project.data.datamodule import WindowDataModule
 from project.data.panel import PanelSettings, build_panel
 from project.data.scaling import Scaler
+from project.data.splits import Dates, Fractions, LastRows
 from project.data.windows import PanelWindows, split_windows
 from project.errors import InputError
 
@@ -154,21 +155,30 @@ def test_an_edit_that_keeps_the_files_size_and_time_is_read_again_not_taken_from
 def test_a_series_too_short_to_forecast_is_named_in_one_warning():
     frame = frame_of_row_numbers(30)
     short = frame.iloc[:3].assign(id="tiny")
-    datamodule = row_numbers(pd.concat([frame.assign(id="long"), short]), id_columns=["id"], val_size=3, test_size=3)
+    datamodule = row_numbers(pd.concat([frame.assign(id="long"), short]), id_columns=["id"], split=LastRows(3, 3))
     with pytest.warns(UserWarning, match=r"1 series have fewer than 5 observed rows .* not forecast: 'tiny'$"):
         datamodule.predict_dataset()
 
 
 def test_split_by_timestamps():
     datamodule = row_numbers(
-        frame_of_row_numbers(), val_start="2020-01-05 00:00", test_start="2020-01-06 00:00", test_end="2020-01-07 00:00"
+        frame_of_row_numbers(), split=Dates("2020-01-05 00:00", "2020-01-06 00:00", "2020-01-07 00:00")
     )
     assert datamodule.split_rows.tolist() == [[96, 120, 144]]
 
 
 def test_split_by_sizes_takes_the_last_rows():
-    datamodule = row_numbers(frame_of_row_numbers(), val_size=10, test_size=6)
+    datamodule = row_numbers(frame_of_row_numbers(), split=LastRows(val_size=10, test_size=6))
     assert datamodule.split_rows.tolist() == [[184, 194, 200]]
+
+
+def test_a_split_is_recorded_as_its_class_and_arguments_and_rebuilt_from_them():
+    """What a checkpoint holds (weights_only: no object), and what rebuilds the same rows from it."""
+    datamodule = row_numbers(frame_of_row_numbers(), split=LastRows(val_size=10, test_size=6))
+    recorded = datamodule.hparams["split"]
+    assert recorded == {"class_path": "project.data.splits.LastRows", "init_args": {"val_size": 10, "test_size": 6}}
+    assert row_numbers(frame_of_row_numbers(), split=recorded).split_rows.tolist() == [[184, 194, 200]]
+    assert row_numbers(frame_of_row_numbers()).hparams["split"] is None  # the default Fractions()
 
 
 def test_predict_forecasts_the_future_after_the_last_row():
@@ -206,9 +216,7 @@ def test_embedded_synthetic_data_needs_no_source():
 def test_windowing_a_million_rows_allocates_about_the_series_not_the_windows():
     rows, n_features = 1_000_000, 5
     frame = pd.DataFrame(np.random.default_rng(0).normal(size=(rows, n_features)), columns=list("abcde"))
-    datamodule = WindowDataModule(
-        frame, context_length=96, horizon=96, train_fraction=0.9, val_fraction=0.05, test_fraction=0.05
-    )
+    datamodule = WindowDataModule(frame, context_length=96, horizon=96, split=Fractions(0.9, 0.05, 0.05))
     datamodule.setup("fit")
     assert datamodule.panel.values.nbytes == rows * n_features * 4  # the one matrix: ~20 MB
     for split in ("train", "val", "test"):
@@ -224,9 +232,7 @@ def test_etth1_loads_with_the_12_4_4_month_split_of_the_ltsf_benchmarks(etth1):
         time_column="date",
         context_length=336,
         horizon=96,
-        val_start="2017-06-26",
-        test_start="2017-10-24",
-        test_end="2018-02-21",
+        split=Dates(val_start="2017-06-26", test_start="2017-10-24", test_end="2018-02-21"),
         calendar_features=False,
     )
     datamodule.setup("fit")

@@ -22,15 +22,15 @@ from torch.utils.data import DataLoader, Dataset
 from project.data.panel import Panel, PanelSettings, build_panel, cached_panel
 from project.data.sampling import EvaluationShard, ResumableLoader, TrainingOrder
 from project.data.scaling import Scaler, Scaling
+from project.data.splits import Split, as_split, split_spec
 from project.data.synthetic import synthetic_panel, synthetic_series
 from project.data.table import DATAFRAME_SOURCE, check_file, read_table
 from project.data.windows import ForecastOrigins, PanelWindows, split_windows
-from project.domains import Fraction, NonNegativeInt, PositiveInt, ShuffleSeed, check_arguments
+from project.domains import NonNegativeInt, PositiveInt, ShuffleSeed, check_arguments
 from project.errors import InputError
 from project.rules import DATA_RULES, check_settings
 
-Split = Literal["train", "val", "test"]
-DEFAULT_FRACTIONS = (0.7, 0.1, 0.2)
+SplitName = Literal["train", "val", "test"]
 
 
 class WindowDataModule(L.LightningDataModule):
@@ -63,15 +63,9 @@ class WindowDataModule(L.LightningDataModule):
         eval_stride: Step between consecutive validation and test windows (1: every window, as benchmarks do).
         batch_size: Windows per batch and per device.
         num_workers: DataLoader worker processes; they share the memory-mapped matrix.
-        train_fraction: Share of each series' rows, from its start, for training (when not splitting by date or
-            size). Default 0.7.
-        val_fraction: Share of each series' rows after its training rows for validation. Default 0.1.
-        test_fraction: Share of each series' rows after its validation rows for testing. Default 0.2.
-        val_start: First timestamp of the validation split, the same for every series; with ``test_start``.
-        test_start: First timestamp of the test split.
-        test_end: Timestamp after the last test row (exclusive). Empty: the end of each series.
-        val_size: Validation rows at the end of each series, before the test rows (with ``test_size``).
-        test_size: Test rows at the end of each series (e.g. the competition horizon).
+        split: How each series' rows are split (``project.data.splits``, by class_path): ``Fractions`` (shares of
+            its rows, from its start; empty: 70/10/20%), ``Dates`` (the same dates for every series) or ``LastRows``
+            (the test rows at the end, the validation rows before them).
         fill_missing: What to do with missing or infinite values in observed rows: ``none`` (an error naming the
             column, row and series), ``ffill`` (carry the last valid value forward) or ``interpolate``.
         scaling: Fitted on training rows: ``per_series`` standardisation (each series by its own mean and standard
@@ -104,14 +98,7 @@ class WindowDataModule(L.LightningDataModule):
         eval_stride: PositiveInt = 1,
         batch_size: PositiveInt = 64,
         num_workers: NonNegativeInt = 0,
-        train_fraction: Fraction | None = None,
-        val_fraction: Fraction | None = None,
-        test_fraction: Fraction | None = None,
-        val_start: str | None = None,
-        test_start: str | None = None,
-        test_end: str | None = None,
-        val_size: PositiveInt | None = None,
-        test_size: PositiveInt | None = None,
+        split: Split | None = None,
         fill_missing: Literal["none", "ffill", "interpolate"] = "none",
         scaling: Scaling | None = None,
         predict_windows: Literal["last", "test"] = "last",
@@ -120,7 +107,8 @@ class WindowDataModule(L.LightningDataModule):
         shuffle_seed: ShuffleSeed | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["source"])
+        self.save_hyperparameters(ignore=["source", "split"])
+        self.hparams["split"] = split_spec(split)  # a checkpoint records the class and arguments, never an object
         # A path is saved, absolute, so that `predict --ckpt_path` alone finds the data it was trained on, from any
         # folder; a DataFrame is not.
         self.hparams["source"] = (
@@ -162,9 +150,7 @@ class WindowDataModule(L.LightningDataModule):
         )
         self.panel = self._read(source, synthetic, synthetic_rows, settings, cache_dir)
         self.scaling: Scaling = scaling or ("per_series" if settings.id_columns else "global")
-        self.split_rows = self._split_rows(
-            (train_fraction, val_fraction, test_fraction), (val_start, test_start, test_end), (val_size, test_size)
-        )
+        self.split_rows = self._split_rows(as_split(split))
         self.scaler: Scaler | None = None
         self._datasets: dict[tuple, Dataset] = {}
 
@@ -248,7 +234,7 @@ class WindowDataModule(L.LightningDataModule):
 
     # -- Windows -----------------------------------------------------------------------------------------------
 
-    def split(self, name: Split, stride: int | None = None) -> PanelWindows:
+    def split(self, name: SplitName, stride: int | None = None) -> PanelWindows:
         """The windows whose targets lie in split ``name``; contexts may reach back into the previous split."""
         stride = stride or (self.stride if name == "train" else self.eval_stride)
         key = (name, stride)
@@ -299,49 +285,12 @@ class WindowDataModule(L.LightningDataModule):
             path, settings, Path(cache_dir), lambda: build_panel(read_table(path)[0], settings, str(path))
         )
 
-    def _split_rows(self, fractions: tuple, dates: tuple, sizes: tuple) -> np.ndarray:
+    def _split_rows(self, split: Split) -> np.ndarray:
         """(series, 3) local rows ending the train, validation and test targets of each series."""
-        panel, observed = self.panel, self.panel.observed
-        given = {
-            "fractions": any(f is not None for f in fractions),
-            "dates": any(d is not None for d in dates),
-            "sizes": any(s is not None for s in sizes),
-        }
-        if sum(given.values()) > 1:
-            chosen = " and ".join(name for name, used in given.items() if used)
-            raise InputError(
-                f"split by one of fractions (train/val/test_fraction), dates (val_start/test_start/test_end) or "
-                f"sizes (val_size/test_size); got {chosen}"
-            )
-        if given["dates"]:
-            val_start, test_start, test_end = dates
-            if panel.timestamps is None:
-                raise InputError("val_start/test_start/test_end split by date and need time_column; got none")
-            if val_start is None or test_start is None:
-                raise InputError(
-                    f"splitting by date needs both val_start and test_start; got val_start={val_start}, "
-                    f"test_start={test_start}"
-                )
-            cuts = [self._rows_before(date) for date in (val_start, test_start)]
-            cuts.append(observed if test_end is None else np.minimum(self._rows_before(test_end), observed))
-            described = f"val_start={val_start}, test_start={test_start}, test_end={test_end}"
-        elif given["sizes"]:
-            val_size, test_size = sizes
-            if val_size is None or test_size is None:
-                raise InputError(f"splitting by size needs both val_size and test_size; got {val_size} and {test_size}")
-            cuts = [observed - test_size - val_size, observed - test_size, observed]
-            described = f"val_size={val_size}, test_size={test_size}"
-        else:
-            shares = [DEFAULT_FRACTIONS[i] if f is None else f for i, f in enumerate(fractions)]
-            if sum(shares) > 1 + 1e-9:
-                raise InputError(
-                    "train_fraction + val_fraction + test_fraction must be at most 1; got "
-                    f"{shares[0]} + {shares[1]} + {shares[2]} = {sum(shares):g}"
-                )
-            cuts = [np.minimum(observed, np.round(observed * share)) for share in np.cumsum(shares)]
-            described = f"fractions {shares[0]}/{shares[1]}/{shares[2]}"
+        observed = self.panel.observed
+        cuts = split.rows(observed, None if self.panel.timestamps is None else self._rows_before)
         rows = np.stack([np.clip(np.asarray(c, dtype=np.int64), 0, observed) for c in cuts], axis=1)
-        self._check_splits(rows, described)
+        self._check_splits(rows, split.description())
         return rows
 
     def _rows_before(self, date: str) -> np.ndarray:

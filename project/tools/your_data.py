@@ -25,6 +25,7 @@ datasets are embedded.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -61,7 +62,7 @@ SPLITS = {"val": "validation", "test": "test"}
 # What the README's "Your data" section asks a user for, the `data:` keys each dataset's own settings are cut to:
 # the columns' roles, the look-back and horizon, the split and the training stride (on a large panel, the budget).
 GIVEN = ("time_column", "id_columns", "target_columns", "past_covariates", "future_covariates", "static_covariates",
-         "context_length", "horizon", "val_start", "test_start", "test_end", "val_size", "test_size", "eval_stride",
+         "context_length", "horizon", "split", "eval_stride",
          "stride")  # fmt: skip
 
 
@@ -70,6 +71,7 @@ def given(settings: dict) -> list[str]:
     written = {
         key: f"[{', '.join(map(str, value))}]" if isinstance(value, list) else value for key, value in settings.items()
     }
+    written.update({key: json.dumps(value) for key, value in settings.items() if isinstance(value, dict)})
     return [f"--data.{key}={value}" for key, value in written.items() if key in GIVEN]  # as a user types them
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from project.data import WindowDataModule
+from project.data import LastRows, WindowDataModule
 from project.tools import intermittent
 from tests.helpers import REPOSITORY
 
@@ -26,7 +26,7 @@ def test_the_data_settings_read_the_panel_with_one_validation_and_one_test_windo
     windows = WindowDataModule(
         source=str(source), time_column="month", id_columns=["store", "product"], target_columns=["sales"],
         future_covariates=["price", "promotion"], static_covariates=["store_size", "category"], context_length=12,
-        horizon=6, val_size=6, test_size=6, eval_stride=6,
+        horizon=6, split=LastRows(6, 6), eval_stride=6,
     )  # fmt: skip
     windows.setup("fit")
     assert len(windows.split("val")) == len(windows.split("test")) == 350

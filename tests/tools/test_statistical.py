@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from project.data import WindowDataModule
+from project.data import LastRows, WindowDataModule
 from project.errors import InputError
 from project.tools import intermittent, your_data
 from project.tools.m4 import scores
@@ -30,7 +30,7 @@ def panel_windows(panel: list[np.ndarray]) -> WindowDataModule:
     frame = pd.DataFrame({"series": np.repeat(np.arange(len(panel)), len(panel[0])), "value": np.concatenate(panel)})
     windows = WindowDataModule(
         source=frame, id_columns=["series"], target_columns=["value"], context_length=24, horizon=HORIZON,
-        val_size=12, test_size=12, eval_stride=1, scaling="per_series",
+        split=LastRows(12, 12), eval_stride=1, scaling="per_series",
     )  # fmt: skip
     windows.setup("test")
     return windows
@@ -84,7 +84,7 @@ def test_the_etth1_rows_score_every_channel_on_scaled_values_beside_the_baseline
         }
     )
     windows = WindowDataModule(
-        source=frame, target_columns=["a", "b"], context_length=48, horizon=24, val_size=48, test_size=48,
+        source=frame, target_columns=["a", "b"], context_length=48, horizon=24, split=LastRows(48, 48),
         eval_stride=12,
     )  # fmt: skip
     windows.setup("test")

@@ -21,11 +21,14 @@ def test_a_presets_data_settings_are_cut_to_what_a_user_gives(monkeypatch):
     """Roles, look-back, horizon and split come from the preset, written as a user types them; its scaling, batch
     size and calendar features (the defaults' to choose) do not."""
     settings = {"id_columns": ["store", "product"], "context_length": 28, "scaling": "mean_abs", "batch_size": 8,
-                "calendar_features": False, "val_start": "2017-06-26"}  # fmt: skip
+                "calendar_features": False, "split": {"class_path": "project.data.LastRows",
+                                                      "init_args": {"val_size": 5, "test_size": 6}}}  # fmt: skip
+    split = '{"class_path": "project.data.LastRows", "init_args": {"val_size": 5, "test_size": 6}}'
     assert your_data.given(settings) == ["--data.id_columns=[store, product]", "--data.context_length=28",
-                                         "--data.val_start=2017-06-26"]  # fmt: skip
+                                         f"--data.split={split}"]  # fmt: skip
     monkeypatch.chdir(REPOSITORY)  # the presets are read from configs/
-    assert "--data.test_start=2017-10-24" in your_data.DATASETS["etth1"].options
+    assert any(option.startswith("--data.split=") and "2017-10-24" in option
+               for option in your_data.DATASETS["etth1"].options)  # fmt: skip
     assert "--data.calendar_features=false" not in your_data.DATASETS["intermittent"].options
 
 

@@ -1,0 +1,143 @@
+"""How each series' rows are split into training, validation and test: a component given by ``class_path``.
+
+``data.split: {class_path: project.data.LastRows, init_args: {val_size: 48, test_size: 48}}`` (M4's rule),
+``project.data.Dates`` (the same dates for every series, as ETTh1's benchmarks) or ``project.data.Fractions`` (shares
+of each series' rows, the default). A split returns, per series, the local rows that end its train, validation and
+test targets; the data module checks that every split holds a window. Yours is a subclass with ``rows`` and
+``description``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from abc import ABC, abstractmethod
+
+import numpy as np
+import pandas as pd
+
+from project.domains import Fraction, PositiveInt, check_arguments
+from project.errors import InputError
+from project.imports import checkpoint_class
+
+
+class Split(ABC):
+    """Where the train, validation and test rows of each series end. ``init_args``: the constructor's arguments,
+    recorded in checkpoints so that they can rebuild it."""
+
+    init_args: dict
+
+    @abstractmethod
+    def rows(self, observed: np.ndarray, rows_before) -> list[np.ndarray]:
+        """Three arrays (series,): the local rows ending each series' train, validation and test targets, given its
+        ``observed`` rows and ``rows_before(date)`` (each series' observed rows strictly before a timestamp; None when
+        the data has no time column)."""
+
+    @abstractmethod
+    def description(self) -> str:
+        """The split as the messages name it (``fractions 0.7/0.1/0.2``)."""
+
+
+class Fractions(Split):
+    """Shares of each series' rows, from its start: training, then validation, then test.
+
+    Args:
+        train: Share of each series' rows for training.
+        val: Share after the training rows, for validation.
+        test: Share after the validation rows, for testing.
+    """
+
+    def __init__(self, train: Fraction = 0.7, val: Fraction = 0.1, test: Fraction = 0.2) -> None:
+        self.init_args = {"train": train, "val": val, "test": test}
+        check_arguments(Fractions, self.init_args)
+        if train + val + test > 1 + 1e-9:
+            total = train + val + test
+            raise InputError(f"train + val + test must be at most 1; got {train} + {val} + {test} = {total:g}")
+        self.shares = (train, val, test)
+
+    def rows(self, observed: np.ndarray, rows_before) -> list[np.ndarray]:
+        return [np.minimum(observed, np.round(observed * share)) for share in np.cumsum(self.shares)]
+
+    def description(self) -> str:
+        return "fractions " + "/".join(str(share) for share in self.shares)
+
+
+class Dates(Split):
+    """The same dates for every series (needs the data's ``time_column``).
+
+    Args:
+        val_start: First timestamp of the validation split.
+        test_start: First timestamp of the test split.
+        test_end: Timestamp after the last test row (exclusive). Empty: the end of each series.
+    """
+
+    def __init__(self, val_start: str, test_start: str, test_end: str | None = None) -> None:
+        self.init_args = {"val_start": val_start, "test_start": test_start, "test_end": test_end}
+        for name, date in (("val_start", val_start), ("test_start", test_start), ("test_end", test_end)):
+            if date is not None:
+                try:
+                    pd.Timestamp(date)
+                except (ValueError, TypeError):
+                    raise InputError(f"{name} must be a date or timestamp; got {date!r}") from None
+        ordered = [(name, pd.Timestamp(date)) for name, date in self.init_args.items() if date is not None]
+        for (earlier, first), (later, second) in itertools.pairwise(ordered):
+            if first >= second:
+                given = self.init_args
+                raise InputError(f"{earlier}={given[earlier]} must be before {later}={given[later]}")
+        self.dates = (val_start, test_start, test_end)
+
+    def rows(self, observed: np.ndarray, rows_before) -> list[np.ndarray]:
+        if rows_before is None:
+            raise InputError("a split by dates (val_start, test_start, test_end) needs time_column; got none")
+        val_start, test_start, test_end = self.dates
+        end = observed if test_end is None else np.minimum(rows_before(test_end), observed)
+        return [rows_before(val_start), rows_before(test_start), end]
+
+    def description(self) -> str:
+        val_start, test_start, test_end = self.dates
+        return f"val_start={val_start}, test_start={test_start}, test_end={test_end}"
+
+
+class LastRows(Split):
+    """The last rows of each series: the test rows at the end, the validation rows before them (M4's rule).
+
+    Args:
+        val_size: Validation rows before the test rows of each series.
+        test_size: Test rows at the end of each series (e.g. the competition horizon).
+    """
+
+    def __init__(self, val_size: PositiveInt, test_size: PositiveInt) -> None:
+        self.init_args = {"val_size": val_size, "test_size": test_size}
+        check_arguments(LastRows, self.init_args)
+        self.sizes = (val_size, test_size)
+
+    def rows(self, observed: np.ndarray, rows_before) -> list[np.ndarray]:
+        val_size, test_size = self.sizes
+        return [observed - test_size - val_size, observed - test_size, observed]
+
+    def description(self) -> str:
+        return f"val_size={self.sizes[0]}, test_size={self.sizes[1]}"
+
+
+def as_split(split: Split | dict | None) -> Split:
+    """A split as given: the object, the class_path and init_args a checkpoint records (imported under
+    ``project.imports``' rule), or empty for ``Fractions()``."""
+    if split is None:
+        return Fractions()
+    if isinstance(split, dict):
+        cls = checkpoint_class(split.get("class_path"), "data split", "", allow_imported=True)
+        if not (isinstance(cls, type) and issubclass(cls, Split)):
+            raise InputError(f"its data split {split.get('class_path')} is not a project.data.splits.Split subclass")
+        return cls(**(split.get("init_args") or {}))
+    if not isinstance(split, Split):
+        raise InputError(
+            f"split must be a project.data.splits.Split (Fractions, Dates, LastRows or yours); got {split!r}"
+        )
+    return split
+
+
+def split_spec(split: Split | dict | None) -> dict | None:
+    """How a checkpoint records a split: its class_path and init_args (None: the default ``Fractions``)."""
+    if split is None or isinstance(split, dict):
+        return split
+    cls = type(split)
+    return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": dict(split.init_args)}
