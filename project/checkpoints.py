@@ -190,20 +190,19 @@ def forget_the_embedded_data(data, checkpoint: dict) -> None:
                 data.init_args[name] = default_of(data.get("class_path"), name)
 
 
-def check_checkpoint_fits(
-    path: str | Path, checkpoint: dict, model: Forecaster, datamodule: WindowDataModule, sizes: tuple[str, ...]
-) -> None:
+def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: Forecaster, datamodule: WindowDataModule) -> None:
     """Refuse in one line, before the weights are loaded, a model or data that cannot take the checkpoint's weights or
-    would read them otherwise: the data's ``sizes`` (its columns), the classes, the network's settings, the lengths,
+    would read them otherwise: the sizes its columns give the network, the classes, the network's settings, the lengths,
     the normalisation and the scaling, each named with both values. What chooses only what is forecast or read
     (samples, quantiles, the data file, the batch size) may differ."""
     trained = checkpoint["hyper_parameters"]
     given_network, trained_network = model.hparams["network"], trained.get("network", {})
-    given_sizes, trained_sizes = given_network.get("init_args", {}), trained_network.get("init_args", {})
+    given_sizes = given_network.get("init_args", {}).get("sizes") or {}
+    trained_sizes = trained_network.get("init_args", {}).get("sizes") or {}
     differing = [
         f"{name}={given_sizes[name]!r} (checkpoint: {trained_sizes[name]!r})"
-        for name in sizes
-        if name in trained_sizes and name in given_sizes and given_sizes[name] != trained_sizes[name]
+        for name in given_sizes
+        if name in trained_sizes and given_sizes[name] != trained_sizes[name]
     ]
     if differing:
         source = datamodule.hparams.get("source") or "the embedded data"
@@ -214,7 +213,7 @@ def check_checkpoint_fits(
     given = {"model.class_path": CLASS_PATHS.get(type(model), f"{type(model).__module__}.{type(model).__qualname__}")}
     recorded = {"model.class_path": trained.get("_class_path", CLASS_PATHS[Forecaster])}
     for name, value in flattened(given_network).items():
-        if name.removeprefix("init_args.") not in (*sizes, "max_length"):
+        if not name.startswith(("init_args.sizes.", "init_args.max_length")):  # compared above; a table, no weight
             given[f"model.network.{name}"] = value
     recorded.update({f"model.network.{name}": value for name, value in flattened(trained_network).items()})
     for name in ("context_length", "horizon"):

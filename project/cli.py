@@ -8,6 +8,8 @@ writes is ``project.run_folders``; what a checkpoint holds and whether it fits t
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from jsonargparse import Namespace
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
@@ -34,8 +36,6 @@ from project.training.callbacks import ForecastCheckpoint, RandomState, exit_aft
 from project.training.module import Forecaster, longest_sequence
 from project.training.naive_comparison import NaiveComparison
 
-# Decided by the data and linked into the network (those of its arguments with these names), set once under `data:`.
-LINKED_FROM_DATA = ("n_targets", "n_past_covariates", "n_future_covariates", "static_cardinalities", "n_static_reals")
 LINKED_SETTINGS = ("context_length", "horizon", "predict_horizon")
 MODEL, DATA = "model.init_args", "data.init_args"  # subclass mode: a class_path, and its arguments under init_args
 NETWORK = f"{MODEL}.network.init_args"
@@ -45,7 +45,7 @@ DEFAULT_CLASSES = {
     "data": {"class_path": "project.data.WindowDataModule"},
 }  # fmt: skip
 # The network's arguments that are linked (from the data or the model's own options), never set by the user.
-LINKED_INTO_NETWORK = (*LINKED_FROM_DATA, "max_length")
+LINKED_INTO_NETWORK = ("sizes", "max_length")
 CALLBACKS = {  # the default callbacks, by the config section that sets each
     "checkpoint": ForecastCheckpoint, "early_stopping": EarlyStopping, "lr_monitor": LearningRateMonitor,
     "forecast_figures": ForecastFigures, "predictions": ForecastWriter, "interval_calibration": IntervalCalibration,
@@ -89,8 +89,7 @@ class ForecastCLI(LightningCLI):
         # Default classes: configs set `model.instance_norm` without a class_path, and `predict --ckpt_path X`
         # alone parses (the checkpoint's classes and settings then become the defaults).
         parser.set_defaults(DEFAULT_CLASSES)
-        for name in LINKED_FROM_DATA:  # attributes of the data module, once it has read the data
-            parser.link_arguments(f"data.{name}", f"{NETWORK}.{name}", apply_on="instantiate")
+        parser.link_arguments("data.input_sizes", f"{NETWORK}.sizes", compute_fn=asdict, apply_on="instantiate")
         for name in LINKED_SETTINGS:
             parser.link_arguments(f"{DATA}.{name}", f"{MODEL}.{name}")
         # The positional encoding covers the longest sequence asked of it.
@@ -141,7 +140,7 @@ class ForecastCLI(LightningCLI):
     def after_instantiate_classes(self) -> None:  # before any subcommand loads weights
         if self.checkpoint is not None:
             ckpt_path = self.config[self.subcommand].ckpt_path
-            check_checkpoint_fits(ckpt_path, self.checkpoint, self.model, self.datamodule, LINKED_FROM_DATA)
+            check_checkpoint_fits(ckpt_path, self.checkpoint, self.model, self.datamodule)
 
     def _dump_config(self) -> None:
         super()._dump_config()

@@ -3,6 +3,7 @@ speed), and the small models and data the tests share."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import subprocess
@@ -17,6 +18,7 @@ import torch
 
 from project.cli import cli_main
 from project.model.distributions import Normal, PointForecast, Quantiles, StudentT
+from project.model.network import InputSizes
 from project.model.transformer import ForecastTransformer
 from project.training.module import Forecaster
 
@@ -109,6 +111,15 @@ def assert_close_in_float32(actual, expected, scale: float | None = None) -> Non
     np.testing.assert_allclose(np.asarray(actual, dtype=np.float64), expected, rtol=0, atol=float32_tolerance(scale))
 
 
+SIZES = tuple(field.name for field in dataclasses.fields(InputSizes))  # as the tests give them: n_targets=2, …
+
+
+def with_sizes(arguments: dict) -> dict:
+    """Network ``arguments`` with the sizes given one by one (``n_targets=2``) gathered into ``sizes``."""
+    sizes = {name: arguments.pop(name) for name in SIZES if name in arguments}
+    return {**arguments, "sizes": InputSizes(**sizes)} if sizes else arguments
+
+
 def small_model(dtype: torch.dtype = torch.float64, **overrides) -> ForecastTransformer:
     """A small model in eval mode: dropout off, so cached and parallel decoding compute the same function."""
     arguments = dict(n_targets=5, d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=2)
@@ -117,7 +128,7 @@ def small_model(dtype: torch.dtype = torch.float64, **overrides) -> ForecastTran
     arguments["distribution"] = distribution(
         arguments.pop("distribution", "none"), arguments.pop("quantile_levels", None)
     )
-    return ForecastTransformer(**arguments).to(dtype).eval()
+    return ForecastTransformer(**with_sizes(arguments)).to(dtype).eval()
 
 
 DISTRIBUTIONS = {"none": PointForecast, "normal": Normal, "student_t": StudentT, "quantile": Quantiles}
@@ -160,7 +171,7 @@ def forecaster(network_class=ForecastTransformer, **arguments) -> Forecaster:
         horizon = arguments.get("horizon", 12)
         longest = arguments.get("max_horizon") or 4 * horizon
         network_arguments["max_length"] = max(arguments.get("context_length", 12), longest)
-    return Forecaster(network_class(**network_arguments), **arguments)
+    return Forecaster(network_class(**with_sizes(network_arguments)), **arguments)
 
 
 def tiny_module(**overrides) -> Forecaster:

@@ -204,7 +204,7 @@ def test_predict_on_every_test_window_knows_its_timestamps():
 
 def test_embedded_synthetic_data_needs_no_source():
     datamodule = WindowDataModule()
-    assert datamodule.n_targets == 5
+    assert datamodule.input_sizes.n_targets == 5
     assert len(datamodule.panel.values) == 10_000
     datamodule.setup("fit")
     batch = next(iter(datamodule.train_dataloader()))
@@ -236,7 +236,7 @@ def test_etth1_loads_with_the_12_4_4_month_split_of_the_ltsf_benchmarks(etth1):
         calendar_features=False,
     )
     datamodule.setup("fit")
-    assert datamodule.n_targets == 7
+    assert datamodule.input_sizes.n_targets == 7
     assert datamodule.target_names[-1] == "OT"
     assert datamodule.split_rows.tolist() == [[8640, 11520, 14400]]
     assert [len(datamodule.split(split)) for split in ("train", "val", "test")] == [8209, 2785, 2785]

@@ -81,7 +81,7 @@ def help_options(tmp_path_factory) -> dict[str, str]:
                 options[name] = kind
                 continue
             option = name.removeprefix("model.").removeprefix("network.").removeprefix("init_args.")
-            if option not in LINKED_INTO_NETWORK:
+            if option.split(".")[0] not in LINKED_INTO_NETWORK:  # the data's sizes, the positional table
                 options[f"model.network.init_args.{option}"] = kind
                 NETWORK_OF.setdefault(f"model.network.init_args.{option}", arguments[-1])
     return options

@@ -31,6 +31,7 @@ from tests.helpers import (
     quick_fit_arguments,
     quiet_trainer,
     run_cli,
+    with_sizes,
 )
 from tests.reference_loops import naive_free_running
 
@@ -50,7 +51,7 @@ def network(name: str, **sizes) -> ForecastNetwork:
     network_class, small = NETWORKS[name]
     if isinstance(sizes.get("distribution"), str):  # a short name, as the parametrised tests give it
         sizes["distribution"] = distribution(sizes["distribution"])
-    return network_class(n_targets=TARGETS, **{**small, **COVARIATES, **sizes}).double().eval()
+    return network_class(**with_sizes({"n_targets": TARGETS, **small, **COVARIATES, **sizes})).double().eval()
 
 
 def inputs(batch: int = 4, horizon: int = HORIZON) -> dict[str, torch.Tensor]:
@@ -164,7 +165,7 @@ def trained(name: str, tmp_path) -> tuple[Forecaster, WindowDataModule]:
     datamodule = WindowDataModule(learnable_series(300), context_length=8, horizon=4, batch_size=16)
     datamodule.setup("fit")
     network_class, small = NETWORKS[name]
-    net = network_class(n_targets=datamodule.n_targets, n_future_covariates=datamodule.n_future_covariates, **small)
+    net = network_class(datamodule.input_sizes, **small)
     module = Forecaster(net, context_length=8, horizon=4, warmup_steps=1)
     trainer = quiet_trainer(max_steps=3, limit_val_batches=1)
     trainer.fit(module, datamodule)
@@ -191,7 +192,7 @@ import torch
 from torch import nn
 
 from project.model.distributions import Distribution, PointForecast
-from project.model.network import init_args
+from project.model.network import ONE_TARGET, InputSizes, init_args
 
 
 class Cache:
@@ -204,17 +205,17 @@ class Cache:
 class MyNetwork(nn.Module):
     patch_length = 1
 
-    def __init__(self, n_targets: int = 1, distribution: Distribution | None = None, scale: float = 1.0):
+    def __init__(self, sizes: InputSizes = ONE_TARGET, distribution: Distribution | None = None, scale: float = 1.0):
         """Args:
-            n_targets: Target channels (linked).
+            sizes: Target channels and covariates (linked from the data).
             distribution: What the head predicts, and its loss.
             scale: Initial scale of the step.
         """
         super().__init__()
         self.init_args = init_args(locals())
-        self.n_targets = n_targets
+        self.n_targets = sizes.n_targets
         self.distribution = distribution or PointForecast()
-        self.step = nn.Linear(n_targets, n_targets * self.distribution.n_parameters)
+        self.step = nn.Linear(self.n_targets, self.n_targets * self.distribution.n_parameters)
 
     def encode(self, context, past_covariates=None, future_covariates=None, static_categorical=None,
                static_real=None):
@@ -245,15 +246,15 @@ def test_a_users_own_network_trains_through_the_cli(tmp_path):
     (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
     spec = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]
     assert spec["class_path"] == "usermod.MyNetwork"
-    assert spec["init_args"]["n_targets"] == 5
+    assert spec["init_args"]["sizes"]["n_targets"] == 5
 
 
-def test_a_network_whose_only_argument_is_the_linked_target_count_trains_through_the_cli(tmp_path):
+def test_a_network_whose_only_argument_is_the_linked_sizes_trains_through_the_cli(tmp_path):
     only_targets = (
         textwrap.dedent(USER_NETWORK)
         .replace(
-            "(self, n_targets: int = 1, distribution: Distribution | None = None, scale: float = 1.0)",
-            "(self, n_targets: int)",
+            "(self, sizes: InputSizes = ONE_TARGET, distribution: Distribution | None = None, scale: float = 1.0)",
+            "(self, sizes: InputSizes)",
         )
         .replace("distribution or PointForecast()", "PointForecast()")
     )
@@ -265,7 +266,8 @@ def test_a_network_whose_only_argument_is_the_linked_target_count_trains_through
     )  # fmt: skip
     assert result.returncode == 0, last_line(result.stderr)
     (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
-    assert torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]["init_args"] == {"n_targets": 5}
+    sizes = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]["init_args"]["sizes"]
+    assert sizes["n_targets"] == 5
 
 
 def test_the_gru_config_stacks_on_base_yaml_as_its_header_says(tmp_path):

@@ -147,7 +147,7 @@ def test_an_unseen_category_at_predict_time_uses_the_unknown_embedding_with_a_wa
     frame = encoded_panel()
     frame["shop"] = frame["series"].map({"a": "north", "b": "south", "c": "north"})
     trained = panel_module(frame, static_covariates=["shop"])
-    assert trained.static_cardinalities == [2]
+    assert trained.input_sizes.static_cardinalities == (2,)
     trained.setup("fit")
     frame["shop"] = frame["series"].map({"a": "north", "b": "east", "c": "south"})
     later = panel_module(frame, static_covariates=["shop"])

@@ -280,7 +280,8 @@ def test_activation_checkpointing_saves_less_and_keeps_the_gradient():
     gradients, memory = [], []
     for checkpoint_layers in (False, True):
         torch.manual_seed(0)
-        module = forecaster(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, checkpoint_layers=checkpoint_layers)
+        module = forecaster(n_targets=5, d_model=32, nhead=4, dim_feedforward=64, dropout=0.0,
+                            checkpoint_layers=checkpoint_layers)  # fmt: skip
         module = module.double().train()
         memory.append(saved_bytes(module, lambda m=module: m.training_forecast(batch_dict)))
         gradients.append(

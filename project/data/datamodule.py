@@ -28,6 +28,7 @@ from project.data.table import DATAFRAME_SOURCE, check_file, read_table
 from project.data.windows import ForecastOrigins, PanelWindows, split_windows
 from project.domains import NonNegativeInt, PositiveInt, ShuffleSeed, check_arguments
 from project.errors import InputError
+from project.model.network import InputSizes
 from project.rules import DATA_RULES, check_settings
 
 SplitName = Literal["train", "val", "test"]
@@ -161,26 +162,18 @@ class WindowDataModule(L.LightningDataModule):
         return self.panel.roles.targets
 
     @property
-    def n_targets(self) -> int:
-        """Target channels F."""
-        return len(self.panel.roles.targets)
-
-    @property
-    def n_past_covariates(self) -> int:
-        return len(self.panel.roles.past)
-
-    @property
-    def n_future_covariates(self) -> int:
-        return len(self.panel.roles.future) + len(self.panel.roles.calendar)
-
-    @property
-    def static_cardinalities(self) -> list[int]:
-        """Categories of each categorical static covariate (the model adds one "unknown" embedding to each)."""
-        return [len(vocabulary) for vocabulary in self.panel.categories]
-
-    @property
-    def n_static_reals(self) -> int:
-        return len(self.panel.roles.static_real)
+    def input_sizes(self) -> InputSizes:
+        """What the network is told about its inputs (linked into its ``sizes``): target channels, covariates (the
+        calendar features among the future ones) and static covariates (each categorical one's categories; the
+        model adds one "unknown" embedding to each)."""
+        roles = self.panel.roles
+        return InputSizes(
+            n_targets=len(roles.targets),
+            n_past_covariates=len(roles.past),
+            n_future_covariates=len(roles.future) + len(roles.calendar),
+            static_cardinalities=tuple(len(vocabulary) for vocabulary in self.panel.categories),
+            n_static_reals=len(roles.static_real),
+        )
 
     # -- Lightning hooks ---------------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ predict and the decoding they share."""
 from project.model.cache import KVCache
 from project.model.distributions import Distribution, Normal, PointForecast, Quantiles, StudentT
 from project.model.gru import GRUForecaster
-from project.model.network import ForecastNetwork
+from project.model.network import ForecastNetwork, InputSizes
 from project.model.transformer import ForecastTransformer, auto_patch_length, resolved_patch_length
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "ForecastNetwork",
     "ForecastTransformer",
     "GRUForecaster",
+    "InputSizes",
     "KVCache",
     "Normal",
     "PointForecast",

@@ -11,7 +11,6 @@ H hidden size.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -20,7 +19,7 @@ from torch import Tensor, nn
 from project.domains import DropoutRate, PositiveInt
 from project.errors import InputError
 from project.model.distributions import Distribution
-from project.model.network import set_up
+from project.model.network import ONE_TARGET, InputSizes, set_up
 from project.model.static import StaticEmbedding
 
 
@@ -51,11 +50,7 @@ class GRUForecaster(nn.Module):
     """GRU encoder–decoder with covariates and a distribution head; one time step per token.
 
     Args:
-        n_targets: Target channels F (linked from the data module).
-        n_past_covariates: Covariates observed over the context only (linked).
-        n_future_covariates: Covariates known over the context and the forecast steps (linked).
-        static_cardinalities: Categories of each categorical static covariate (linked).
-        n_static_reals: Numeric static covariates (linked).
+        sizes: The sizes of its inputs (target channels, covariates, static covariates), linked from the data.
         hidden_size: Width H of the hidden state of both GRUs.
         num_layers: Stacked GRU layers in the encoder and in the decoder.
         dropout: Dropout between stacked layers (off in ``eval()``).
@@ -68,11 +63,7 @@ class GRUForecaster(nn.Module):
 
     def __init__(
         self,
-        n_targets: int = 5,
-        n_past_covariates: int = 0,
-        n_future_covariates: int = 0,
-        static_cardinalities: Sequence[int] = (),
-        n_static_reals: int = 0,
+        sizes: InputSizes = ONE_TARGET,
         hidden_size: PositiveInt = 64,
         num_layers: PositiveInt = 2,
         dropout: DropoutRate = 0.0,
@@ -81,19 +72,17 @@ class GRUForecaster(nn.Module):
         super().__init__()
         set_up(self, locals())  # its arguments recorded and checked, its distribution
         self.n_targets, self.n_past_covariates, self.n_future_covariates = (
-            n_targets,
-            n_past_covariates,
-            n_future_covariates,
+            sizes.n_targets,
+            sizes.n_past_covariates,
+            sizes.n_future_covariates,
         )
-        has_static = bool(static_cardinalities) or n_static_reals > 0
-        self.static_embedding = (
-            StaticEmbedding(static_cardinalities, n_static_reals, hidden_size) if has_static else None
-        )
-        self.encoder_input = nn.Linear(n_targets + n_past_covariates + n_future_covariates, hidden_size)
-        self.decoder_input = nn.Linear(n_targets + n_future_covariates, hidden_size)
+        self.static_embedding = StaticEmbedding(sizes, hidden_size) if sizes.has_static else None
+        inputs = sizes.n_targets + sizes.n_past_covariates + sizes.n_future_covariates
+        self.encoder_input = nn.Linear(inputs, hidden_size)
+        self.decoder_input = nn.Linear(sizes.n_targets + sizes.n_future_covariates, hidden_size)
         self.encoder = nn.GRU(hidden_size, hidden_size, num_layers, batch_first=True, dropout=dropout)
         self.decoder = nn.GRU(hidden_size, hidden_size, num_layers, batch_first=True, dropout=dropout)
-        self.head = nn.Linear(hidden_size, n_targets * self.distribution.n_parameters)
+        self.head = nn.Linear(hidden_size, sizes.n_targets * self.distribution.n_parameters)
 
     def encode(
         self,

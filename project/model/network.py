@@ -11,6 +11,7 @@ Shapes: N series, S context length, T decoder length, F = ``n_targets`` target c
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor, nn
@@ -19,6 +20,37 @@ from project.domains import check_arguments
 from project.errors import InputError
 from project.imports import checkpoint_class
 from project.model.distributions import Distribution, PointForecast
+
+
+@dataclass(frozen=True)
+class InputSizes:
+    """What the data decides about a network's inputs, linked from the data module (``data.input_sizes``) into the
+    network's ``sizes`` argument: one argument, so that a new column role is a field here, in the data package and
+    in the networks that use it. A checkpoint records it as a dict (``asdict``), rebuilt by ``build_network``.
+
+    Attributes:
+        n_targets: Target channels F: forecast, and fed back as decoder inputs.
+        n_past_covariates: Covariates observed only over the context window.
+        n_future_covariates: Covariates known over the context and the forecast steps (calendar features included).
+        static_cardinalities: Categories of each categorical static covariate.
+        n_static_reals: Numeric static covariates.
+    """
+
+    n_targets: int = 1
+    n_past_covariates: int = 0
+    n_future_covariates: int = 0
+    static_cardinalities: tuple[int, ...] = ()
+    n_static_reals: int = 0
+
+    def __post_init__(self) -> None:  # a checkpoint or a config gives a list
+        object.__setattr__(self, "static_cardinalities", tuple(self.static_cardinalities))
+
+    @property
+    def has_static(self) -> bool:
+        return bool(self.static_cardinalities) or self.n_static_reals > 0
+
+
+ONE_TARGET = InputSizes()  # a network's default: one target channel, no covariates
 
 
 @runtime_checkable
@@ -46,7 +78,7 @@ class ForecastNetwork(Protocol):
             of the network given by class_path): the head's size, the loss, what is fed back and how draws are made.
         init_args: The constructor's arguments, so that a checkpoint can rebuild the network
             (``set_up(self, locals())``, or ``self.init_args = init_args(locals())``, as the first line after
-            ``super().__init__()``).
+            ``super().__init__()``). Its ``sizes: InputSizes`` argument is linked from the data.
 
     Optional members, used when present:
         ``share_encoded(encoded, samples)``: the same conditioning for ``samples`` sample paths per series, rows
@@ -110,6 +142,8 @@ def _recorded(value: Any) -> Any:
         return list(value)
     if isinstance(value, Distribution):
         return component_spec(value)
+    if isinstance(value, InputSizes):
+        return {name: list(v) if isinstance(v, tuple) else v for name, v in asdict(value).items()}
     return value
 
 
@@ -134,6 +168,8 @@ def build_network(spec: object, where: str = "", allow_imported: bool = False) -
     if not _is_spec(spec):
         raise InputError(f"{where}it records no network (a class_path and init_args); was it written by this template?")
     arguments = dict(spec.get("init_args") or {})
+    if isinstance(arguments.get("sizes"), dict):
+        arguments["sizes"] = InputSizes(**arguments["sizes"])
     if _is_spec(arguments.get("distribution")):
         arguments["distribution"] = _built(
             arguments["distribution"], "distribution", Distribution, where, allow_imported
@@ -150,7 +186,13 @@ def _built(spec: dict, kind: str, base: type, where: str, allow_imported: bool) 
     if not (isinstance(cls, type) and issubclass(cls, base)):
         expected = "an nn.Module" if base is nn.Module else f"a {base.__module__}.{base.__qualname__}"
         raise InputError(f"{where}its {kind} {spec['class_path']} is not {expected} subclass")
-    return cls(**(spec.get("init_args") or {}))
+    try:
+        return cls(**(spec.get("init_args") or {}))
+    except TypeError as error:  # settings another class (or another version of it) takes
+        raise InputError(
+            f"{where}its {kind} {spec['class_path']} does not take the settings recorded for it ({error}); was it "
+            "written by another version, or edited?"
+        ) from None
 
 
 def network_spec(network: ForecastNetwork) -> dict[str, Any]:

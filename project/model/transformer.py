@@ -21,7 +21,6 @@ batch (N or N·F, times the sample paths K when sampling), H heads, D head dim, 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -33,7 +32,7 @@ from project.domains import DropoutRate, PatchLength, PositiveInt
 from project.errors import InputError
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache, KVCache, LayerCache
 from project.model.distributions import Distribution
-from project.model.network import set_up
+from project.model.network import ONE_TARGET, InputSizes, set_up
 from project.model.static import StaticEmbedding
 
 
@@ -218,11 +217,7 @@ class ForecastTransformer(nn.Module):
     exactly the same function as decoding the whole sequence at once.
 
     Args:
-        n_targets: Number of target channels F: forecast, and fed back as decoder inputs.
-        n_past_covariates: Covariates observed only over the context window (encoder input).
-        n_future_covariates: Covariates known over the context and the forecast steps (both streams).
-        static_cardinalities: Number of categories of each categorical static covariate.
-        n_static_reals: Number of numeric static covariates.
+        sizes: The sizes of its inputs (target channels, covariates, static covariates), linked from the data.
         d_model: Width of every token embedding; must be divisible by ``nhead``.
         nhead: Number of attention heads.
         num_encoder_layers: Number of encoder layers over the context window.
@@ -249,11 +244,7 @@ class ForecastTransformer(nn.Module):
 
     def __init__(
         self,
-        n_targets: int = 5,
-        n_past_covariates: int = 0,
-        n_future_covariates: int = 0,
-        static_cardinalities: Sequence[int] = (),
-        n_static_reals: int = 0,
+        sizes: InputSizes = ONE_TARGET,
         d_model: PositiveInt = 128,
         nhead: PositiveInt = 8,
         num_encoder_layers: PositiveInt = 3,
@@ -275,21 +266,20 @@ class ForecastTransformer(nn.Module):
                 "patch_length='auto' is resolved from the data by python -m project.cli; in Python give an integer: "
                 "project.model.auto_patch_length(context_length, horizon)"
             )
-        self.n_targets = n_targets
-        self.n_past_covariates, self.n_future_covariates = n_past_covariates, n_future_covariates
+        self.n_targets = n_targets = sizes.n_targets
+        self.n_past_covariates, self.n_future_covariates = sizes.n_past_covariates, sizes.n_future_covariates
         self.d_model = d_model
         self.patch_length = patch_length
         self.channel_independent = channel_independent
         self.checkpoint_layers = checkpoint_layers
         channels_per_token = 1 if channel_independent else n_targets
-        encoder_width = patch_length * (channels_per_token + n_past_covariates + n_future_covariates)
-        decoder_width = patch_length * (channels_per_token + n_future_covariates)
+        encoder_width = patch_length * (channels_per_token + sizes.n_past_covariates + sizes.n_future_covariates)
+        decoder_width = patch_length * (channels_per_token + sizes.n_future_covariates)
         self.max_length = max_length
         self.positions = SinusoidalPositions(d_model, math.ceil(max_length / patch_length))
         self.encoder_embedding = nn.Linear(encoder_width, d_model)
         self.decoder_embedding = nn.Linear(decoder_width, d_model)
-        has_static = bool(static_cardinalities) or n_static_reals > 0
-        self.static_embedding = StaticEmbedding(static_cardinalities, n_static_reals, d_model) if has_static else None
+        self.static_embedding = StaticEmbedding(sizes, d_model) if sizes.has_static else None
         self.embedding_dropout = nn.Dropout(dropout)
         layer_args = (d_model, nhead, dim_feedforward, dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(num_encoder_layers))

@@ -39,6 +39,7 @@ from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
 from project.model.decoding import generate, rollout
 from project.model.distributions import Distribution, Normal
+from project.model.network import InputSizes
 from project.model.transformer import ForecastTransformer
 from project.tools.results import stamp
 from project.training.regimes import REGIMES, RegimeOptions
@@ -218,7 +219,7 @@ def _model(
 ) -> ForecastTransformer:
     torch.manual_seed(0)
     model = ForecastTransformer(
-        n_targets=N_FEATURES,
+        InputSizes(n_targets=N_FEATURES),
         d_model=args.d_model,
         max_length=max(*args.horizons, CONTEXT_LENGTH),
         distribution=distribution,

@@ -263,7 +263,7 @@ def check_fits_m4(path: Path, checkpoint: dict, windows: WindowDataModule, bench
     of the windows."""
     settings = checkpoint["hyper_parameters"]
     trained = {
-        "targets": settings.get("network", {}).get("init_args", {}).get("n_targets"),
+        "targets": (settings.get("network", {}).get("init_args", {}).get("sizes") or {}).get("n_targets"),
         "horizon": settings.get("horizon"),
         "context_length": settings.get("context_length"),
     }

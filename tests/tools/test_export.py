@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from project.errors import InputError
+from project.model import InputSizes
 from project.tools import export
 from project.training.module import Forecaster
 from tests.helpers import REPOSITORY, tiny_module
@@ -77,7 +78,9 @@ def test_export_refuses_another_network_in_one_line_before_writing(tmp_path, cap
     from project.model import GRUForecaster
     from tests.helpers import exit_code, one_line_error, quiet_trainer
 
-    module = Forecaster(GRUForecaster(n_targets=2, hidden_size=8, num_layers=1), context_length=8, horizon=4)
+    module = Forecaster(
+        GRUForecaster(InputSizes(n_targets=2), hidden_size=8, num_layers=1), context_length=8, horizon=4
+    )
     trainer = quiet_trainer(max_steps=0)
     trainer.strategy.connect(module)
     trainer.save_checkpoint(tmp_path / "gru.ckpt")
