@@ -15,11 +15,12 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from typing_extensions import Unpack
 
 from project.domains import DropoutRate, PositiveInt
 from project.errors import InputError
 from project.model.distributions import Distribution
-from project.model.network import ONE_TARGET, InputSizes, set_up
+from project.model.network import ONE_TARGET, Covariates, InputSizes, set_up
 from project.model.static import StaticEmbedding
 
 
@@ -84,28 +85,21 @@ class GRUForecaster(nn.Module):
         self.decoder = nn.GRU(hidden_size, hidden_size, num_layers, batch_first=True, dropout=dropout)
         self.head = nn.Linear(hidden_size, sizes.n_targets * self.distribution.n_parameters)
 
-    def encode(
-        self,
-        context: Tensor,
-        past_covariates: Tensor | None = None,
-        future_covariates: Tensor | None = None,
-        static_categorical: Tensor | None = None,
-        static_real: Tensor | None = None,
-    ) -> GRUEncoded:
-        length = context.shape[1]
+    def encode(self, context: Tensor, **covariates: Unpack[Covariates]) -> GRUEncoded:
+        length, past, future = context.shape[1], covariates.get("past_covariates"), covariates.get("future_covariates")
         self._check("context", context, self.n_targets)
         inputs = [context]
         if self.n_past_covariates:
-            inputs.append(self._check("past_covariates", past_covariates, self.n_past_covariates, length))
+            inputs.append(self._check("past_covariates", past, self.n_past_covariates, length))
         if self.n_future_covariates:
-            inputs.append(self._check("future_covariates", future_covariates, self.n_future_covariates)[:, :length])
+            inputs.append(self._check("future_covariates", future, self.n_future_covariates)[:, :length])
         static = None
         if self.static_embedding is not None:
-            static = self.static_embedding(static_categorical, static_real).unsqueeze(1)  # (N, 1, H)
+            categorical, real = covariates.get("static_categorical"), covariates.get("static_real")
+            static = self.static_embedding(categorical, real).unsqueeze(1)  # (N, 1, H)
         x = self.encoder_input(torch.cat(inputs, dim=-1))  # (N, S, H)
         _, hidden = self.encoder(x if static is None else x + static)  # (L, N, H)
-        future = future_covariates[:, length:] if self.n_future_covariates else None
-        return GRUEncoded(hidden, static, future)
+        return GRUEncoded(hidden, static, future[:, length:] if self.n_future_covariates else None)
 
     def decode(self, tgt: Tensor, encoded: GRUEncoded, cache: GRUCache | None = None) -> Tensor:
         """Decoder inputs (N, T, F) → parameters (N, T, F, n_parameters) of the next values; with ``cache``, ``tgt``

@@ -12,9 +12,10 @@ Shapes: N series, S context length, T decoder length, F = ``n_targets`` target c
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from torch import Tensor, nn
+from typing_extensions import Unpack  # typing's own from Python 3.11 on
 
 from project.domains import check_arguments
 from project.errors import InputError
@@ -48,6 +49,17 @@ class InputSizes:
     @property
     def has_static(self) -> bool:
         return bool(self.static_cardinalities) or self.n_static_reals > 0
+
+
+class Covariates(TypedDict, total=False):
+    """The covariates a batch may hold beside its context, under the batch format's names (``project.data.windows``),
+    as ``encode`` takes them: past covariates (N, S, C_p), future covariates over the context and the forecast
+    (N, S + T, C_f), static covariates (N, C_c) long and (N, C_r)."""
+
+    past_covariates: Tensor
+    future_covariates: Tensor
+    static_categorical: Tensor
+    static_real: Tensor
 
 
 ONE_TARGET = InputSizes()  # a network's default: one target channel, no covariates
@@ -94,16 +106,8 @@ class ForecastNetwork(Protocol):
     distribution: Distribution
     init_args: dict[str, Any]
 
-    def encode(
-        self,
-        context: Tensor,
-        past_covariates: Tensor | None = None,
-        future_covariates: Tensor | None = None,
-        static_categorical: Tensor | None = None,
-        static_real: Tensor | None = None,
-    ) -> Any:
-        """Context targets (N, S, F), past covariates (N, S, C_p), future covariates over the context and the
-        forecast (N, S + T, C_f), static covariates (N, C_c) long and (N, C_r) → what ``decode`` conditions on."""
+    def encode(self, context: Tensor, **covariates: Unpack[Covariates]) -> Any:
+        """Context targets (N, S, F) and the batch's ``Covariates`` → what ``decode`` conditions on."""
         ...
 
     def decode(self, tgt: Tensor, encoded: Any, cache: Any = None) -> Tensor:

@@ -27,12 +27,13 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
+from typing_extensions import Unpack
 
 from project.domains import DropoutRate, PatchLength, PositiveInt
 from project.errors import InputError
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache, KVCache, LayerCache
 from project.model.distributions import Distribution
-from project.model.network import ONE_TARGET, InputSizes, set_up
+from project.model.network import ONE_TARGET, Covariates, InputSizes, set_up
 from project.model.static import StaticEmbedding
 
 
@@ -313,28 +314,20 @@ class ForecastTransformer(nn.Module):
             layers.append(cache)
         return FixedShapeKVCache(layers, position)
 
-    def encode(
-        self,
-        context: Tensor,
-        past_covariates: Tensor | None = None,
-        future_covariates: Tensor | None = None,
-        static_categorical: Tensor | None = None,
-        static_real: Tensor | None = None,
-    ) -> Encoded:
-        """Context targets (N, S, F), past covariates (N, S, C_p), future covariates over the context and the
-        forecast steps (N, S + T, C_f) and static covariates (N, C) → what the decoder conditions on."""
+    def encode(self, context: Tensor, **covariates: Unpack[Covariates]) -> Encoded:
+        """Context targets (N, S, F) and the batch's ``Covariates`` → what the decoder conditions on."""
         batch, length = context.shape[0], context.shape[1]
-        future = self._covariates("future_covariates", future_covariates, self.n_future_covariates, batch)
-        past = self._covariates("past_covariates", past_covariates, self.n_past_covariates, batch)
+        future = self._covariates("future_covariates", covariates, self.n_future_covariates, batch)
+        past = self._covariates("past_covariates", covariates, self.n_past_covariates, batch)
         if past is not None and past.shape[1] != length:
             raise ValueError(f"past_covariates must cover the {length} context steps; got {tuple(past.shape)}")
         if future is not None and future.shape[1] < length:
             raise ValueError(
                 f"future_covariates must cover the {length} context steps and the forecast; got {tuple(future.shape)}"
             )
-        covariates = [c for c in (past, None if future is None else future[:, :length]) if c is not None]
-        static = self._static(static_categorical, static_real, batch)
-        tokens = self._tokens("context", context, torch.cat(covariates, dim=-1) if covariates else None)
+        static = self._static(covariates.get("static_categorical"), covariates.get("static_real"), batch)
+        known = [c for c in (past, None if future is None else future[:, :length]) if c is not None]
+        tokens = self._tokens("context", context, torch.cat(known, dim=-1) if known else None)
         x = self.encoder_embedding(tokens) + self._positions("context", tokens, offset=0)
         x = self.embedding_dropout(x if static is None else x + static)
         for layer in self.encoder_layers:
@@ -421,7 +414,8 @@ class ForecastTransformer(nn.Module):
             )
         return encoded.future[:, start : start + length]
 
-    def _covariates(self, name: str, values: Tensor | None, width: int, batch: int) -> Tensor | None:
+    def _covariates(self, name: str, covariates: Covariates, width: int, batch: int) -> Tensor | None:
+        values = covariates.get(name)
         if width == 0 and (values is None or values.shape[-1] == 0):
             return None
         if values is None or values.dim() != 3 or values.shape[0] != batch or values.shape[-1] != width:
