@@ -5,6 +5,8 @@ at all.
 
 ``check_output`` (one file) and ``check_output_folder`` (files in a folder) are called before the work;
 ``write_atomically`` writes each file. ``tests/test_entry_points.py`` checks that no command writes otherwise.
+A settings file the user gives (a config, a search space) is read by ``bounded_yaml``: its size and what its
+aliases expand to are bounded, so a hostile file is one line, not minutes of work and a ``MemoryError``.
 """
 
 from __future__ import annotations
@@ -15,10 +17,16 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import yaml
+
 from project.errors import InputError
 
 Inputs = Iterable[str | Path | None]
 NAME_MAX = 255  # bytes in one file or folder name, on Linux, macOS and Windows alike
+# A settings file's bounds: far above any config, far below what takes a machine's memory (a YAML alias "bomb" of
+# nine nested aliases expands to 9**9 values while its text is a few hundred bytes).
+MAX_SETTINGS_CHARACTERS = 1_000_000
+MAX_SETTINGS_VALUES = 100_000
 
 
 def check_output(path: str | Path, inputs: Inputs = (), overwrite: bool = False) -> Path:
@@ -40,7 +48,7 @@ def check_output(path: str | Path, inputs: Inputs = (), overwrite: bool = False)
 def check_output_folder(folder: str | Path, names: Iterable[str], inputs: Inputs = (), overwrite: bool = False) -> Path:
     """``folder`` as a Path, after checking each of the files ``names`` that will be written into it as
     ``check_output`` does. The folder may exist and hold other files: they are left as they are."""
-    folder = Path(folder)
+    folder = check_name_lengths(folder)
     if folder.exists() and not folder.is_dir():
         raise InputError(f"{folder} is a file; expected a folder to write {', '.join(names)} into")
     inputs = list(inputs)
@@ -97,6 +105,40 @@ def check_folder_writable(folder: str | Path, option: str = "") -> None:
     except OSError as error:
         reason = error.strerror or type(error).__name__
         raise InputError(f"{named}: cannot write into {existing} ({reason}); {advice}") from None
+
+
+def bounded_yaml(text: str, source: str = "settings", load: Callable[[str], object] = yaml.safe_load) -> object:
+    """``text`` read as YAML by ``load``, refused in one line when longer than ``MAX_SETTINGS_CHARACTERS``, when it
+    is not YAML, or when it expands (through aliases) to more than ``MAX_SETTINGS_VALUES`` values; ``source`` names
+    it in the messages."""
+    if len(text) > MAX_SETTINGS_CHARACTERS:
+        raise InputError(f"{source}: {len(text)} characters; a settings file holds at most {MAX_SETTINGS_CHARACTERS}")
+    try:
+        value = load(text)
+    except yaml.YAMLError as error:
+        reason = " ".join(str(error).split())[:160]
+        raise InputError(f"{source}: not a YAML file this project reads ({reason})") from None
+    pending, seen = [value], 0
+    while pending:  # each value once per path to it: what anything that walks the settings would visit
+        item = pending.pop()
+        seen += 1
+        if seen > MAX_SETTINGS_VALUES:
+            raise InputError(
+                f"{source}: expands to more than {MAX_SETTINGS_VALUES} values (YAML aliases that repeat each other?)"
+            )
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return value
+
+
+def read_yaml(path: str | Path) -> object:
+    """The YAML file at ``path``, read by ``bounded_yaml`` (one line when missing)."""
+    path = check_name_lengths(path)
+    if not path.is_file():
+        raise InputError(f"{path}: file not found")
+    return bounded_yaml(path.read_text(), str(path))
 
 
 def sha256_of(path: str | Path) -> str:

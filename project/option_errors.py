@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 
+from jsonargparse import get_loader, set_loader
 from lightning.pytorch.cli import LightningArgumentParser
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from project.errors import InputError, OptionError, reported_cause
+from project.files import bounded_yaml
 from project.imports import imported_class
 
 # The fragments of jsonargparse's messages that readable_error relies on, each pinned by a test.
@@ -34,6 +36,18 @@ NETWORK_OPTIONS = (
     "project.model.ForecastTransformer unless they name another; with --ckpt_path, name the checkpoint's network "
     "with --model.network.class_path before them"
 )
+
+
+def _bounded(load):
+    """jsonargparse's YAML loader (configs, inline configs and values) with ``bounded_yaml``'s bounds."""
+
+    def load_bounded(text: str) -> object:
+        return bounded_yaml(text, "a config", load)
+
+    return load_bounded
+
+
+set_loader("yaml", _bounded(get_loader("yaml")))
 
 
 class ForecastArgumentParser(LightningArgumentParser):

@@ -15,17 +15,21 @@ from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_info
 
 from project.errors import InputError
-from project.files import check_folder_writable
+from project.files import check_folder_writable, check_name_lengths
 from project.imports import default_of
 
 
 class RunConfig(SaveConfigCallback):
     """Saves the run's config.yaml in its log folder, and nowhere when there is none (logger off, or a logger
     without a local folder such as MLflow's): LightningCLI would otherwise write, and with overwriting replace, a
-    config.yaml in the working directory."""
+    config.yaml in the working directory. The data file is recorded absolute, as in the checkpoint: the config
+    then reads the same file from any folder."""
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         if trainer.logger is not None and trainer.logger.log_dir is not None:
+            data = self.config.data.init_args
+            if isinstance(data.get("source"), (str, Path)):
+                data.source = str(Path(data.source).absolute())
             super().setup(trainer, pl_module, stage)
 
 
@@ -138,6 +142,9 @@ def check_writable_folders(config) -> None:
         if hasattr(entry, "get") and hasattr(entry.get("init_args"), "get"):
             where = "trainer.logger" + (f"[{position}]" if isinstance(logger, list) else "")
             folders[f"{where}.init_args.save_dir"] = entry.init_args.get("save_dir")
+            for name in ("name", "version"):  # each a folder of the run's path
+                if isinstance(entry.init_args.get(name), (str, int)):
+                    check_name_lengths(str(entry.init_args.get(name)), f"{where}.init_args.{name}")
     if config.data.init_args.get("source") is not None:  # only a file's matrix is cached
         folders["data.cache_dir"] = config.data.init_args.get("cache_dir")
     for option, folder in folders.items():

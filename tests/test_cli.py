@@ -329,6 +329,22 @@ def test_sigterm_stops_fit_with_last_ckpt_at_the_current_step_and_a_non_zero_exi
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 6
 
 
+@pytest.mark.slow
+def test_ctrl_c_saves_the_current_step_and_says_how_to_continue(tmp_path):
+    interrupt = ["--trainer.callbacks+=tests.test_training.Terminate", "--trainer.callbacks.step=3",
+                 "--trainer.callbacks.signal_name=SIGINT"]  # fmt: skip
+    arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=6)]
+    result = run_cli("fit", "--config", BASE, *arguments, *interrupt)
+    assert result.returncode != 0
+    run = only_run(tmp_path)
+    assert (
+        f"stopped by Ctrl-C; {run / 'checkpoints' / 'last.ckpt'} holds the current step; continue with --ckpt_path last"
+    ) in result.stderr
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 3
+    assert_ok(run_cli("fit", "--config", BASE, *arguments, "--ckpt_path=last"))
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 6
+
+
 def test_sigterm_with_checkpointing_off_says_that_no_checkpoint_holds_the_step(tmp_path):
     terminate = ["--trainer.callbacks+=tests.test_training.Terminate", "--trainer.callbacks.step=2"]
     arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=4), "--trainer.enable_checkpointing=false"]

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from project.errors import InputError
+from project.model import ForecastTransformer
 from project.model.distributions import Normal, PointForecast, Quantiles, StudentT
 from project.training.metrics import central_interval, crps_from_samples
 
@@ -193,3 +194,12 @@ def test_a_users_own_distribution_trains_through_the_cli_and_its_checkpoint_pred
     trusted = run_cli(*predict[:2], named, *predict[2:], python_path=(tmp_path,), cwd=tmp_path)
     assert trusted.returncode == 0, last_line(trusted.stderr)
     assert "_q0.9" in output.read_text().splitlines()[0]  # quantiles of the Laplace paths
+
+
+@pytest.mark.parametrize("count", [0, -1, 1.5, 10**9, True])
+def test_a_distribution_asking_for_an_impossible_head_is_one_line_before_any_layer_is_allocated(count):
+    class Odd(PointForecast):
+        n_parameters = count
+
+    with pytest.raises(InputError, match=r"^Odd.n_parameters must be an integer in 1..1024"):
+        ForecastTransformer(distribution=Odd())

@@ -8,10 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 from project.checkpoints import load_checkpoint
 from project.cli import cli_main
-from tests.helpers import BASE, SMALL_MODEL, cli, config, digests, one_line_error, quick_fit_arguments
+from tests.helpers import BASE, SMALL_MODEL, cli, config, digests, one_line_error, only_run, quick_fit_arguments
 from tests.test_data import frame_of_row_numbers
 
 
@@ -105,6 +106,26 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
             "the checkpoint names the network subprocess.Popen, outside this project; nothing was imported: pass "
             "--model.network.class_path=subprocess.Popen to trust it",
         ),
+        (  # a project class whose settings do not fit it: the GRU with the transformer's, a network that is a model
+            lambda c: c["hyper_parameters"]["network"].update(class_path="project.model.GRUForecaster"),
+            "its network project.model.GRUForecaster does not take the settings recorded for it",
+        ),
+        (
+            lambda c: c["hyper_parameters"]["network"].update(class_path="project.training.module.Forecaster"),
+            "its network project.training.module.Forecaster does not take the settings recorded for it",
+        ),
+        (
+            lambda c: c["hyper_parameters"]["network"]["init_args"]["distribution"].update(
+                class_path="project.model.Quantiles"
+            ),
+            "its distribution project.model.Quantiles does not take the settings recorded for it",
+        ),
+        (
+            lambda c: c["hyper_parameters"]["network"]["init_args"]["distribution"].update(
+                class_path="project.model.distributions.Distribution", init_args={}
+            ),
+            "its distribution project.model.distributions.Distribution does not take the settings recorded for it",
+        ),
         (
             lambda c: c["hyper_parameters"].update(attention_layout="old"),
             "written by an earlier version of this project: its settings attention_layout are not Forecaster's",
@@ -187,6 +208,16 @@ def test_a_runs_own_saved_config_validates_and_predicts_with_its_own_checkpoint(
         assert code == 0, capsys.readouterr().err
 
 
+def test_a_runs_config_records_its_data_file_absolute_so_it_reads_the_same_file_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    frame_of_row_numbers(400).to_csv("relative.csv", index=False)
+    arguments = ["--data.source=relative.csv", "--data.time_column=time", *SMALL_MODEL, *quick_fit_arguments(tmp_path)]
+    assert cli("fit", "--config", BASE, *arguments, "--test_after_fit=false") == 0
+    run = only_run(tmp_path, "relative")
+    recorded = yaml.safe_load((run / "config.yaml").read_text())["data"]["init_args"]["source"]
+    assert recorded == str(tmp_path / "relative.csv")
+
+
 def test_predict_from_another_folder_forecasts_the_file_the_checkpoint_was_trained_on(user_run, tmp_path, monkeypatch):
     _, source, checkpoint = user_run
     recorded = torch.load(checkpoint, weights_only=True)["datamodule_hyper_parameters"]["source"]
@@ -251,6 +282,32 @@ def test_a_name_longer_than_the_file_system_allows_is_refused_in_one_line(user_r
         )
         assert code == 2
         assert "has 304 bytes; a file or folder name has at most 255" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize("option", ["checkpoint.filename", "trainer.logger.init_args.name",
+                                    "trainer.logger.init_args.version"])  # fmt: skip
+def test_a_run_folder_or_checkpoint_name_too_long_is_refused_before_training(option, tmp_path, capsys):
+    code = cli("fit", "--config", BASE, *SMALL_MODEL, *quick_fit_arguments(tmp_path), f"--{option}={'x' * 300}")
+    assert code == 2
+    assert one_line_error(capsys).startswith(f"error: {option}=")
+    assert not list(tmp_path.rglob("*.ckpt"))
+
+
+def test_a_config_that_expands_past_its_bound_is_refused_in_one_line_at_once(tmp_path, capsys):
+    """A YAML alias "bomb": nine lines that expand to 9**9 strings (minutes and a MemoryError, unbounded)."""
+    lines, previous = ["a: &a [x, x, x, x, x, x, x, x, x]"], "a"
+    for name in "bcdefghi":
+        lines.append(f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]")
+        previous = name
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\n")
+    for given in (["--config", str(bomb)], [f"--data.target_columns={bomb.read_text()}"]):
+        assert cli("fit", "--config", BASE, *given, "--trainer.logger=false") == 2
+        assert "expands to more than 100000 values" in one_line_error(capsys)
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("seed_everything: 1\n" + "# padding\n" * 200_000)
+    assert cli("fit", "--config", BASE, "--config", str(huge), "--trainer.logger=false") == 2
+    assert "a settings file holds at most" in one_line_error(capsys)
 
 
 def test_the_logger_values_mean_what_lightning_says(tmp_path, monkeypatch, capsys):

@@ -47,14 +47,15 @@ def test_accumulating_four_batches_of_8_equals_one_batch_of_32():
 
 
 class Terminate(L.Callback):
-    """Sends this process SIGTERM after optimizer step ``step``, as a scheduler pre-empting the job would."""
+    """Sends this process SIGTERM after optimizer step ``step``, as a scheduler pre-empting the job would (or
+    ``signal_name`` SIGINT, as Ctrl-C in the terminal would)."""
 
-    def __init__(self, step: int) -> None:
-        self.step = step
+    def __init__(self, step: int, signal_name: str = "SIGTERM") -> None:
+        self.step, self.signal = step, getattr(signal, signal_name)
 
     def on_train_batch_end(self, trainer, *args):
         if trainer.global_step == self.step:
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), self.signal)
 
 
 def resumable_run(directory, callbacks=(), ckpt_path=None) -> L.LightningModule:

@@ -33,6 +33,26 @@ _MIN_SCALE = 1e-3  # in scaled units: keeps the likelihood finite when a window 
 DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
 
 
+# The head's outputs per target value a distribution may ask for: far above any of these (a quantile head of 99
+# levels), far below a size that would take the machine's memory.
+MAX_PARAMETERS = 1024
+
+
+def check_distribution(distribution: object, owner: str) -> None:
+    """``owner``'s distribution is a ``Distribution`` whose ``n_parameters`` is an integer in 1..``MAX_PARAMETERS``
+    (it sizes the head): one line otherwise, before any layer is allocated."""
+    if not isinstance(distribution, Distribution):
+        raise InputError(
+            f"{owner}'s distribution is a {type(distribution).__name__}, not a project.model.distributions.Distribution"
+        )
+    count = distribution.n_parameters
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PARAMETERS:
+        raise InputError(
+            f"{type(distribution).__name__}.n_parameters must be an integer in 1..{MAX_PARAMETERS} (the head's outputs "
+            f"per target value); got {count!r}"
+        )
+
+
 class Distribution(ABC):
     """The contract of an output head's distribution (subclass it for your own).
 

@@ -20,7 +20,7 @@ from typing_extensions import Unpack  # typing's own from Python 3.11 on
 from project.domains import check_arguments
 from project.errors import InputError
 from project.imports import checkpoint_class
-from project.model.distributions import Distribution, PointForecast
+from project.model.distributions import Distribution, PointForecast, check_distribution
 
 
 @dataclass(frozen=True)
@@ -132,6 +132,7 @@ def set_up(network: nn.Module, frame_locals: dict[str, Any]) -> None:
     network.init_args = init_args(frame_locals)
     check_arguments(type(network), network.init_args)
     network.distribution = frame_locals.get("distribution") or PointForecast()
+    check_distribution(network.distribution, type(network).__name__)
 
 
 def init_args(frame_locals: dict[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from unittest import mock
 import yaml
 
 from project.errors import InputError, reported_in_one_line
-from project.files import check_output, write_atomically
+from project.files import bounded_yaml, check_output, read_yaml, write_atomically
 from project.training.callbacks import EXIT_SIGTERM
 
 SPACE_KINDS = ("float", "int", "choice")
@@ -149,7 +149,9 @@ def load_space(path: Path) -> dict[str, dict]:
     """The search space: option → ``{float: [low, high], log: bool}``, ``{int: [low, high]}`` or ``{choice: […]}``."""
     if not path.is_file():
         raise InputError(f"{path}: search space not found")
-    space = yaml.safe_load(path.read_text()) or {}
+    space = read_yaml(path) or {}
+    if not isinstance(space, dict):
+        raise InputError(f"{path}: a search space maps options to their ranges; got {type(space).__name__}")
     for option, spec in space.items():
         kinds = [kind for kind in SPACE_KINDS if isinstance(spec, dict) and kind in spec]
         if len(kinds) != 1 or not option.startswith(("model.", "data.", "trainer.")):
@@ -178,7 +180,7 @@ def merged_config(configs: list[Path], overrides: dict) -> dict:
     """The configs merged as ``--config`` stacks them, with dotted ``overrides`` applied on top."""
     merged: dict = {}
     for path in configs:
-        _deep_update(merged, yaml.safe_load(path.read_text()) or {})
+        _deep_update(merged, read_yaml(path) or {})
     for option, value in overrides.items():
         *sections, name = option.split(".")
         level = merged
@@ -201,7 +203,7 @@ def command_line_overrides(arguments: list[str]) -> dict:
         if not equals:
             position += 1
             value = arguments[position] if position < len(arguments) else ""
-        overrides[key] = yaml.safe_load(value)
+        overrides[key] = bounded_yaml(value, f"--{key}")
         position += 1
     return overrides
 
@@ -298,9 +300,11 @@ def _run(args: argparse.Namespace, extra: list[str], signals: StopSignals) -> No
     data = merged_config(args.config, overrides).get("data") or {}
     section_file = data if isinstance(data, str) else None  # `--data FILE`
     if section_file is not None:
-        data = (yaml.safe_load(Path(section_file).read_text()) if Path(section_file).is_file() else None) or {}
+        data = (read_yaml(section_file) if Path(section_file).is_file() else None) or {}
     source = data.get("source") or (data.get("init_args") or {}).get("source")  # the trials' data: an input too
-    inputs = [args.search, *args.config, _sqlite_file(url), source, section_file]
+    # Whatever a trial may read is an input too: a search space's choices may name files (data.source: [a.csv]).
+    chosen = [value for spec in space.values() for value in spec.get("choice", []) if isinstance(value, str)]
+    inputs = [args.search, *args.config, _sqlite_file(url), source, section_file, *chosen]
     check_output(output, inputs=inputs, overwrite=args.overwrite)
     args.logs.mkdir(parents=True, exist_ok=True)
     storage = RDBStorage(
@@ -339,7 +343,9 @@ def _run(args: argparse.Namespace, extra: list[str], signals: StopSignals) -> No
 
     header = f"# {stamp(args.argv)}\n# The best of {count} trials of study '{args.study}': {monitor} {best.value:.6g}\n"
     write_atomically(output, lambda temporary: temporary.write_text(header + text))
-    print(f"best trial {best.number}: {monitor} {best.value:.6g}, {best.params}")
+    print(f"best trial {best.number}: {monitor} {best.value:.6g}, with")
+    for option, value in best.params.items():  # a line each: a search of many options stays readable
+        print(f"  {option}: {value:.6g}" if isinstance(value, float) else f"  {option}: {value}")
     print(f"Wrote {output}; train it with: python -m project.cli fit --config {output}")
 
 
@@ -362,7 +368,7 @@ def _none_completed(study: str, trials: list) -> str:
         first = min(failed, key=lambda trial: trial.number)
         # No error attribute: the trial's process was stopped or died, or Optuna failed it.
         reason = first.user_attrs.get(ERROR_ATTR, "no error recorded (its process was stopped)")
-        summary += f"; the first failure, trial {first.number}: {reason}"
+        summary += f"; the first failure, trial {first.number}: {reason[:300]}"
     return summary
 
 

@@ -12,6 +12,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project.errors import InputError
+from project.files import check_name_lengths
 
 EXIT_SIGTERM = 143  # 128 + SIGTERM's number: what schedulers expect of a terminated job
 
@@ -30,8 +31,8 @@ class ForecastCheckpoint(ModelCheckpoint):
 
     Lightning writes ``last.ckpt`` only at a step where it also saved a top-k checkpoint, so resuming from it could
     silently repeat work. Here ``save_last`` writes it after every validation, at the end of every training epoch
-    and of ``fit``, and when the run is stopped by SIGTERM (a scheduler's pre-emption), at the step where the run
-    stands. It is written with the Trainer's public ``save_checkpoint``, so nothing here depends on
+    and of ``fit``, and when the run is stopped by SIGTERM (a scheduler's pre-emption) or Ctrl-C, at the step where
+    the run stands. It is written with the Trainer's public ``save_checkpoint``, so nothing here depends on
     ``ModelCheckpoint``'s private members; the top-k checkpoints are ``ModelCheckpoint``'s own. The arguments are
     ``ModelCheckpoint``'s; ``save_last`` is ``true`` (the latest state, a file) or ``false`` (no ``last.ckpt``).
     ``save_last: link`` is refused in one line: a link to the newest top-k checkpoint is not the latest state.
@@ -46,6 +47,8 @@ class ForecastCheckpoint(ModelCheckpoint):
         super().setup(trainer, pl_module, stage)
         if self.keep_latest is None:  # setup runs again for the test after fit: take save_last once
             self.check_save_last(self.save_last)
+            # A name too long for the file system is refused now, not when the first checkpoint is saved.
+            check_name_lengths(f"{self.filename or 'checkpoint'}{self.FILE_EXTENSION}", "checkpoint.filename")
             self.keep_latest, self.save_last = bool(self.save_last), False
 
     @staticmethod
@@ -75,6 +78,13 @@ class ForecastCheckpoint(ModelCheckpoint):
             self._save_latest(trainer)
             if self.keep_latest and self.last_model_path:  # for the one-line message that says where to resume
                 exception.latest_checkpoint = self.last_model_path
+        elif isinstance(exception, KeyboardInterrupt) and trainer.state.fn == "fit":
+            self._save_latest(trainer)  # Ctrl-C: Lightning then exits with its own line; this one says what is kept
+            saved = self.keep_latest and self.last_model_path
+            if trainer.is_global_zero:
+                resume = f"{self.last_model_path} holds the current step; continue with --ckpt_path last"
+                print(f"stopped by Ctrl-C; {resume if saved else 'no checkpoint holds the current step'}",
+                      file=sys.stderr)  # fmt: skip
 
     def _save_latest(self, trainer: L.Trainer) -> None:
         if (

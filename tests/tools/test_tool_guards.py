@@ -160,3 +160,11 @@ def test_the_figure_tool_never_replaces_the_data_a_checkpoint_was_trained_on(use
 def test_the_figure_tool_refuses_a_checkpoint_path_longer_than_the_file_system_allows(tmp_path, capsys):
     assert exit_code(figure.main, [str(tmp_path / ("x" * 300 + ".ckpt"))]) == 2
     assert "has 305 bytes; a file or folder name has at most 255" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize("tool", [export, backtest])
+def test_an_output_folder_name_longer_than_the_file_system_allows_is_one_line(tool, user_run, tmp_path, capsys):
+    arguments = ["--output", str(tmp_path / ("x" * 300))]
+    arguments = [str(user_run[2]), *arguments] if tool is export else ["--ckpt_path", str(user_run[2]), *arguments]
+    assert exit_code(tool.main, arguments) == 2
+    assert "has 300 bytes; a file or folder name has at most 255" in one_line_error(capsys)

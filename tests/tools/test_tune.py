@@ -270,3 +270,34 @@ def test_the_selection_never_reads_the_test_rows(tmp_path):
         study = optuna.load_study(study_name="selection", storage=f"sqlite:///{logs / 'selection.db'}")
         chosen.append((study.best_trial.params, [trial.value for trial in study.trials]))
     assert chosen[0] == chosen[1]
+
+
+def test_a_file_a_search_space_chooses_from_is_never_the_output_even_with_overwrite(tmp_path, capsys):
+    data = tmp_path / "good.csv"
+    data.write_text("timestamp,a\n2020-01-01,1\n")
+    before = sha256(data)
+    space = tmp_path / "space.yaml"
+    space.write_text(f"data.source: {{choice: [{data}]}}\n")
+    arguments = ["--config", BASE, "--search", space, "--logs", tmp_path / "logs"]
+    assert exit_code(*arguments, "--output", data, "--overwrite") == 2
+    assert last_line(capsys.readouterr().err).endswith(
+        f"the output would replace the input {data}; choose another output path"
+    )
+    assert sha256(data) == before
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("model.network.init_args.dropout: {float: [0.0, 0.3]\n", "not a YAML file this project reads"),
+        ("seed: !!python/object/apply:os.system ['true']\n", "not a YAML file this project reads"),
+        ("- a list, not a mapping\n", "a search space maps options to their ranges"),
+    ],
+)
+def test_a_malformed_or_code_carrying_search_space_is_one_line(tmp_path, capsys, text, message):
+    space = tmp_path / "space.yaml"
+    space.write_text(text)
+    assert exit_code("--config", BASE, "--search", space, "--logs", tmp_path / "logs") == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error
+    assert message in last_line(error)
