@@ -94,3 +94,24 @@ def checkpoint_class(class_path: object, what: str, where: str, allow_imported: 
     if found is None:
         raise InputError(f"{where}its {what} {class_path} cannot be imported: {module_name} has no {name}")
     return found
+
+
+def is_component_spec(spec: object) -> bool:
+    """Whether ``spec`` is a component as a checkpoint records it: ``{"class_path": "package.Class", ...}``."""
+    return isinstance(spec, dict) and isinstance(spec.get("class_path"), str) and "." in spec["class_path"]
+
+
+def component_class(spec: dict, what: str, base: type, where: str = "", allow_imported: bool = False) -> type:
+    """The class ``spec`` names as the checkpoint's ``what``, imported under the rule above and refused in one line
+    unless it is ``base`` or a subclass of it."""
+    cls = checkpoint_class(spec["class_path"], what, where, allow_imported)
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        expected = "an nn.Module" if base.__qualname__ == "Module" else f"a {base.__module__}.{base.__qualname__}"
+        raise InputError(f"{where}its {what} {spec['class_path']} is not {expected} subclass")
+    return cls
+
+
+def built_component(spec: dict, what: str, base: type, where: str = "", allow_imported: bool = False) -> object:
+    """The component ``spec`` (``{"class_path": ..., "init_args": {...}}``) names, built from its arguments: its class
+    checked by ``component_class``."""
+    return component_class(spec, what, base, where, allow_imported)(**(spec.get("init_args") or {}))

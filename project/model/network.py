@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from project.domains import check_arguments
 from project.errors import InputError
-from project.imports import checkpoint_class
+from project.imports import built_component, is_component_spec
 from project.model.distributions import Distribution, PointForecast
 
 
@@ -131,26 +131,14 @@ def build_network(spec: object, where: str = "", allow_imported: bool = False) -
     under ``project.imports``' rule (the project's own or one the user trusted; with ``allow_imported``, also one
     whose module the caller imported) and of the expected base class. ``where`` prefixes the one-line errors (a
     checkpoint's path)."""
-    if not _is_spec(spec):
+    if not is_component_spec(spec):
         raise InputError(f"{where}it records no network (a class_path and init_args); was it written by this template?")
     arguments = dict(spec.get("init_args") or {})
-    if _is_spec(arguments.get("distribution")):
-        arguments["distribution"] = _built(
+    if is_component_spec(arguments.get("distribution")):
+        arguments["distribution"] = built_component(
             arguments["distribution"], "distribution", Distribution, where, allow_imported
         )
-    return _built({**spec, "init_args": arguments}, "network", nn.Module, where, allow_imported)
-
-
-def _is_spec(spec: object) -> bool:
-    return isinstance(spec, dict) and isinstance(spec.get("class_path"), str) and "." in spec["class_path"]
-
-
-def _built(spec: dict, kind: str, base: type, where: str, allow_imported: bool) -> Any:
-    cls = checkpoint_class(spec["class_path"], kind, where, allow_imported)
-    if not (isinstance(cls, type) and issubclass(cls, base)):
-        expected = "an nn.Module" if base is nn.Module else f"a {base.__module__}.{base.__qualname__}"
-        raise InputError(f"{where}its {kind} {spec['class_path']} is not {expected} subclass")
-    return cls(**(spec.get("init_args") or {}))
+    return built_component({**spec, "init_args": arguments}, "network", nn.Module, where, allow_imported)
 
 
 def network_spec(network: ForecastNetwork) -> dict[str, Any]:
