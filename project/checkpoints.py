@@ -16,7 +16,7 @@ import torch
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import check_name_lengths
-from project.imports import CLI_TRUST, checkpoint_class, imported_class, trust
+from project.imports import CLI_TRUST, checkpoint_class, component_class, imported_class, trust
 from project.model import resolved_patch_length
 from project.model.network import build_network
 from project.settings import flattened, named_classes
@@ -90,6 +90,7 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
         )
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
     network = build_network(settings.get("network"), f"{path}: ")
+    check_optimizer_classes(settings, path)
     try:
         module = model_class(**{**settings, "network": network})
     except (InputError, TypeError, ValueError) as error:
@@ -106,6 +107,17 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
             f"{path}: its weights do not fit the settings it records ({' '.join(lines[1:3])[:200]})"
         ) from None
     return checkpoint, module.eval()
+
+
+def check_optimizer_classes(settings: dict, path: str | Path) -> None:
+    """The optimizer and learning-rate scheduler a checkpoint records, checked under ``project.imports``' rule (torch's
+    own, the project's, or trusted) though nothing builds them to forecast: the CLI gives a checkpoint's settings to
+    the parser, which imports what they name."""
+    bases = {"optimizer": torch.optim.Optimizer, "lr_scheduler": torch.optim.lr_scheduler.LRScheduler}
+    for name, base in bases.items():
+        spec = settings.get(name)
+        if isinstance(spec, dict) and "class_path" in spec:
+            component_class(spec, name, base, f"{path}: ")
 
 
 def init_arguments(cls: type) -> set[str]:
@@ -224,10 +236,12 @@ def _resolved(name: str, given: object, trained_model: dict) -> object:
 
 
 def _same(name: str, given: object, trained: object) -> bool:
-    """Equal settings; a class_path (the model's, the network's, the distribution's) by the class it names
+    """Equal settings; a class_path (the model's, the network's, the distribution's, …) by the class it names
     (``project.model.ForecastTransformer`` is ``project.model.transformer.ForecastTransformer``)."""
     if name.endswith("class_path") and isinstance(given, str) and isinstance(trained, str):
         return imported_class(given) is not None and imported_class(given) is imported_class(trained)
+    if isinstance(given, tuple) and isinstance(trained, list):  # a tuple-typed option (AdamW's betas) as recorded
+        return list(given) == trained
     return given == trained
 
 

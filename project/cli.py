@@ -78,7 +78,7 @@ class ForecastCLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.epilog = describe_rules()  # the end of `fit --help`: every option rule, from the one list
-        # Default classes: configs set `model.learning_rate` without a class_path, and `predict --ckpt_path X`
+        # Default classes: configs set `model.instance_norm` without a class_path, and `predict --ckpt_path X`
         # alone parses (LightningCLI then replaces the model with the checkpoint's class and arguments).
         parser.set_defaults(DEFAULT_CLASSES)
         for name in LINKED_FROM_DATA:  # attributes of the data module, once it has read the data

@@ -100,13 +100,14 @@ def input_files(config) -> list[str | None]:
 
 
 def named_classes(explicit: dict) -> set[str]:
-    """The class paths the user named (model, network, its distribution, data): the ones a checkpoint may name outside
-    this project."""
+    """The class paths the user named (model, network, its distribution, optimizer, learning-rate scheduler, data): the
+    ones a checkpoint may name outside this project."""
     model, data = explicit.get("model", {}), explicit.get("data", {})
     network = model.get("network", {})
     distribution = network.get("init_args", network).get("distribution", {})
     named = [model.get("class_path"), data.get("class_path"), network.get("class_path")]
-    named.append(distribution.get("class_path") if isinstance(distribution, dict) else distribution)
+    for component in (distribution, model.get("optimizer"), model.get("lr_scheduler")):
+        named.append(component.get("class_path") if isinstance(component, dict) else component)
     return {name for name in named if isinstance(name, str)}
 
 
@@ -119,7 +120,7 @@ def _yaml(path) -> dict:
 
 def _in_subclass_mode(key: str) -> tuple[str, str]:
     """Where an option the user wrote lives in the parsed config, and the name it goes by everywhere else: the
-    model's and data's arguments sit under ``init_args`` (``model.learning_rate`` is ``model.init_args.learning_rate``,
+    model's and data's arguments sit under ``init_args`` (``model.instance_norm`` is ``model.init_args.instance_norm``,
     ``--model=X`` sets ``model.class_path``)."""
     section, _, rest = key.partition(".")
     if section not in ("model", "data"):
@@ -131,7 +132,7 @@ def _in_subclass_mode(key: str) -> tuple[str, str]:
 
 
 def user_facing(name: str) -> str:
-    """``model.init_args.learning_rate`` as users write it: ``model.learning_rate``."""
+    """``model.init_args.instance_norm`` as users write it: ``model.instance_norm``."""
     for section in ("model.", "data."):
         if name.startswith(section + "init_args."):
             return section + name.removeprefix(section + "init_args.")

@@ -107,6 +107,15 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
             lambda c: c["hyper_parameters"].update(attention_layout="old"),
             "written by an earlier version of this project: its settings attention_layout are not Forecaster's",
         ),
+        (
+            lambda c: c["hyper_parameters"]["optimizer"].update(class_path="subprocess.Popen"),
+            "the checkpoint names the optimizer subprocess.Popen, outside this project; nothing was imported: pass "
+            "--model.optimizer=subprocess.Popen to trust it",
+        ),
+        (  # torch's own, which torch has imported: looked up, and refused as no optimizer
+            lambda c: c["hyper_parameters"]["lr_scheduler"].update(class_path="torch.optim.AdamW"),
+            "its lr_scheduler torch.optim.AdamW is not a torch.optim.lr_scheduler.LRScheduler subclass",
+        ),
     ],
 )
 def test_a_foreign_checkpoint_is_refused_in_one_line(user_run, tmp_path, capsys, change, message):

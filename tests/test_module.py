@@ -6,9 +6,10 @@ import torch
 from project.data import WindowDataModule
 from project.errors import InputError
 from project.rules import RULES
+from project.training import WarmupCosine
 from project.training.module import ContextNorm, Forecaster
 from project.training.regimes import REGIMES, RegimeOptions
-from tests.helpers import learnable_series, quiet_trainer, relative_difference, tiny_module
+from tests.helpers import adamw, learnable_series, quiet_trainer, relative_difference, tiny_module, warmup_cosine
 
 
 def random_batch(n=3, context=8, horizon=4, channels=2):
@@ -152,7 +153,7 @@ def test_every_rule_has_a_description_and_every_rejected_combination_is_one_line
 def test_a_short_training_run_lowers_the_free_running_validation_loss(overrides):
     L.seed_everything(0)
     datamodule = WindowDataModule(learnable_series(), context_length=8, horizon=4, batch_size=32)
-    module = tiny_module(learning_rate=3e-3, warmup_steps=5, **overrides)
+    module = tiny_module(optimizer=adamw(3e-3), lr_scheduler=warmup_cosine(5), **overrides)
     before = quiet_trainer().validate(module, datamodule, verbose=False)[0]["val/loss"]
     quiet_trainer(max_steps=60, limit_val_batches=0).fit(module, datamodule)
     after = quiet_trainer().validate(module, datamodule, verbose=False)[0]["val/loss"]
@@ -169,13 +170,58 @@ def test_learning_rate_warms_up_then_follows_a_cosine_to_zero():
 
     recorder = RecordLearningRate()
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
-    module = tiny_module(learning_rate=1e-2, warmup_steps=4)
+    module = tiny_module(optimizer=adamw(1e-2), lr_scheduler=warmup_cosine(4))
     quiet_trainer(max_steps=20, callbacks=[recorder], limit_val_batches=0).fit(module, datamodule)
     rates = np.array(recorder.rates)
     np.testing.assert_allclose(rates[:4], [2.5e-3, 5e-3, 7.5e-3, 1e-2])
     assert all(np.diff(rates[4:]) < 0)
     expected_last = 1e-2 * 0.5 * (1 + np.cos(np.pi * 15 / 16))
     assert relative_difference(torch.tensor(rates[-1]), torch.tensor(expected_last)) < 1e-9
+
+
+def learning_rate_factor(step: int, warmup: int, schedule: str, total_steps: float) -> float:
+    """The learning-rate factor as Forecaster.configure_optimizers computed it before the schedule was a class."""
+    if step < warmup:
+        return (step + 1) / warmup
+    if schedule == "constant" or not np.isfinite(total_steps):
+        return 1.0
+    progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
+    return 0.5 * (1.0 + np.cos(np.pi * progress))
+
+
+@pytest.mark.parametrize(
+    ("warmup", "decay", "run_steps"),
+    [(100, "cosine", 1000), (0, "cosine", 50), (10, "constant", 200), (5, "cosine", float("inf"))],
+)
+def test_the_warmup_cosine_schedule_is_the_learning_rate_curve_of_before(warmup, decay, run_steps):
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=1.0)
+    schedule = WarmupCosine(optimizer, warmup_steps=warmup, decay=decay)
+    schedule.set_run_steps(run_steps)
+    for step in (0, 1, warmup // 2, max(0, warmup - 1), warmup, warmup + 1, 37, 49, 50, 199, 500, 999, 1000, 5000):
+        assert schedule.factor(step) == learning_rate_factor(step, warmup, decay, run_steps), step
+
+
+def test_the_default_optimizer_decays_weight_matrices_only_and_the_schedule_ends_at_the_runs_last_step():
+    datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
+    module = tiny_module()  # no optimizer argument: AdamW, lr 1e-3, weight decay 0.01, WarmupCosine(100)
+    trainer = quiet_trainer(max_steps=3, limit_val_batches=0)
+    trainer.fit(module, datamodule)
+    (optimizer,) = trainer.optimizers
+    assert type(optimizer) is torch.optim.AdamW
+    weights, others = optimizer.param_groups
+    assert (weights["weight_decay"], others["weight_decay"]) == (0.01, 0.0)
+    assert all(p.dim() >= 2 for p in weights["params"])
+    assert all(p.dim() < 2 for p in others["params"])
+    assert weights["initial_lr"] == 1e-3
+    (config,) = trainer.lr_scheduler_configs
+    assert config.interval == "step"
+    assert (config.scheduler.warmup_steps, config.scheduler.run_steps) == (100, 3)
+    assert module.hparams.optimizer["class_path"] == "torch.optim.adamw.AdamW"
+    assert module.hparams.optimizer["init_args"]["lr"] == 1e-3  # recorded with its defaults, as LightningCLI does
+    assert module.hparams.lr_scheduler == {
+        "class_path": "project.training.schedules.WarmupCosine",
+        "init_args": {"warmup_steps": 100, "decay": "cosine", "run_steps": None},
+    }
 
 
 class RecordTeacherForcing(L.Callback):

@@ -31,6 +31,7 @@ from tests.helpers import (
     quick_fit_arguments,
     quiet_trainer,
     run_cli,
+    warmup_cosine,
 )
 from tests.reference_loops import naive_free_running
 
@@ -165,7 +166,7 @@ def trained(name: str, tmp_path) -> tuple[Forecaster, WindowDataModule]:
     datamodule.setup("fit")
     network_class, small = NETWORKS[name]
     net = network_class(n_targets=datamodule.n_targets, n_future_covariates=datamodule.n_future_covariates, **small)
-    module = Forecaster(net, context_length=8, horizon=4, warmup_steps=1)
+    module = Forecaster(net, context_length=8, horizon=4, lr_scheduler=warmup_cosine(1))
     trainer = quiet_trainer(max_steps=3, limit_val_batches=1)
     trainer.fit(module, datamodule)
     trainer.save_checkpoint(tmp_path / "last.ckpt")

@@ -87,7 +87,7 @@ SMALL_NETWORK = (  # one network for every cell of both studies: 47k parameters 
 COMMON = (
     "--trainer.max_epochs=4",
     "--early_stopping.patience=4",  # every cell trains its 4 epochs; the checkpoint is the best by validation
-    "--model.warmup_steps=50",
+    "--model.lr_scheduler.init_args.warmup_steps=50",
     "--forecast_figures.every_n_epochs=0",
     "--trainer.enable_progress_bar=false",
 )

@@ -2,37 +2,32 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import lightning as L
 import torch
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.core.saving import save_hparams_to_yaml
 from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
-from project.domains import (
-    AtLeastTwo,
-    NonNegativeFloat,
-    NonNegativeInt,
-    OpenUnitInterval,
-    PositiveFloat,
-    PositiveInt,
-    Probability,
-    UnitLevels,
-    check_arguments,
-)
+from project.domains import AtLeastTwo, OpenUnitInterval, PositiveInt, Probability, UnitLevels, check_arguments
 from project.errors import InputError, TrainingDiverged
+from project.imports import component_class, is_component_spec
 from project.model.decoding import generate
 from project.model.distributions import DEFAULT_QUANTILES, Distribution
 from project.model.network import ForecastNetwork, build_network, network_spec
 from project.rules import check_settings
 from project.training import regimes
 from project.training.metrics import forecast_scores, unscale
+from project.training.schedules import WarmupCosine
 
 # The choices of training_mode and feedback_gradient are the registry's (project/training/regimes.py).
 TrainingMode = Literal[regimes.TRAINING_MODES]
@@ -126,10 +121,12 @@ class Forecaster(L.LightningModule):
             study used, so that one config serves runs of any length; a run without a known length
             (``max_epochs: -1`` and no ``max_steps``) must set it.
         min_teacher_forcing: Floor of the teacher-forcing probability.
-        learning_rate: Peak learning rate of AdamW.
-        weight_decay: AdamW weight decay, applied to weight matrices only (not biases or norms).
-        warmup_steps: Optimizer steps of linear learning-rate warm-up from zero.
-        lr_schedule: After warm-up: ``cosine`` decay to zero at the last step, or ``constant``.
+        optimizer: The optimizer, given the parameters as two groups: weight matrices, and biases and norms (with
+            ``weight_decay`` 0). In a config, ``class_path: torch.optim.AdamW`` and its ``init_args`` (the default:
+            ``lr`` 1e-3, ``weight_decay`` 0.01), as LightningCLI's ``OptimizerCallable``.
+        lr_scheduler: The learning-rate schedule, stepped once per optimizer step: by default
+            ``project.training.WarmupCosine`` (100 steps of linear warm-up, then cosine decay to zero at the run's
+            last step), or any ``LRSchedulerCallable``.
     """
 
     def __init__(
@@ -151,19 +148,21 @@ class Forecaster(L.LightningModule):
         teacher_forcing_schedule: regimes.TeacherForcingSchedule = "inverse_sigmoid",
         schedule_steps: PositiveInt | None = None,
         min_teacher_forcing: Probability = 0.0,
-        learning_rate: PositiveFloat = 1e-3,
-        weight_decay: NonNegativeFloat = 0.01,
-        warmup_steps: NonNegativeInt = 100,
-        lr_schedule: Literal["cosine", "constant"] = "cosine",
+        optimizer: OptimizerCallable = torch.optim.AdamW,
+        lr_scheduler: LRSchedulerCallable = WarmupCosine,
     ) -> None:
         super().__init__()
         # A dict is the recorded class_path/init_args, as Lightning's load_from_checkpoint passes it back.
         if isinstance(network, dict):
             network = build_network(network, allow_imported=True)  # Python code that imported the class itself
         check_network(network)
-        # The network is recorded as the class and arguments that rebuild it, never as an object.
+        # The components are recorded as the classes and arguments that rebuild them, never as objects (a checkpoint
+        # is read with weights_only); as LightningCLI gives them, or from the objects built in Python.
         self.save_hyperparameters(ignore=["network"])
-        self.save_hyperparameters({**self.hparams, "network": network_spec(network)})  # logged with the others
+        recorded = {"network": network_spec(network)}
+        for name in ("optimizer", "lr_scheduler"):
+            recorded[name] = callable_spec(self.hparams[name])
+        self.save_hyperparameters({**self.hparams, **recorded})  # logged with the others
         settings = {**self.hparams, "max_horizon": longest_forecast(horizon, max_horizon)}
         settings["patch_length"] = network.patch_length
         settings["n_future_covariates"] = getattr(network, "n_future_covariates", 0)
@@ -182,6 +181,7 @@ class Forecaster(L.LightningModule):
         self.prediction_quantiles = settings["prediction_quantiles"]
         self.regime = regimes.REGIMES[regimes.regime_name(training_mode, feedback_gradient)]
         self.decay_steps = schedule_steps  # empty: sized to the run when fit starts (on_fit_start)
+        self.optimizer, self.lr_scheduler = optimizer, lr_scheduler  # or their records, from a checkpoint
         self.network: ForecastNetwork = network
         check_cuda_graph(network, cuda_graph)
         # Every score as a sum and a count synchronised across processes: exact under DDP, unlike the mean of
@@ -408,25 +408,15 @@ class Forecaster(L.LightningModule):
         return forecast
 
     def configure_optimizers(self):
-        decay = [p for p in self.parameters() if p.dim() >= 2]
-        no_decay = [p for p in self.parameters() if p.dim() < 2]
+        # Weight decay (the optimizer's own) on weight matrices only, not on biases and norms.
         groups = [
-            {"params": decay, "weight_decay": self.hparams.weight_decay, "name": "weights"},
-            {"params": no_decay, "weight_decay": 0.0, "name": "biases_and_norms"},
+            {"params": [p for p in self.parameters() if p.dim() >= 2], "name": "weights"},
+            {"params": [p for p in self.parameters() if p.dim() < 2], "weight_decay": 0.0, "name": "biases_and_norms"},
         ]
-        optimizer = torch.optim.AdamW(groups, lr=self.hparams.learning_rate)
-        total_steps = self.trainer.estimated_stepping_batches
-        warmup, schedule = self.hparams.warmup_steps, self.hparams.lr_schedule
-
-        def learning_rate_factor(step: int) -> float:
-            if step < warmup:
-                return (step + 1) / warmup
-            if schedule == "constant" or not math.isfinite(total_steps):
-                return 1.0
-            progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
-            return 0.5 * (1.0 + math.cos(math.pi * progress))
-
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, learning_rate_factor)
+        optimizer = _callable(self.optimizer, "optimizer", torch.optim.Optimizer)(groups)
+        scheduler = _callable(self.lr_scheduler, "lr_scheduler", torch.optim.lr_scheduler.LRScheduler)(optimizer)
+        if isinstance(scheduler, WarmupCosine):  # it decays to zero at the run's last optimizer step
+            scheduler.set_run_steps(self.trainer.estimated_stepping_batches)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
@@ -438,6 +428,33 @@ class _Identity:
 
     def inverse(self, values: Tensor) -> Tensor:
         return values
+
+
+def callable_spec(value: Any) -> Any:
+    """An optimizer or scheduler argument as a checkpoint records it: ``{"class_path": ..., "init_args": {...}}`` for
+    a class or a ``functools.partial`` of one, with the class's defaults, as LightningCLI records a config's (which it
+    gives as a dict); else its name."""
+    if isinstance(value, dict):
+        return value
+    given: dict = {}
+    if isinstance(value, functools.partial) and not value.args:
+        value, given = value.func, dict(value.keywords)
+    if not isinstance(value, type):
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__name__)}"
+    parameters = list(inspect.signature(value).parameters.values())[1:]  # the first is the params or the optimizer
+    defaults = {p.name: p.default for p in parameters if p.default is not p.empty}
+    arguments = {name: list(v) if isinstance(v, tuple) else v for name, v in {**defaults, **given}.items()}
+    recordable = {name: v for name, v in arguments.items() if v is None or isinstance(v, (bool, int, float, str, list))}
+    return {"class_path": f"{value.__module__}.{value.__qualname__}", "init_args": recordable}
+
+
+def _callable(value: Any, what: str, base: type) -> Callable:
+    """The optimizer or scheduler callable, rebuilt from its record when the model was built from a checkpoint's
+    settings (Python code: classes of modules it imported, under ``project.imports``' rule)."""
+    if not is_component_spec(value):
+        return value
+    cls = component_class(value, what, base, allow_imported=True)
+    return functools.partial(cls, **(value.get("init_args") or {}))
 
 
 def check_network(network: nn.Module) -> None:
