@@ -16,11 +16,12 @@ import torch
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import check_name_lengths
-from project.imports import CLI_TRUST, checkpoint_class, component_class, imported_class, trust
+from project.imports import CLI_TRUST, built_component, checkpoint_class, component_class, imported_class, trust
 from project.model import resolved_patch_length
 from project.model.network import build_network
 from project.settings import flattened, named_classes
 from project.training.module import Forecaster, check_finite_weights, longest_sequence
+from project.training.regimes import Regime
 
 # Settings a checkpoint may be used with at other values: they choose what is forecast (or compared with), not
 # what was learned.
@@ -90,9 +91,12 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
         )
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
     network = build_network(settings.get("network"), f"{path}: ")
+    components = {"network": network}
+    if "regime" in settings:
+        components["regime"] = built_component(settings["regime"], "regime", Regime, f"{path}: ")
     check_optimizer_classes(settings, path)
     try:
-        module = model_class(**{**settings, "network": network})
+        module = model_class(**{**settings, **components})
     except (InputError, TypeError, ValueError) as error:
         raise InputError(
             f"{path}: its settings do not build a {model_class.__name__} ({str(error).splitlines()[0]})"

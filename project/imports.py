@@ -1,15 +1,15 @@
 """Importing a class that a file names, without running code that nobody chose.
 
-A checkpoint records class paths (the model's, the data's, the network's and its distribution's, the optimizer's and
-the learning-rate scheduler's), and importing a
+A checkpoint records class paths (the model's, the data's, the network's and its distribution's, the regime's, the
+optimizer's and the learning-rate scheduler's), and importing a
 module runs its top-level code: a checkpoint must not be able to pick that code, nor any class of the thousands a
 process has imported. So a class path read from a checkpoint is imported only when it is this project's own
 (``project.…``) or the user named the same class path for this process (``trust``: the CLI's
-``--model.network.class_path``, ``--model.network.init_args.distribution``, ``--model`` and ``--data``, the tools'
-``--trust``); an optimizer and a scheduler may also be torch's own (``torch.optim.…``, which the project's defaults
-name and which importing torch has already run). Python code that loads a checkpoint of a class it has imported itself
-(``Forecaster.load_from_checkpoint``) may use that class too. Anything else is refused in one line, before any
-import and before any folder is searched.
+``--model.network.class_path``, ``--model.network.init_args.distribution``, ``--model.regime``, ``--model`` and
+``--data``, the tools' ``--trust``); an optimizer and a scheduler may also be torch's own (``torch.optim.…``, which
+the project's defaults name and which importing torch has already run). Python code that loads a checkpoint of a
+class it has imported itself (``Forecaster.load_from_checkpoint``) may use that class too. Anything else is refused
+in one line, before any import and before any folder is searched.
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ OWN_PACKAGE = "project"
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 # How a user trusts a class a checkpoint names, for the refusal's message: the tools take --trust, the CLI its options.
 TOOL_TRUST = {
-    kind: "--trust" for kind in ("network", "distribution", "optimizer", "lr_scheduler", "model class", "data class")
+    kind: "--trust"
+    for kind in ("network", "distribution", "regime", "optimizer", "lr_scheduler", "model class", "data class")
 }
 CLI_TRUST = {
     "network": "--model.network.class_path",
     "distribution": "--model.network.init_args.distribution",
+    "regime": "--model.regime",
     "optimizer": "--model.optimizer",
     "lr_scheduler": "--model.lr_scheduler",
     "model class": "--model",
@@ -78,8 +80,8 @@ def imported_class(class_path: str) -> object | None:
 
 
 def checkpoint_class(class_path: object, what: str, where: str, allow_imported: bool = False) -> object:
-    """The class a checkpoint names as its ``what`` ("network", "distribution", "optimizer", "lr_scheduler", "model
-    class", "data class"),
+    """The class a checkpoint names as its ``what`` ("network", "distribution", "regime", "optimizer", "lr_scheduler",
+    "model class", "data class"),
     imported under the rule above; ``allow_imported``: also a class of a module the caller has imported (Python
     code, not a command). ``where`` prefixes the one-line errors (the checkpoint's path and a colon)."""
     if not isinstance(class_path, str) or not _DOTTED_NAME.fullmatch(class_path):

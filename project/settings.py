@@ -100,13 +100,13 @@ def input_files(config) -> list[str | None]:
 
 
 def named_classes(explicit: dict) -> set[str]:
-    """The class paths the user named (model, network, its distribution, optimizer, learning-rate scheduler, data): the
-    ones a checkpoint may name outside this project."""
+    """The class paths the user named (model, network, its distribution, regime, optimizer, learning-rate scheduler,
+    data): the ones a checkpoint may name outside this project."""
     model, data = explicit.get("model", {}), explicit.get("data", {})
     network = model.get("network", {})
     distribution = network.get("init_args", network).get("distribution", {})
     named = [model.get("class_path"), data.get("class_path"), network.get("class_path")]
-    for component in (distribution, model.get("optimizer"), model.get("lr_scheduler")):
+    for component in (distribution, model.get("regime"), model.get("optimizer"), model.get("lr_scheduler")):
         named.append(component.get("class_path") if isinstance(component, dict) else component)
     return {name for name in named if isinstance(name, str)}
 

@@ -41,8 +41,8 @@ def after_the_checkpoint(config: Namespace, explicit: dict) -> list[str]:
 
 def check_options(config: Namespace, callbacks: Mapping[str, type]) -> None:
     """Every numeric option of a parsed ``config`` inside its domain, checked before anything is built: the data's,
-    the model's, the network's, its distribution's, the learning-rate scheduler's and this project's ``callbacks``'
-    (section → class) by the types on their classes' signatures (``project.domains``), the others by
+    the model's, the network's, its distribution's, the regime's, the learning-rate scheduler's and this project's
+    ``callbacks``' (section → class) by the types on their classes' signatures (``project.domains``), the others by
     ``LIGHTNING_DOMAINS``; then the rules between sections that a class checks again when built from Python, and an
     accelerator this machine has."""
     flat = {settings.user_facing(name): value for name, value in config.items()}
@@ -51,8 +51,8 @@ def check_options(config: Namespace, callbacks: Mapping[str, type]) -> None:
     sections["model.network.init_args."] = network = config.get("model.init_args.network")
     init_args = network.get("init_args") if hasattr(network, "get") else None
     sections["model.network.init_args.distribution.init_args."] = init_args.get("distribution") if init_args else None
-    # The optimizer is torch's: it checks its own arguments.
-    sections["model.lr_scheduler.init_args."] = config.get("model.init_args.lr_scheduler")
+    for component in ("regime", "lr_scheduler"):  # the optimizer is torch's: it checks its own arguments
+        sections[f"model.{component}.init_args."] = config.get(f"model.init_args.{component}")
     for prefix, spec in sections.items():
         owner = imported_class(spec.get("class_path")) if hasattr(spec, "get") else None
         if isinstance(owner, type):  # a class that cannot be imported is jsonargparse's to report

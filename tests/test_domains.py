@@ -11,7 +11,7 @@ from project.domains import check_arguments, declared_domains
 from project.errors import InputError
 from project.figures import ForecastFigures
 from project.lightning_domains import LIGHTNING_DOMAINS, check_domains
-from project.training import WarmupCosine
+from project.training import ScheduledSampling, WarmupCosine
 from project.training.module import Forecaster
 from project.training.naive_comparison import NaiveComparison
 from tests.helpers import BASE, cli, last_line
@@ -21,7 +21,7 @@ NETWORKS = [f"{cls.__module__}.{cls.__qualname__}" for cls, _ in NETWORK_TABLE.v
 OWN_CLASSES = {  # the sections of this project's classes → the class whose signature declares their domains
     "model": Forecaster, "data": WindowDataModule, "forecast_figures": ForecastFigures,
     "naive_comparison": NaiveComparison, "model.network.init_args": NETWORK_TABLE["transformer"][0],
-    "model.lr_scheduler.init_args": WarmupCosine,
+    "model.regime.init_args": ScheduledSampling, "model.lr_scheduler.init_args": WarmupCosine,
 }  # fmt: skip
 DOMAINS = dict(LIGHTNING_DOMAINS)  # every option's domain, by its dotted name: the table and the signatures
 for section, owner in [*OWN_CLASSES.items(), *(("model.network.init_args", c) for c, _ in NETWORK_TABLE.values())]:
@@ -125,6 +125,7 @@ def test_a_value_outside_its_domain_ends_in_one_line_and_exit_code_2(help_option
         ("trainer.devices", "0"),
         ("trainer.devices", "[]"),
         ("model.network.init_args.dropout", 1.0),
+        ("model.regime.init_args.steps", 0),
         ("model.lr_scheduler.init_args.warmup_steps", -1),
     ],
 )

@@ -19,7 +19,7 @@ from project.model import ForecastNetwork, ForecastTransformer, GRUForecaster
 from project.model.decoding import generate
 from project.runs import read_scalars
 from project.training.module import Forecaster
-from project.training.regimes import REGIMES, RegimeOptions, regime_settings
+from project.training.regimes import REGIMES, RegimeOptions, ScheduledSampling
 from tests.helpers import (
     BASE,
     cli,
@@ -134,10 +134,10 @@ def test_free_running_has_the_loss_and_every_gradient_of_the_naive_loop(name, gr
 @pytest.mark.parametrize("regime", REGIMES)
 @pytest.mark.parametrize("name", NETWORKS)
 def test_every_regime_trains_the_network(name, regime):
-    settings = regime_settings(regime)
-    if REGIMES[regime].teacher_forcing is None:  # a schedule, outside a fit that would size it
-        settings["schedule_steps"] = 10
-    module = Forecaster(network(name).float().train(), context_length=CONTEXT, horizon=HORIZON, **settings)
+    chosen = REGIMES[regime]
+    if chosen.scheduled:  # a schedule, outside a fit that would size it
+        chosen = ScheduledSampling(steps=10)
+    module = Forecaster(network(name).float().train(), context_length=CONTEXT, horizon=HORIZON, regime=chosen)
     batch = {key: value.float() if value.is_floating_point() else value for key, value in inputs().items()}
     batch["target"] = torch.randn(4, HORIZON, TARGETS)
     module.training_loss(batch).backward()

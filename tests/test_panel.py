@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from project.data.datamodule import WindowDataModule
+from project.training import TeacherForcing
 from tests.helpers import adamw, quiet_trainer, tiny_module, warmup_cosine
 
 LENGTHS = {"a": 30, "b": 22, "c": 41}
@@ -97,7 +98,7 @@ def test_a_model_learns_a_target_it_can_only_know_from_an_aligned_future_covaria
         n_future_covariates=1,
         optimizer=adamw(1e-2),
         lr_scheduler=warmup_cosine(5),
-        training_mode="teacher_forcing",
+        regime=TeacherForcing(),
     )
     quiet_trainer(max_steps=150, limit_val_batches=0).fit(module, datamodule)
     validated = quiet_trainer().validate(module, datamodule, verbose=False)[0]

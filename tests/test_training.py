@@ -10,6 +10,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project.data import WindowDataModule
 from project.errors import InputError
+from project.training import FreeRunning
 from project.training.callbacks import ForecastCheckpoint, RandomState
 from tests.helpers import adamw, learnable_series, quiet_trainer, relative_difference, tiny_module, warmup_cosine
 
@@ -121,7 +122,7 @@ def test_save_last_link_is_refused_in_one_line_rather_than_written_as_a_copy(tmp
 def test_bf16_mixed_precision_trains_on_cpu():
     L.seed_everything(0)
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
-    module = tiny_module(training_mode="free_running", feedback_gradient="bptt")
+    module = tiny_module(regime=FreeRunning(gradient="bptt"))
     trainer = quiet_trainer(max_steps=4, precision="bf16-mixed", limit_val_batches=2, val_check_interval=4)
     trainer.fit(module, datamodule)
     assert trainer.precision == "bf16-mixed"

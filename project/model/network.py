@@ -114,7 +114,8 @@ def _recorded(value: Any) -> Any:
 
 
 def component_spec(component: object) -> dict[str, Any]:
-    """``{"class_path": ..., "init_args": {...}}``: how a checkpoint and a config name a network or a distribution."""
+    """``{"class_path": ..., "init_args": {...}}``: how a checkpoint and a config name a network, a distribution or a
+    regime."""
     cls = type(component)
     arguments = getattr(component, "init_args", None)
     if not isinstance(arguments, dict):

@@ -1,8 +1,10 @@
 """How the network is trained: regimes, the LightningModule, its callbacks (checkpoints, interval calibration, the
 naive comparison), metrics and baselines.
 
-The learning-rate schedule is importable from here, as a config names it (``project.training.WarmupCosine``)."""
+The regimes and the learning-rate schedule are importable from here, as a config names them
+(``project.training.FreeRunning``, ``project.training.WarmupCosine``)."""
 
+from project.training.regimes import FreeRunning, Regime, ScheduledSampling, TeacherForcing
 from project.training.schedules import WarmupCosine
 
-__all__ = ["WarmupCosine"]
+__all__ = ["FreeRunning", "Regime", "ScheduledSampling", "TeacherForcing", "WarmupCosine"]
