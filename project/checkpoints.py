@@ -15,9 +15,10 @@ import torch
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import check_name_lengths
-from project.imports import checkpoint_class, default_of
+from project.imports import built_component, checkpoint_class, component_class, default_of
 from project.model.network import build_network
 from project.training.module import Forecaster, check_finite_weights
+from project.training.regimes import Regime
 
 CLASS_PATHS = {cls: f"{cls.__module__}.{cls.__qualname__}" for cls in (Forecaster, WindowDataModule)}
 
@@ -81,8 +82,12 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
         )
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
     network = build_network(settings.get("network"), f"{path}: ")
+    components = {"network": network}
+    if "regime" in settings:
+        components["regime"] = built_component(settings["regime"], "regime", Regime, f"{path}: ")
+    check_optimizer_classes(settings, path)
     try:
-        module = model_class(**{**settings, "network": network})
+        module = model_class(**{**settings, **components})
     except (InputError, TypeError, ValueError) as error:
         raise InputError(
             f"{path}: its settings do not build a {model_class.__name__} ({str(error).splitlines()[0]})"
@@ -97,6 +102,17 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
             f"{path}: its weights do not fit the settings it records ({' '.join(lines[1:3])[:200]})"
         ) from None
     return checkpoint, module.eval()
+
+
+def check_optimizer_classes(settings: dict, path: str | Path) -> None:
+    """The optimizer and learning-rate scheduler a checkpoint records, checked under ``project.imports``' rule (torch's
+    own, the project's, or trusted) though nothing builds them to forecast: the CLI gives a checkpoint's settings to
+    the parser, which imports what they name."""
+    bases = {"optimizer": torch.optim.Optimizer, "lr_scheduler": torch.optim.lr_scheduler.LRScheduler}
+    for name, base in bases.items():
+        spec = settings.get(name)
+        if isinstance(spec, dict) and "class_path" in spec:
+            component_class(spec, name, base, f"{path}: ")
 
 
 def init_arguments(cls: type) -> set[str]:

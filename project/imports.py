@@ -1,13 +1,15 @@
 """Importing a class that a file names, without running code that nobody chose.
 
-A checkpoint records class paths (the model's, the data's, the network's and its distribution's), and importing a
+A checkpoint records class paths (the model's, the data's, the network's and its distribution's, the regime's, the
+optimizer's and the learning-rate scheduler's), and importing a
 module runs its top-level code: a checkpoint must not be able to pick that code, nor any class of the thousands a
 process has imported. So a class path read from a checkpoint is imported only when it is this project's own
 (``project.…``) or the user named the same class path for this process (``trust``: the CLI's
-``--model.network.class_path``, ``--model.network.init_args.distribution``, ``--model`` and ``--data``, the tools'
-``--trust``). Python code that loads a checkpoint of a class it has imported itself
-(``Forecaster.load_from_checkpoint``) may use that class too. Anything else is refused in one line, before any
-import and before any folder is searched.
+``--model.network.class_path``, ``--model.network.init_args.distribution``, ``--model.regime``, ``--model`` and
+``--data``, the tools' ``--trust``); an optimizer and a scheduler may also be torch's own (``torch.optim.…``, which
+the project's defaults name and which importing torch has already run). Python code that loads a checkpoint of a
+class it has imported itself (``Forecaster.load_from_checkpoint``) may use that class too. Anything else is refused
+in one line, before any import and before any folder is searched.
 """
 
 from __future__ import annotations
@@ -24,15 +26,23 @@ from project.errors import InputError
 OWN_PACKAGE = "project"
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 # How a user trusts a class a checkpoint names, for the refusal's message: the tools take --trust, the CLI its options.
-TOOL_TRUST = {"network": "--trust", "distribution": "--trust", "model class": "--trust", "data class": "--trust",
-              "data split": "--trust"}  # fmt: skip
+TOOL_TRUST = {
+    kind: "--trust"
+    for kind in ("network", "distribution", "regime", "optimizer", "lr_scheduler", "model class", "data class",
+                 "data split")
+}  # fmt: skip
 CLI_TRUST = {
     "network": "--model.network.class_path",
     "distribution": "--model.network.init_args.distribution",
+    "regime": "--model.regime",
+    "optimizer": "--model.optimizer",
+    "lr_scheduler": "--model.lr_scheduler",
     "model class": "--model",
     "data class": "--data",
     "data split": "--data.split",
 }
+# Kinds of class a checkpoint may also name from these packages: torch's optimizers and schedulers.
+FRAMEWORK_PACKAGES = {"optimizer": "torch.optim", "lr_scheduler": "torch.optim"}
 _trusted: set[str] = set()  # class paths the user named for this process
 _how_to_trust: dict[str, str] = dict(TOOL_TRUST)
 
@@ -80,13 +90,17 @@ def default_of(class_path: str | None, argument: str) -> object:
 
 
 def checkpoint_class(class_path: object, what: str, where: str, allow_imported: bool = False) -> object:
-    """The class a checkpoint names as its ``what`` ("network", "distribution", "model class", "data class"),
+    """The class a checkpoint names as its ``what`` ("network", "distribution", "regime", "optimizer", "lr_scheduler",
+    "model class", "data class"),
     imported under the rule above; ``allow_imported``: also a class of a module the caller has imported (Python
     code, not a command). ``where`` prefixes the one-line errors (the checkpoint's path and a colon)."""
     if not isinstance(class_path, str) or not _DOTTED_NAME.fullmatch(class_path):
         raise InputError(f"{where}its {what} {class_path!r} is not a dotted class path (package.module.Class)")
     module_name, _, name = class_path.rpartition(".")
-    own = module_name == OWN_PACKAGE or module_name.startswith(OWN_PACKAGE + ".")
+    own = any(
+        module_name == package or module_name.startswith(package + ".")
+        for package in (OWN_PACKAGE, FRAMEWORK_PACKAGES.get(what, OWN_PACKAGE))
+    )
     if not (own or class_path in _trusted or (allow_imported and module_name in sys.modules)):
         raise InputError(
             f"{where}the checkpoint names the {what} {class_path}, outside this project; nothing was imported: "
@@ -104,3 +118,31 @@ def checkpoint_class(class_path: object, what: str, where: str, allow_imported: 
     if found is None:
         raise InputError(f"{where}its {what} {class_path} cannot be imported: {module_name} has no {name}")
     return found
+
+
+def is_component_spec(spec: object) -> bool:
+    """Whether ``spec`` is a component as a checkpoint records it: ``{"class_path": "package.Class", ...}``."""
+    return isinstance(spec, dict) and isinstance(spec.get("class_path"), str) and "." in spec["class_path"]
+
+
+def component_class(spec: dict, what: str, base: type, where: str = "", allow_imported: bool = False) -> type:
+    """The class ``spec`` names as the checkpoint's ``what``, imported under the rule above and refused in one line
+    unless it is ``base`` or a subclass of it."""
+    cls = checkpoint_class(spec["class_path"], what, where, allow_imported)
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        expected = "an nn.Module" if base.__qualname__ == "Module" else f"a {base.__module__}.{base.__qualname__}"
+        raise InputError(f"{where}its {what} {spec['class_path']} is not {expected} subclass")
+    return cls
+
+
+def built_component(spec: dict, what: str, base: type, where: str = "", allow_imported: bool = False) -> object:
+    """The component ``spec`` (``{"class_path": ..., "init_args": {...}}``) names, built from its arguments: its class
+    checked by ``component_class``."""
+    cls = component_class(spec, what, base, where, allow_imported)
+    try:
+        return cls(**(spec.get("init_args") or {}))
+    except TypeError as error:  # settings another class (or another version of it) takes
+        raise InputError(
+            f"{where}its {what} {spec['class_path']} does not take the settings recorded for it ({error}); was it "
+            "written by another version, or edited?"
+        ) from None

@@ -66,7 +66,7 @@ class ForecastArgumentParser(LightningArgumentParser):
 
 def readable_error(message: str) -> str:
     """jsonargparse's message for a bad option of the model or the data, as the option and what was expected:
-    ``Parser key "model.training_mode": Expected …``; any other message as it is."""
+    ``Parser key "model.instance_norm": Expected …``; any other message as it is."""
     section = next((name for name in ("model", "data") if message.startswith(f"{KEY}{name}{KEY_END}")), None)
     if section is None or NO_UNION_MEMBER not in message:
         return message

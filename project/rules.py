@@ -5,11 +5,10 @@ Each rule is a one-line description (printed at the end of ``python -m project.c
 the ``Forecaster``'s or the ``WindowDataModule``'s settings; ``check_settings`` raises the first broken rule as an
 ``InputError`` at start-up, before any data is read or any step is trained. Options that merely have no effect in
 some mode are refused only when set to something other than their default, so that switching modes never needs
-edits elsewhere in a config. A rule reads what a regime or a distribution declares about itself (``feeds_back``,
-``gradient_through_feedback``, ``scheduled`` on each ``REGIMES`` entry; ``probabilistic``, ``reparameterised`` on each
-``Distribution``), never their names, so a new regime or distribution needs no edit here. Rules about one component
-alone sit in it (``PointForecast``'s ``huber_delta``, ``Quantiles``' levels); numeric domains are the signatures'
-types (``project.domains``).
+edits elsewhere in a config. A rule reads what a distribution declares about itself (``probabilistic``), never its
+name, so a new distribution needs no edit here. Rules about one component sit in it: ``PointForecast``'s
+``huber_delta``, ``Quantiles``' levels, and a regime's options and what it needs of the distribution (its ``check``,
+``project.training.regimes``); numeric domains are the signatures' types (``project.domains``).
 """
 
 from __future__ import annotations
@@ -59,71 +58,12 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        "training_mode and feedback_gradient select one of the REGIMES (project/training/regimes.py): bptt is "
-        "free_running's (scheduled sampling feeds back without gradient)",
-        lambda s, d: (
-            None
-            if (s["training_mode"], s["feedback_gradient"]) in s["regimes"].values()
-            else f"feedback_gradient={s['feedback_gradient']} applies to training_mode="
-            + " or ".join(mode for mode, gradient in s["regimes"].values() if gradient == s["feedback_gradient"])
-            + f"; got training_mode={s['training_mode']}"
-        ),
-    ),
-    Rule(
-        "feedback_value: sample needs a probabilistic distribution (not PointForecast)",
-        lambda s, d: (
-            None
-            if s["feedback_value"] == "mean" or s["probabilistic"]
-            else "feedback_value=sample draws from a predicted distribution; give the network a probabilistic "
-            "distribution (model.network.init_args.distribution: Normal, StudentT, Quantiles or yours)"
-        ),
-    ),
-    Rule(
-        "feedback_gradient: bptt with feedback_value: sample needs reparameterised draws (Normal or StudentT)",
-        lambda s, d: (
-            None
-            if not (s["gradient_through_feedback"] and s["feedback_value"] == "sample" and not s["reparameterised"])
-            else "feedback_gradient=bptt with feedback_value=sample differentiates through the draws, which this "
-            "distribution cannot (no reparameterisation); use Normal or StudentT, or feedback_value=mean"
-        ),
-    ),
-    Rule(
-        "rollout_dropout: false needs a no-grad rollout (not feedback_gradient: bptt, whose unroll is the training "
-        "pass)",
-        lambda s, d: (
-            None
-            if s["rollout_dropout"] or not s["gradient_through_feedback"]
-            else "rollout_dropout=false applies to the no-grad rollouts of feedback_gradient=detach and scheduled "
-            "sampling; with feedback_gradient=bptt the unroll is the training pass itself"
-        ),
-    ),
-    Rule(
-        "feedback_value and rollout_dropout apply to a regime that feeds predictions back (not teacher_forcing)",
-        lambda s, d: (
-            None
-            if s["feeds_back"] or not (changed := _changed(s, d, "feedback_value", "rollout_dropout"))
-            else f"{', '.join(changed)} apply to what free running and scheduled sampling feed back; "
-            f"training_mode={s['training_mode']} feeds back nothing"
-        ),
-    ),
-    Rule(
         "num_samples, prediction_quantiles and interval apply to a probabilistic distribution",
         lambda s, d: (
             None
             if s["probabilistic"] or not (changed := _changed(s, d, "num_samples", "prediction_quantiles", "interval"))
             else f"{', '.join(changed)} apply to the sample paths of a distribution; the network's PointForecast "
             "forecasts points"
-        ),
-    ),
-    Rule(
-        "teacher_forcing_schedule, schedule_steps and min_teacher_forcing apply to a regime with a schedule "
-        "(training_mode: scheduled_sampling)",
-        lambda s, d: (
-            None
-            if s["scheduled"]
-            or not (changed := _changed(s, d, "teacher_forcing_schedule", "schedule_steps", "min_teacher_forcing"))
-            else f"{', '.join(changed)} apply to a regime with a schedule (training_mode=scheduled_sampling); got "
-            f"training_mode={s['training_mode']}"
         ),
     ),
     Rule(

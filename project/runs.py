@@ -17,6 +17,8 @@ import pandas as pd
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 
+from project.training.regimes import regime_name
+
 SUMMARY_METRICS = (
     "train/loss",
     "val/loss",
@@ -67,6 +69,14 @@ def step_to_step_std(values: np.ndarray | pd.Series) -> float:
     return float(np.std(np.diff(values))) if len(values) > 2 else float("nan")
 
 
+def regime_label(spec: object) -> str | None:
+    """A run's regime as its ``hparams.yaml`` records it (class_path and init_args): its registry name
+    (``free_running_detach``), or its class's name for a regime of another class."""
+    if not isinstance(spec, dict):
+        return None
+    return regime_name(spec) or str(spec.get("class_path", "")).rpartition(".")[2] or None
+
+
 def summarize(root: str | Path) -> pd.DataFrame:
     """One row per run under ``root``: effective batch size, steps, loss noise and the last main metrics."""
     rows = []
@@ -76,7 +86,7 @@ def summarize(root: str | Path) -> pd.DataFrame:
         row = {
             "run": str(run.relative_to(root)) if run != Path(root) else run.name,
             "effective_batch_size": hyperparameters.get("effective_batch_size"),
-            "training_mode": hyperparameters.get("training_mode"),
+            "regime": regime_label(hyperparameters.get("regime")),
             "steps": int(train_loss.index.max()) if len(train_loss) else 0,  # logged after each optimizer step
             "train/loss step-to-step std": step_to_step_std(train_loss),
         }

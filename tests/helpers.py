@@ -4,6 +4,7 @@ speed), and the small models and data the tests share."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import subprocess
@@ -20,6 +21,7 @@ from project.cli import cli_main
 from project.model.distributions import Normal, PointForecast, Quantiles, StudentT
 from project.model.network import InputSizes
 from project.model.transformer import ForecastTransformer
+from project.training import WarmupCosine
 from project.training.module import Forecaster
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -142,6 +144,16 @@ def distribution(name: str, quantile_levels=None, loss: str | None = None, huber
     if name == "none" and (loss or huber_delta is not None):
         return PointForecast(loss or "mse", 1.0 if huber_delta is None else huber_delta)
     return DISTRIBUTIONS[name]()
+
+
+def adamw(lr: float = 1e-3, weight_decay: float = 0.01) -> functools.partial:
+    """The optimizer argument of a ``Forecaster``: AdamW at these settings (the default's, unless told others)."""
+    return functools.partial(torch.optim.AdamW, lr=lr, weight_decay=weight_decay)
+
+
+def warmup_cosine(warmup_steps: int = 100, decay: str = "cosine") -> functools.partial:
+    """The lr_scheduler argument of a ``Forecaster``: ``WarmupCosine`` with this warm-up (100 unless told)."""
+    return functools.partial(WarmupCosine, warmup_steps=warmup_steps, decay=decay)
 
 
 def relative_difference(actual: torch.Tensor, expected: torch.Tensor) -> float:

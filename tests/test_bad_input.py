@@ -176,13 +176,13 @@ CLI_CASES = {  # name → (arguments given the test folder and a trained checkpo
         lambda t, c: ["--model.network.init_args.patch_length=5"],
         r"context_length=12 must be a multiple of patch_length=5",
     ),
-    "bptt with scheduled sampling": (
-        lambda t, c: ["--model.training_mode=scheduled_sampling", "--model.feedback_gradient=bptt"],
-        r"feedback_gradient=bptt applies to training_mode=free_running; got training_mode=scheduled_sampling",
+    "bptt without the rollout's dropout": (
+        lambda t, c: ["--model.regime.gradient=bptt", "--model.regime.rollout_dropout=false"],
+        r"FreeRunning: rollout_dropout=false applies to the no-grad rollout of gradient=detach",
     ),
-    "feedback options under teacher forcing": (
-        lambda t, c: ["--model.training_mode=teacher_forcing", "--model.rollout_dropout=false"],
-        r"rollout_dropout apply to what free running and scheduled sampling feed back; training_mode=teacher_forcing",
+    "sampled feedback from a point forecast": (
+        lambda t, c: ["--model.regime.feedback=sample"],
+        r"FreeRunning: feedback=sample draws from a predicted distribution",
     ),
     "sample paths of a point forecast": (
         lambda t, c: ["--model.num_samples=50", "--model.interval=0.9"],

@@ -18,7 +18,7 @@ from project.errors import InputError
 from project.imports import trust
 from project.runs import read_scalars
 from project.training.naive_comparison import naive_comparison
-from project.training.regimes import REGIMES, regime_settings
+from project.training.regimes import REGIMES, regime_arguments
 from tests.helpers import (
     BASE,
     REPOSITORY,
@@ -428,7 +428,7 @@ def test_the_debug_preset_runs_one_batch_of_everything():
 def test_configs_base_yaml_stacked_with_a_switch_of_regime_starts(regime):
     """configs/base.yaml sets its regime and no option of it (scheduled sampling's decay is sized to the run), so
     switching to any other regime from a preset or the command line needs nothing else: one batch of each."""
-    switch = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
+    switch = regime_arguments(regime)
     assert cli("fit", "--config", config("base.yaml"), "--config", config("debug.yaml"), *SMALL_MODEL, *switch) == 0
 
 
@@ -438,9 +438,10 @@ def test_fit_help_documents_every_option():
     expected_in = {
         ("--help",): ["--model CONFIG | CLASS_PATH_OR_NAME", "--data CONFIG | CLASS_PATH_OR_NAME", "--overwrite",
                       "--forecast_figures.every_n_epochs", "--predictions.output", "--checkpoint.monitor"],
-        ("--model.help", "Forecaster"): ["--model.training_mode", "teacher-forcing memory", "--model.feedback_gradient",
-                                         "--model.network", "--model.feedback_value", "--model.rollout_dropout",
-                                         "--model.max_horizon"],
+        ("--model.help", "Forecaster"): ["--model.regime", "teacher-forcing memory", "--model.optimizer",
+                                         "--model.network", "--model.lr_scheduler", "--model.max_horizon"],
+        ("--model.regime.help", "FreeRunning"): ["--regime.gradient", "--regime.feedback", "--regime.rollout_dropout",
+                                                 "teacher-forcing memory"],
         ("--data.help", "WindowDataModule"): ["--data.context_length", "look-back window", "--data.id_columns",
                                               "--data.future_covariates", "--data.static_covariates"],
     }  # fmt: skip
@@ -462,7 +463,11 @@ def test_the_ddp_preset_uses_every_gpu_of_the_node():
 @pytest.mark.parametrize(
     ("argument", "expected"),
     [
-        ("--model.training_mode=bogus", 'error: Parser key "model.training_mode": Expected a typing.Literal'),
+        (
+            "--model.regime.gradient=bogus",
+            'error: Parser key "model.regime.init_args.gradient": Expected a typing.Literal',
+        ),
+        ("--model.instance_norm=bogus", "error: Parser key \"model.instance_norm\": Expected a <class 'bool'>"),
         ("--data.batch_size=abc", "error: Parser key \"data.batch_size\": Expected a <class 'int'>. Got value: abc"),
         ("--model.network.init_args.d_model=abc", 'error: Parser key "model.network.init_args.d_model":'),
         ("--model.nonexistent=3", "error: Parser key \"model\": Option 'nonexistent' is not accepted"),

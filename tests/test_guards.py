@@ -130,6 +130,29 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
             lambda c: c["hyper_parameters"].update(attention_layout="old"),
             "written by an earlier version of this project: its settings attention_layout are not Forecaster's",
         ),
+        (  # a checkpoint of the regime as a pair of options, before it was a component
+            lambda c: c["hyper_parameters"].update(training_mode="free_running", feedback_gradient="detach"),
+            "written by an earlier version of this project: its settings feedback_gradient, training_mode are not "
+            "Forecaster's; retrain it",
+        ),
+        (
+            lambda c: c["hyper_parameters"]["regime"].update(class_path="subprocess.Popen"),
+            "the checkpoint names the regime subprocess.Popen, outside this project; nothing was imported: pass "
+            "--model.regime=subprocess.Popen to trust it",
+        ),
+        (
+            lambda c: c["hyper_parameters"]["regime"].update(class_path="project.errors.InputError"),
+            "its regime project.errors.InputError is not a project.training.regimes.Regime subclass",
+        ),
+        (
+            lambda c: c["hyper_parameters"]["optimizer"].update(class_path="subprocess.Popen"),
+            "the checkpoint names the optimizer subprocess.Popen, outside this project; nothing was imported: pass "
+            "--model.optimizer=subprocess.Popen to trust it",
+        ),
+        (  # torch's own, which torch has imported: looked up, and refused as no optimizer
+            lambda c: c["hyper_parameters"]["lr_scheduler"].update(class_path="torch.optim.AdamW"),
+            "its lr_scheduler torch.optim.AdamW is not a torch.optim.lr_scheduler.LRScheduler subclass",
+        ),
     ],
 )
 def test_a_foreign_checkpoint_is_refused_in_one_line(user_run, tmp_path, capsys, change, message):

@@ -41,7 +41,7 @@ def test_the_mlflow_preset_writes_a_local_store_its_client_reads_back(tmp_path):
     (run,) = client.search_runs([client.get_experiment_by_name("forecasting").experiment_id])
     assert run.info.run_name == "synthetic_series"
     assert {"val/loss", "test/mse"} <= set(run.data.metrics)
-    assert run.data.params["training_mode"] == "free_running"
+    assert run.data.params["regime/class_path"] == "project.training.regimes.FreeRunning"
 
 
 def test_the_wandb_preset_writes_an_offline_run(tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ from project.model import ForecastTransformer, auto_patch_length
 from project.model.cache import attend
 from project.model.decoding import generate
 from project.model.transformer import Encoded
+from project.training import FreeRunning, ScheduledSampling
 from tests.helpers import forecaster, relative_difference, small_model
 from tests.reference_loops import naive_generate
 
@@ -370,16 +371,16 @@ def test_patch_length_auto_is_refused_in_python_with_the_function_that_resolves_
         ForecastTransformer(patch_length="auto")
 
 
-@pytest.mark.parametrize("training_mode", ["scheduled_sampling", "free_running"])
-def test_channel_independence_with_one_target_is_the_joint_model(training_mode):
+@pytest.mark.parametrize(
+    "regime", [ScheduledSampling(steps=10), FreeRunning()], ids=["scheduled_sampling", "free_running"]
+)
+def test_channel_independence_with_one_target_is_the_joint_model(regime):
     """With one target channel the two layouts are the same computation, down to the random draws, through a
     training step: the defaults' round five (results/search/base_defaults.md) carries the single-target datasets'
     runs over on this. Free running feeds every prediction back; scheduled sampling draws its coins."""
     arguments = dict(COVARIATES, n_targets=1, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
                      dim_feedforward=32, dropout=0.1, patch_length=2, context_length=8, horizon=4, loss="mae",
-                     instance_norm=True, training_mode=training_mode)  # fmt: skip
-    if training_mode == "scheduled_sampling":
-        arguments["schedule_steps"] = 10
+                     instance_norm=True, regime=regime)  # fmt: skip
     batch = {"context": torch.randn(3, 8, 1), "target": torch.randn(3, 4, 1), **covariates_for(3, 8, 4, torch.float32)}
     results = []
     for channel_independent in (False, True):

@@ -6,9 +6,10 @@ import torch
 from project.data import WindowDataModule
 from project.errors import InputError
 from project.rules import RULES
+from project.training import FreeRunning, ScheduledSampling, TeacherForcing, WarmupCosine
 from project.training.module import ContextNorm, Forecaster
 from project.training.regimes import REGIMES, RegimeOptions
-from tests.helpers import learnable_series, quiet_trainer, relative_difference, tiny_module
+from tests.helpers import adamw, learnable_series, quiet_trainer, relative_difference, tiny_module, warmup_cosine
 
 
 def random_batch(n=3, context=8, horizon=4, channels=2):
@@ -40,16 +41,9 @@ def test_huber_loss_uses_its_delta():
     assert module.distribution.loss(parameters, batch["target"]).item() == expected.item()
 
 
-@pytest.mark.parametrize(
-    ("overrides", "regime"),
-    [
-        (dict(training_mode="teacher_forcing"), "teacher_forcing"),
-        (dict(training_mode="free_running", feedback_gradient="detach"), "free_running_detach"),
-        (dict(training_mode="free_running", feedback_gradient="bptt"), "free_running_bptt"),
-    ],
-)
-def test_each_training_mode_runs_its_regime(overrides, regime):
-    module = tiny_module(**overrides).double()
+@pytest.mark.parametrize("regime", ["teacher_forcing", "free_running_detach", "free_running_bptt"])
+def test_each_regime_class_runs_its_registered_function(regime):
+    module = tiny_module(regime=REGIMES[regime]).double()
     batch = random_batch()
     model = module.network
     encoded, start = model.encode(batch["context"]), model.start_of(batch["context"])
@@ -62,7 +56,7 @@ def test_context_norm_statistics_come_from_the_context_only():
     norm = ContextNorm(context)
     torch.testing.assert_close(norm.mean, context.mean(1, keepdim=True))
     torch.testing.assert_close(norm.inverse(norm(target)), target)
-    module = tiny_module(instance_norm=True, training_mode="teacher_forcing").double()
+    module = tiny_module(instance_norm=True, regime=TeacherForcing()).double()
     batch = {"context": context.double(), "target": target.double()}
     changed = dict(batch, target=batch["target"].clone())
     changed["target"][:, 1:] *= 1000  # the future of position 0 changes wildly
@@ -116,19 +110,10 @@ def test_fit_help_ends_with_every_rule(capsys):
 
 
 def test_every_rule_has_a_description_and_every_rejected_combination_is_one_line():
-    assert len(RULES) >= 8
+    assert len(RULES) >= 4
     assert all(rule.description for rule in RULES)
     rejected = {
-        "feedback_gradient=bptt applies to training_mode=free_running": dict(
-            training_mode="scheduled_sampling", feedback_gradient="bptt"
-        ),
-        "feedback_value=sample draws from a predicted distribution": dict(feedback_value="sample"),
-        "which this distribution cannot": dict(
-            distribution="quantile", feedback_gradient="bptt", feedback_value="sample"
-        ),
-        "rollout_dropout=false applies to": dict(feedback_gradient="bptt", rollout_dropout=False),
         "huber_delta applies to loss=huber": dict(huber_delta=2.0),
-        "schedule_steps apply to a regime with a schedule": dict(schedule_steps=50),
         "predict_horizon=50 exceeds max_horizon=16": dict(predict_horizon=50),
         "d_model must be divisible by nhead; got d_model=30, nhead=4": dict(d_model=30, nhead=4),
         "horizon=6 must be a multiple of patch_length=4": dict(context_length=8, horizon=6, patch_length=4),
@@ -142,17 +127,17 @@ def test_every_rule_has_a_description_and_every_rejected_combination_is_one_line
 @pytest.mark.parametrize(
     "overrides",
     [
-        dict(training_mode="teacher_forcing"),
-        dict(training_mode="free_running", feedback_gradient="detach"),
-        dict(training_mode="free_running", feedback_gradient="bptt"),
-        dict(training_mode="scheduled_sampling", schedule_steps=40),
+        dict(regime=TeacherForcing()),
+        dict(regime=FreeRunning(gradient="detach")),
+        dict(regime=FreeRunning(gradient="bptt")),
+        dict(regime=ScheduledSampling(steps=40)),
     ],
     ids=["teacher_forcing", "detach", "bptt", "scheduled_sampling"],
 )
 def test_a_short_training_run_lowers_the_free_running_validation_loss(overrides):
     L.seed_everything(0)
     datamodule = WindowDataModule(learnable_series(), context_length=8, horizon=4, batch_size=32)
-    module = tiny_module(learning_rate=3e-3, warmup_steps=5, **overrides)
+    module = tiny_module(optimizer=adamw(3e-3), lr_scheduler=warmup_cosine(5), **overrides)
     before = quiet_trainer().validate(module, datamodule, verbose=False)[0]["val/loss"]
     quiet_trainer(max_steps=60, limit_val_batches=0).fit(module, datamodule)
     after = quiet_trainer().validate(module, datamodule, verbose=False)[0]["val/loss"]
@@ -169,13 +154,58 @@ def test_learning_rate_warms_up_then_follows_a_cosine_to_zero():
 
     recorder = RecordLearningRate()
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
-    module = tiny_module(learning_rate=1e-2, warmup_steps=4)
+    module = tiny_module(optimizer=adamw(1e-2), lr_scheduler=warmup_cosine(4))
     quiet_trainer(max_steps=20, callbacks=[recorder], limit_val_batches=0).fit(module, datamodule)
     rates = np.array(recorder.rates)
     np.testing.assert_allclose(rates[:4], [2.5e-3, 5e-3, 7.5e-3, 1e-2])
     assert all(np.diff(rates[4:]) < 0)
     expected_last = 1e-2 * 0.5 * (1 + np.cos(np.pi * 15 / 16))
     assert relative_difference(torch.tensor(rates[-1]), torch.tensor(expected_last)) < 1e-9
+
+
+def learning_rate_factor(step: int, warmup: int, schedule: str, total_steps: float) -> float:
+    """The learning-rate factor as Forecaster.configure_optimizers computed it before the schedule was a class."""
+    if step < warmup:
+        return (step + 1) / warmup
+    if schedule == "constant" or not np.isfinite(total_steps):
+        return 1.0
+    progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
+    return 0.5 * (1.0 + np.cos(np.pi * progress))
+
+
+@pytest.mark.parametrize(
+    ("warmup", "decay", "run_steps"),
+    [(100, "cosine", 1000), (0, "cosine", 50), (10, "constant", 200), (5, "cosine", float("inf"))],
+)
+def test_the_warmup_cosine_schedule_is_the_learning_rate_curve_of_before(warmup, decay, run_steps):
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=1.0)
+    schedule = WarmupCosine(optimizer, warmup_steps=warmup, decay=decay)
+    schedule.set_run_steps(run_steps)
+    for step in (0, 1, warmup // 2, max(0, warmup - 1), warmup, warmup + 1, 37, 49, 50, 199, 500, 999, 1000, 5000):
+        assert schedule.factor(step) == learning_rate_factor(step, warmup, decay, run_steps), step
+
+
+def test_the_default_optimizer_decays_weight_matrices_only_and_the_schedule_ends_at_the_runs_last_step():
+    datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
+    module = tiny_module()  # no optimizer argument: AdamW, lr 1e-3, weight decay 0.01, WarmupCosine(100)
+    trainer = quiet_trainer(max_steps=3, limit_val_batches=0)
+    trainer.fit(module, datamodule)
+    (optimizer,) = trainer.optimizers
+    assert type(optimizer) is torch.optim.AdamW
+    weights, others = optimizer.param_groups
+    assert (weights["weight_decay"], others["weight_decay"]) == (0.01, 0.0)
+    assert all(p.dim() >= 2 for p in weights["params"])
+    assert all(p.dim() < 2 for p in others["params"])
+    assert weights["initial_lr"] == 1e-3
+    (config,) = trainer.lr_scheduler_configs
+    assert config.interval == "step"
+    assert (config.scheduler.warmup_steps, config.scheduler.run_steps) == (100, 3)
+    assert module.hparams.optimizer["class_path"] == "torch.optim.adamw.AdamW"
+    assert module.hparams.optimizer["init_args"]["lr"] == 1e-3  # recorded with its defaults, as LightningCLI does
+    assert module.hparams.lr_scheduler == {
+        "class_path": "project.training.schedules.WarmupCosine",
+        "init_args": {"warmup_steps": 100, "decay": "cosine", "run_steps": None},
+    }
 
 
 class RecordTeacherForcing(L.Callback):
@@ -191,12 +221,12 @@ class RecordTeacherForcing(L.Callback):
 def test_an_empty_schedule_steps_decays_over_half_of_the_runs_optimizer_steps():
     recorder = RecordTeacherForcing()
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
-    module = tiny_module(training_mode="scheduled_sampling")  # inverse sigmoid: 99% at step 0, 1% at its end
+    module = tiny_module(regime=ScheduledSampling())  # inverse sigmoid: 99% at step 0, 1% at its end
     trainer = quiet_trainer(max_epochs=2, limit_train_batches=10, accumulate_grad_batches=2, limit_val_batches=0,
                             callbacks=[recorder])  # fmt: skip
     trainer.fit(module, datamodule)
     assert trainer.estimated_stepping_batches == 10  # 2 epochs of 10 batches, accumulated 2 to a step
-    assert module.decay_steps == 5
+    assert module.regime.decay_steps(module.run_steps) == 5
     assert recorder.probabilities[0] == pytest.approx(0.99, rel=1e-12)
     assert recorder.probabilities[5] == pytest.approx(0.01, rel=1e-12)
     assert all(recorder.probabilities[step] < 0.01 for step in range(6, 10))
@@ -204,8 +234,8 @@ def test_an_empty_schedule_steps_decays_over_half_of_the_runs_optimizer_steps():
 
 def test_an_empty_schedule_steps_in_a_run_of_unknown_length_is_refused_at_fit_start():
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
-    module = tiny_module(training_mode="scheduled_sampling")
-    with pytest.raises(InputError, match=r"no known length .* set schedule_steps"):
+    module = tiny_module(regime=ScheduledSampling())
+    with pytest.raises(InputError, match=r"no known length .* set steps"):
         quiet_trainer(max_epochs=-1, limit_train_batches=2, limit_val_batches=0).fit(module, datamodule)
     assert module.global_step == 0
 
@@ -217,17 +247,10 @@ def test_forecaster_is_a_lightning_module_with_documented_arguments():
 
 
 NO_EFFECT = {  # option → settings under which it means nothing, and the words of its refusal
-    "feedback_value": (dict(training_mode="teacher_forcing", distribution="normal", feedback_value="sample"),
-                       "training_mode=teacher_forcing feeds back nothing"),
-    "rollout_dropout": (dict(training_mode="teacher_forcing", rollout_dropout=False),
-                        "training_mode=teacher_forcing feeds back nothing"),
     "num_samples": (dict(num_samples=10), "PointForecast forecasts points"),
     "prediction_quantiles": (dict(prediction_quantiles=[0.05, 0.5, 0.95]), "PointForecast forecasts points"),
     "interval": (dict(interval=0.9), "PointForecast forecasts points"),
     "huber_delta": (dict(loss="mse", huber_delta=0.5), "applies to loss=huber"),
-    "teacher_forcing_schedule": (dict(teacher_forcing_schedule="linear"), "apply to a regime with a schedule"),
-    "schedule_steps": (dict(schedule_steps=10), "apply to a regime with a schedule"),
-    "min_teacher_forcing": (dict(min_teacher_forcing=0.2), "apply to a regime with a schedule"),
 }  # fmt: skip
 
 

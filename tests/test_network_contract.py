@@ -19,7 +19,7 @@ from project.model import ForecastNetwork, ForecastTransformer, GRUForecaster
 from project.model.decoding import generate
 from project.runs import read_scalars
 from project.training.module import Forecaster
-from project.training.regimes import REGIMES, RegimeOptions, regime_settings
+from project.training.regimes import REGIMES, RegimeOptions, ScheduledSampling
 from tests.helpers import (
     BASE,
     cli,
@@ -31,6 +31,7 @@ from tests.helpers import (
     quick_fit_arguments,
     quiet_trainer,
     run_cli,
+    warmup_cosine,
     with_sizes,
 )
 from tests.reference_loops import naive_free_running
@@ -134,10 +135,10 @@ def test_free_running_has_the_loss_and_every_gradient_of_the_naive_loop(name, gr
 @pytest.mark.parametrize("regime", REGIMES)
 @pytest.mark.parametrize("name", NETWORKS)
 def test_every_regime_trains_the_network(name, regime):
-    settings = regime_settings(regime)
-    if REGIMES[regime].teacher_forcing is None:  # a schedule, outside a fit that would size it
-        settings["schedule_steps"] = 10
-    module = Forecaster(network(name).float().train(), context_length=CONTEXT, horizon=HORIZON, **settings)
+    chosen = REGIMES[regime]
+    if chosen.scheduled:  # a schedule, outside a fit that would size it
+        chosen = ScheduledSampling(steps=10)
+    module = Forecaster(network(name).float().train(), context_length=CONTEXT, horizon=HORIZON, regime=chosen)
     batch = {key: value.float() if value.is_floating_point() else value for key, value in inputs().items()}
     batch["target"] = torch.randn(4, HORIZON, TARGETS)
     module.training_loss(batch).backward()
@@ -166,7 +167,7 @@ def trained(name: str, tmp_path) -> tuple[Forecaster, WindowDataModule]:
     datamodule.setup("fit")
     network_class, small = NETWORKS[name]
     net = network_class(datamodule.input_sizes, **small)
-    module = Forecaster(net, context_length=8, horizon=4, warmup_steps=1)
+    module = Forecaster(net, context_length=8, horizon=4, lr_scheduler=warmup_cosine(1))
     trainer = quiet_trainer(max_steps=3, limit_val_batches=1)
     trainer.fit(module, datamodule)
     trainer.save_checkpoint(tmp_path / "last.ckpt")

@@ -10,7 +10,7 @@ from nbclient import NotebookClient
 
 from project.data import WindowDataModule
 from project.runs import summarize
-from tests.helpers import REPOSITORY, learnable_series, tiny_module
+from tests.helpers import REPOSITORY, learnable_series, tiny_module, warmup_cosine
 
 NOTEBOOKS = sorted((REPOSITORY / "notebooks").glob("*.ipynb"))
 
@@ -62,7 +62,7 @@ def noisy_run(log_dir, accumulate: int) -> None:
         enable_progress_bar=False,
         enable_model_summary=False,
     )
-    trainer.fit(tiny_module(learning_rate=1e-3, warmup_steps=1, lr_schedule="constant"), datamodule)
+    trainer.fit(tiny_module(lr_scheduler=warmup_cosine(1, "constant")), datamodule)
 
 
 @pytest.mark.slow

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from project.data.datamodule import WindowDataModule
-from tests.helpers import quiet_trainer, tiny_module
+from project.training import TeacherForcing
+from tests.helpers import adamw, quiet_trainer, tiny_module, warmup_cosine
 
 LENGTHS = {"a": 30, "b": 22, "c": 41}
 
@@ -93,7 +94,11 @@ def test_a_model_learns_a_target_it_can_only_know_from_an_aligned_future_covaria
         context_length=8, horizon=4, batch_size=32, scaling="none",
     )  # fmt: skip
     module = tiny_module(
-        n_targets=1, n_future_covariates=1, learning_rate=1e-2, warmup_steps=5, training_mode="teacher_forcing"
+        n_targets=1,
+        n_future_covariates=1,
+        optimizer=adamw(1e-2),
+        lr_scheduler=warmup_cosine(5),
+        regime=TeacherForcing(),
     )
     quiet_trainer(max_steps=150, limit_val_batches=0).fit(module, datamodule)
     validated = quiet_trainer().validate(module, datamodule, verbose=False)[0]

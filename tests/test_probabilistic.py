@@ -13,9 +13,10 @@ from project.checkpoints import read_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError
 from project.model.distributions import Quantiles
+from project.training import TeacherForcing
 from project.training.calibration import IntervalCalibration
 from project.training.module import Forecaster
-from tests.helpers import cli, only_run, quiet_trainer, tiny_module
+from tests.helpers import adamw, cli, only_run, quiet_trainer, tiny_module, warmup_cosine
 
 PHI, SIGMA = 0.8, 1.0
 
@@ -45,8 +46,8 @@ def test_on_a_gaussian_ar1_the_80_percent_interval_covers_80_percent_and_crps_is
         gaussian_ar1(), context_length=8, horizon=4, batch_size=64, scaling="none", eval_stride=2,
     )  # fmt: skip
     module = tiny_module(
-        n_targets=1, distribution="normal", training_mode="teacher_forcing", learning_rate=3e-3, warmup_steps=20,
-        num_samples=200,
+        n_targets=1, distribution="normal", regime=TeacherForcing(), optimizer=adamw(3e-3),
+        lr_scheduler=warmup_cosine(20), num_samples=200,
     )  # fmt: skip
     quiet_trainer(max_steps=400, limit_val_batches=0).fit(module, datamodule)
     (scores,) = quiet_trainer().test(module, datamodule, verbose=False)
@@ -62,7 +63,7 @@ def test_a_checkpoint_with_a_distribution_restores_it_and_predict_writes_its_qua
     restored = Forecaster.load_from_checkpoint(checkpoint)
     assert type(restored.distribution) is Quantiles
     assert restored.distribution.levels == [0.1, 0.5, 0.9]
-    assert restored.hparams.feedback_value == "sample"
+    assert restored.regime.feedback == "sample"
     output = tmp_path / "forecast.csv"
     assert cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false") == 0
     forecast = pd.read_csv(output)

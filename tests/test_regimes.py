@@ -5,8 +5,9 @@ import torch
 
 from project.errors import InputError
 from project.model.decoding import rollout
+from project.model.network import component_spec
 from project.training import regimes
-from project.training.regimes import REGIMES, RegimeOptions
+from project.training.regimes import REGIMES, FreeRunning, RegimeOptions, ScheduledSampling, TeacherForcing
 from tests.helpers import forecaster, relative_difference, small_model, tiny_module
 from tests.reference_loops import naive_free_running
 from tests.saved_tensors import SavedTensorsMeter
@@ -44,40 +45,75 @@ def regime(model, src, name, target, covariates=None, **options):
 def test_every_regime_is_registered_once_with_a_description():
     assert set(REGIMES) == {"teacher_forcing", "free_running_detach", "free_running_bptt", "scheduled_sampling"}
     assert all(entry.description for entry in REGIMES.values())
-    assert regimes.regime_name("free_running", "bptt") == "free_running_bptt"
-    assert regimes.regime_name("scheduled_sampling", "detach") == "scheduled_sampling"
-    assert regimes.regime_name("scheduled_sampling", "bptt") is None
-    for name in REGIMES:
-        assert regimes.regime_name(**regimes.regime_settings(name)) == name
+    for name, entry in REGIMES.items():
+        assert regimes.regime_name(component_spec(entry)) == name
+    as_configs_name_them = {"class_path": "project.training.FreeRunning", "init_args": {"gradient": "bptt"}}
+    assert regimes.regime_name(as_configs_name_them) == "free_running_bptt"
+    assert regimes.regime_name({"class_path": "userregime.Mine", "init_args": {}}) is None
 
 
-def test_a_regime_registered_in_REGIMES_trains_with_no_other_edit(monkeypatch):
-    calls = []
+class HalfTeacherForced(regimes.Regime):
+    """A user's regime: half the true previous values, in teacher forcing's one pass."""
 
-    def half_teacher_forced(model, encoded, start, target, options):
-        calls.append(options.teacher_forcing_probability)
-        return regimes.teacher_forcing(model, encoded, start, target, options)
+    calls: list
 
-    entry = regimes.Regime(half_teacher_forced, "a user's regime", "half_teacher_forced", teacher_forcing=0.5)
-    monkeypatch.setitem(REGIMES, "half_teacher_forced", entry)
-    module = tiny_module(training_mode="half_teacher_forced")
+    def teacher_forcing_probability(self, step, run_steps=None):
+        return 0.5
+
+    def forecast(self, network, encoded, start, target, options):
+        self.calls.append(options.teacher_forcing_probability)
+        return regimes.teacher_forcing(network, encoded, start, target, options)
+
+
+def test_a_regime_subclass_trains_with_no_other_edit():
+    regime = HalfTeacherForced()
+    regime.calls = []
+    module = tiny_module(regime=regime)
     loss = module.training_loss({"context": torch.randn(2, 8, 2), "target": torch.randn(2, 4, 2)})
     loss.backward()
-    assert calls == [0.5]
+    assert regime.calls == [0.5]
     assert module.teacher_forcing_probability() == 0.5
+    assert module.hparams.regime == {"class_path": f"{__name__}.HalfTeacherForced", "init_args": {}}
 
 
-def test_the_rules_read_a_registered_regimes_share_of_true_values(monkeypatch):
-    scheduled = regimes.Regime(regimes.scheduled_sampling, "a user's schedule", "my_schedule", teacher_forcing=None)
-    forced = regimes.Regime(regimes.teacher_forcing, "a user's teacher forcing", "my_forcing", teacher_forcing=1.0)
-    monkeypatch.setitem(REGIMES, "my_schedule", scheduled)
-    monkeypatch.setitem(REGIMES, "my_forcing", forced)
-    scheduled_module = tiny_module(training_mode="my_schedule", schedule_steps=10)  # its schedule options accepted
-    assert scheduled_module.teacher_forcing_probability() == regimes.teacher_forcing_probability(
-        0, "inverse_sigmoid", 10
-    )
-    with pytest.raises(InputError, match="training_mode=my_forcing feeds back nothing"):
-        tiny_module(training_mode="my_forcing", rollout_dropout=False)
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: ScheduledSampling(steps=0), "steps must be a positive integer; got 0"),
+        (lambda: ScheduledSampling(minimum=1.5), "minimum must be a number in [0, 1]; got 1.5"),
+        (lambda: ScheduledSampling(schedule="cubic"), "schedule must be one of linear, exponential, inverse_sigmoid"),
+        (lambda: FreeRunning(gradient="sideways"), "gradient must be one of detach, bptt; got 'sideways'"),
+        (
+            lambda: FreeRunning(gradient="bptt", rollout_dropout=False),
+            "rollout_dropout=false applies to the no-grad rollout of gradient=detach",
+        ),
+        (
+            lambda: tiny_module(regime=FreeRunning(feedback="sample")),
+            "feedback=sample draws from a predicted distribution",
+        ),
+        (
+            lambda: tiny_module(regime=ScheduledSampling(feedback="sample")),
+            "feedback=sample draws from a predicted distribution",
+        ),
+        (
+            lambda: tiny_module(regime=FreeRunning(gradient="bptt", feedback="sample"), distribution="quantile"),
+            "differentiates through the draws, which Quantiles cannot",
+        ),
+    ],
+)
+def test_a_regime_refuses_its_own_bad_options_in_one_line(build, message):
+    with pytest.raises(InputError) as refused:
+        build()
+    assert message in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_an_option_exists_only_on_the_regime_it_applies_to():
+    with pytest.raises(TypeError):
+        TeacherForcing(rollout_dropout=False)
+    with pytest.raises(TypeError):
+        FreeRunning(steps=10)
+    tiny_module(regime=FreeRunning(gradient="bptt", feedback="sample"), distribution="normal")  # reparameterised
 
 
 @pytest.mark.parametrize("with_covariates", [False, True], ids=["targets-only", "covariates"])
@@ -290,3 +326,48 @@ def test_activation_checkpointing_saves_less_and_keeps_the_gradient():
     assert memory[1] < 0.5 * memory[0]
     for plain, checkpointed in zip(*gradients):
         assert relative_difference(checkpointed, plain) <= 1e-10
+
+
+USER_REGIME = '''
+from project.training import FreeRunning
+
+
+class Rollout(FreeRunning):
+    """Free running under another name, in the user's own module."""
+'''
+
+
+def test_a_users_own_regime_trains_through_the_cli_and_is_the_naive_loop(tmp_path, monkeypatch):
+    from project import imports
+    from project.checkpoints import datamodule_from_checkpoint, load_checkpoint, load_forecaster
+    from project.training.module import COVARIATES as COVARIATE_NAMES
+    from tests.helpers import BASE, cli, quick_fit_arguments
+
+    (tmp_path / "userregime.py").write_text(USER_REGIME)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(imports, "_trusted", set())  # what this test trusts stays in it
+    logs = tmp_path / "logs"
+    assert cli("fit", "--config", BASE, "--model.regime=userregime.Rollout", *quick_fit_arguments(logs)) == 0
+    (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
+    spec = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["regime"]
+    assert spec["class_path"] == "userregime.Rollout"
+    with pytest.raises(InputError, match=r"names the regime userregime\.Rollout, outside this project; nothing was"):
+        load_forecaster(checkpoint)  # the checkpoint alone names no code
+    imports.trust(["userregime.Rollout"])
+    trained, module = load_checkpoint(checkpoint)
+    assert type(module.regime).__name__ == "Rollout"
+    assert module.regime.init_args == {"gradient": "detach", "feedback": "mean", "rollout_dropout": True}
+    datamodule = datamodule_from_checkpoint(trained, checkpoint)
+    datamodule.setup("fit")
+    batch = next(iter(datamodule.train_dataloader()))
+    batch = {name: value.double() if value.is_floating_point() else value for name, value in batch.items()}
+    src, target = batch.pop("context"), batch.pop("target")
+    covariates = {name: batch[name] for name in COVARIATE_NAMES if name in batch}
+    model = module.network.double().eval()  # eval: the naive loop draws no dropout masks of its own
+
+    def fast():
+        encoded, start = model.encode(src, **covariates), model.start_of(src)
+        return module.regime.forecast(model, encoded, start, target, module.regime.options())
+
+    naive = lambda: naive_free_running(model, src, target, "detach", **covariates)  # noqa: E731
+    assert_same_loss_and_gradients(model, fast, naive, target)

@@ -53,8 +53,8 @@ def test_an_interrupted_write_leaves_the_old_file_whole(tmp_path):
 
 def test_a_diverging_run_stops_with_one_line_a_non_zero_exit_and_no_nan_checkpoint(tmp_path, capsys):
     arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=20), "--trainer.val_check_interval=2"]
-    code = cli("fit", "--config", BASE, *arguments, "--model.learning_rate=1e6", "--model.warmup_steps=1",
-               "--trainer.gradient_clip_val=null")  # fmt: skip
+    code = cli("fit", "--config", BASE, *arguments, "--model.optimizer.init_args.lr=1e6",
+               "--model.lr_scheduler.init_args.warmup_steps=1", "--trainer.gradient_clip_val=null")  # fmt: skip
     assert code == 2
     line = last_line(capsys.readouterr().err)
     assert line.startswith("error: training diverged: the")

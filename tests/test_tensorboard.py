@@ -11,6 +11,7 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 from project.data import WindowDataModule
 from project.figures import ForecastFigures
 from project.runs import read_hyperparameters, read_scalars
+from project.training import ScheduledSampling
 from project.training.naive_comparison import NaiveComparison
 from tests.helpers import learnable_series, tiny_module
 
@@ -42,7 +43,7 @@ def short_run(log_dir, figures_every_n_epochs=1, accumulate=1, **module_override
 
 
 def test_event_files_hold_every_promised_curve_and_hyperparameter(tmp_path):
-    run = short_run(tmp_path, training_mode="scheduled_sampling", schedule_steps=10)
+    run = short_run(tmp_path, regime=ScheduledSampling(steps=10))
     scalars = read_scalars(run)
     split_tags = {
         f"{split}/{name}"
@@ -62,7 +63,7 @@ def test_event_files_hold_every_promised_curve_and_hyperparameter(tmp_path):
     assert len(scalars["train/loss"]) == 12  # one point per optimizer step
     assert scalars["train/teacher_forcing_probability"].is_monotonic_decreasing
     assert read_hyperparameters(run)["effective_batch_size"] == 16
-    expected_hyperparameters = {"effective_batch_size", "training_mode", "batch_size", "context_length"}
+    expected_hyperparameters = {"effective_batch_size", "regime/class_path", "batch_size", "context_length"}
     expected_hyperparameters |= {"network/class_path", "network/init_args/d_model"}  # the network, nested
     assert any(expected_hyperparameters <= logged for logged in hparams_sessions(run))
 

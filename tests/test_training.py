@@ -10,8 +10,9 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project.data import WindowDataModule
 from project.errors import InputError
+from project.training import FreeRunning
 from project.training.callbacks import ForecastCheckpoint, RandomState
-from tests.helpers import learnable_series, quiet_trainer, relative_difference, tiny_module
+from tests.helpers import adamw, learnable_series, quiet_trainer, relative_difference, tiny_module, warmup_cosine
 
 
 class RecordFirstStep(L.Callback):
@@ -29,7 +30,7 @@ class RecordFirstStep(L.Callback):
 def first_step(batch_size: int, accumulate: int) -> RecordFirstStep:
     L.seed_everything(0)
     datamodule = WindowDataModule(learnable_series(), context_length=8, horizon=4, batch_size=batch_size)
-    module = tiny_module(warmup_steps=1, learning_rate=1e-2)
+    module = tiny_module(lr_scheduler=warmup_cosine(1), optimizer=adamw(1e-2))
     recorder = RecordFirstStep()
     trainer = quiet_trainer(
         max_steps=1, accumulate_grad_batches=accumulate, limit_val_batches=0, callbacks=[recorder], precision="64-true"
@@ -62,7 +63,7 @@ def resumable_run(directory, callbacks=(), ckpt_path=None) -> L.LightningModule:
     """A seeded run with dropout (so the random state matters) over 30 steps, crossing an epoch boundary."""
     L.seed_everything(0)
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
-    module = tiny_module(dropout=0.2, learning_rate=3e-3, warmup_steps=5)
+    module = tiny_module(dropout=0.2, optimizer=adamw(3e-3), lr_scheduler=warmup_cosine(5))
     checkpoint = ForecastCheckpoint(dirpath=directory, monitor="val/loss", save_last=True)
     trainer = quiet_trainer(
         max_steps=30, val_check_interval=10, limit_val_batches=2, enable_checkpointing=True,
@@ -91,7 +92,7 @@ def test_last_ckpt_holds_the_final_step_even_when_the_metric_did_not_improve(tmp
     trainer = quiet_trainer(
         max_steps=10, val_check_interval=5, limit_val_batches=2, enable_checkpointing=True, callbacks=[checkpoint]
     )
-    trainer.fit(tiny_module(learning_rate=1e-30), datamodule)
+    trainer.fit(tiny_module(optimizer=adamw(1e-30)), datamodule)
     assert torch.load(tmp_path / "last.ckpt", weights_only=False)["global_step"] == 10
 
 
@@ -122,7 +123,7 @@ def test_save_last_link_is_refused_in_one_line_rather_than_written_as_a_copy(tmp
 def test_bf16_mixed_precision_trains_on_cpu():
     L.seed_everything(0)
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
-    module = tiny_module(training_mode="free_running", feedback_gradient="bptt")
+    module = tiny_module(regime=FreeRunning(gradient="bptt"))
     trainer = quiet_trainer(max_steps=4, precision="bf16-mixed", limit_val_batches=2, val_check_interval=4)
     trainer.fit(module, datamodule)
     assert trainer.precision == "bf16-mixed"

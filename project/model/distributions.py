@@ -1,7 +1,7 @@
 """What the decoder's head predicts for each target value, and how it is trained: a component given by class_path.
 
 A ``Distribution`` turns the head's raw outputs into valid parameters (``constrain``) and owns its training loss, its
-point forecast (what is fed back with ``feedback_value: mean``), how to draw from it (``sample``, reparameterised
+point forecast (what is fed back with ``feedback: mean``), how to draw from it (``sample``, reparameterised
 where the distribution allows, so that BPTT can differentiate through the draws) and how to undo a scaling
 (``affine``). Parameters have shape (…, n_parameters); values have the shape of (…).
 
@@ -61,7 +61,7 @@ class Distribution(ABC):
         probabilistic: Whether it predicts a distribution to draw sample paths from (``False``: a point forecast,
             and the ``Forecaster``'s sampling and interval options do not apply).
         reparameterised: Whether ``sample`` is differentiable in the parameters (needed by ``bptt`` with
-            ``feedback_value: sample``).
+            ``feedback: sample``).
         point_index: The parameter that is the point forecast (``point(p) == p[..., point_index]``), which an
             exported decoder feeds back (``project.tools.export``).
         init_args: The constructor's arguments, recorded in checkpoints so that they can rebuild it.
@@ -86,7 +86,7 @@ class Distribution(ABC):
 
     @abstractmethod
     def point(self, parameters: Tensor) -> Tensor:
-        """The point forecast (…) of each value: what ``feedback_value: mean`` feeds back."""
+        """The point forecast (…) of each value: what ``feedback: mean`` feeds back."""
 
     @abstractmethod
     def sample(self, parameters: Tensor, generator: torch.Generator | None = None) -> Tensor:
@@ -202,7 +202,7 @@ class Quantiles(Distribution):
 
     The head predicts the median and the gaps between neighbouring quantiles (through a softplus), so quantiles
     never cross. Draws interpolate the quantile function linearly between levels (and extend its outer segments
-    beyond them); they are not reparameterised, so BPTT with ``feedback_value: sample`` is refused. The point
+    beyond them); they are not reparameterised, so BPTT with ``feedback: sample`` is refused. The point
     forecast is the median, of the head and of sample paths.
 
     Args:

@@ -19,7 +19,7 @@ from typing_extensions import Unpack  # typing's own from Python 3.11 on
 
 from project.domains import check_arguments
 from project.errors import InputError
-from project.imports import checkpoint_class
+from project.imports import built_component, is_component_spec
 from project.model.distributions import Distribution, PointForecast, check_distribution
 
 
@@ -153,7 +153,8 @@ def _recorded(value: Any) -> Any:
 
 
 def component_spec(component: object) -> dict[str, Any]:
-    """``{"class_path": ..., "init_args": {...}}``: how a checkpoint and a config name a network or a distribution."""
+    """``{"class_path": ..., "init_args": {...}}``: how a checkpoint and a config name a network, a distribution or a
+    regime."""
     cls = type(component)
     arguments = getattr(component, "init_args", None)
     if not isinstance(arguments, dict):
@@ -170,34 +171,16 @@ def build_network(spec: object, where: str = "", allow_imported: bool = False) -
     under ``project.imports``' rule (the project's own or one the user trusted; with ``allow_imported``, also one
     whose module the caller imported) and of the expected base class. ``where`` prefixes the one-line errors (a
     checkpoint's path)."""
-    if not _is_spec(spec):
+    if not is_component_spec(spec):
         raise InputError(f"{where}it records no network (a class_path and init_args); was it written by this template?")
     arguments = dict(spec.get("init_args") or {})
     if isinstance(arguments.get("sizes"), dict):
         arguments["sizes"] = InputSizes(**arguments["sizes"])
-    if _is_spec(arguments.get("distribution")):
-        arguments["distribution"] = _built(
+    if is_component_spec(arguments.get("distribution")):
+        arguments["distribution"] = built_component(
             arguments["distribution"], "distribution", Distribution, where, allow_imported
         )
-    return _built({**spec, "init_args": arguments}, "network", nn.Module, where, allow_imported)
-
-
-def _is_spec(spec: object) -> bool:
-    return isinstance(spec, dict) and isinstance(spec.get("class_path"), str) and "." in spec["class_path"]
-
-
-def _built(spec: dict, kind: str, base: type, where: str, allow_imported: bool) -> Any:
-    cls = checkpoint_class(spec["class_path"], kind, where, allow_imported)
-    if not (isinstance(cls, type) and issubclass(cls, base)):
-        expected = "an nn.Module" if base is nn.Module else f"a {base.__module__}.{base.__qualname__}"
-        raise InputError(f"{where}its {kind} {spec['class_path']} is not {expected} subclass")
-    try:
-        return cls(**(spec.get("init_args") or {}))
-    except TypeError as error:  # settings another class (or another version of it) takes
-        raise InputError(
-            f"{where}its {kind} {spec['class_path']} does not take the settings recorded for it ({error}); was it "
-            "written by another version, or edited?"
-        ) from None
+    return built_component({**spec, "init_args": arguments}, "network", nn.Module, where, allow_imported)
 
 
 def network_spec(network: ForecastNetwork) -> dict[str, Any]:

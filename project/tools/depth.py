@@ -55,7 +55,7 @@ from project.tools.results import (
     write_table,
 )
 from project.tools.statistical import STATISTICAL_MODELS, statistical_model
-from project.training.regimes import REGIMES, regime_settings
+from project.training.regimes import REGIMES, regime_arguments
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ SMALL_NETWORK = (  # one network for every cell of both studies: 47k parameters 
 COMMON = (
     "--trainer.max_epochs=4",
     "--early_stopping.patience=4",  # every cell trains its 4 epochs; the checkpoint is the best by validation
-    "--model.warmup_steps=50",
+    "--model.lr_scheduler.init_args.warmup_steps=50",
     "--forecast_figures.every_n_epochs=0",
     "--trainer.enable_progress_bar=false",
 )
@@ -102,7 +102,9 @@ STUDIES = {
         96,
         (2, 4, 8, 16, 32),
         (*SMALL_NETWORK, *COMMON, "--data.context_length=96", "--data.stride=5", "--data.eval_stride=5"),
-        ("--model.schedule_steps=100",),  # about half of the run's ~210 steps: the second half is near free running
+        (
+            "--model.regime.init_args.steps=100",
+        ),  # about half of the run's ~210 steps: the second half is near free running
         "val/mse",
         "mse",
     ),
@@ -112,7 +114,7 @@ STUDIES = {
         48,
         (2, 4, 8, 16, 48),
         (*SMALL_NETWORK, *COMMON, "--data.stride=50", "--data.batch_size=64"),
-        ("--model.schedule_steps=140",),  # about half of the run's ~280 steps
+        ("--model.regime.init_args.steps=140",),  # about half of the run's ~280 steps
         "val/loss",
         "mae",
     ),
@@ -127,7 +129,7 @@ def cell_name(dataset: str, regime: str, depth: int) -> str:
 
 def cell_arguments(study: Study, regime: str, depth: int, data: Path) -> list[str]:
     """The ``fit`` options of one cell: the study's setting, the regime's settings and the patch that gives D."""
-    settings = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
+    settings = regime_arguments(regime)
     patch = [f"--model.network.init_args.patch_length={study.horizon // depth}"]
     scheduled = list(study.scheduled) if regime == "scheduled_sampling" else []
     return [f"--data.source={data}", *study.setting, *settings, *patch, *scheduled]

@@ -58,7 +58,7 @@ from project.tools.results import (
 from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_model
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import forecast_scores
-from project.training.regimes import REGIMES, regime_settings
+from project.training.regimes import REGIMES, regime_arguments
 
 CONFIG = Path("configs/etth1.yaml")  # a preset on configs/base.yaml: free-running detach's settings
 # Each regime's own settings, chosen by its own search on validation (configs/search/etth1.yaml), stacked on CONFIG.
@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> None:
             windows = datamodule(args.data, extra)
             rows = measure_baselines(windows)
             for regime in args.regimes:
-                settings = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
+                settings = regime_arguments(regime)
                 title = regime.replace("_", " ") + ("" if regime in SEARCHED_REGIMES else " (detach's settings)")
                 rows.append(train_and_test(regime, title, regime_configs(regime), settings + extra, args, windows))
                 if len(args.seeds) > 1:

@@ -53,7 +53,7 @@ from project.tools.results import (
 from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_model
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import forecast_scores, symmetric_percentage_errors, unscale
-from project.training.regimes import REGIMES, regime_name, regime_settings
+from project.training.regimes import REGIMES, regime_arguments, regime_name
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ def train_and_score(
 ) -> list[dict]:
     """The regime trained once per seed, each best checkpoint scored on the test windows (one row over seeds), and
     with several seeds the mean of their forecasts (a second row)."""
-    settings = [f"--model.{key}={value}" for key, value in regime_settings(regime).items()]
+    settings = regime_arguments(regime)
     arguments = [f"--data.source={args.data}", *settings, *extra]
     name = f"m4_{benchmark.name.lower()}_{regime}"
     runs = fit_seeds([benchmark.config], arguments, args.logs, name, args.seeds, args.jobs)
@@ -224,7 +224,7 @@ def score_checkpoints(
     checkpoints, and with several checkpoints a second row for the mean of their forecasts (each checkpoint
     forecasts once per split)."""
     settings = read_checkpoint(checkpoints[0])["hyper_parameters"]
-    name = regime_name(settings["training_mode"], settings["feedback_gradient"]).replace("_", " ")
+    name = (regime_name(settings["regime"]) or settings["regime"]["class_path"]).replace("_", " ")
     distribution = distribution_name(settings)
     if distribution:
         name += f", {distribution} distribution"

@@ -197,7 +197,7 @@ def command_line_overrides(arguments: list[str]) -> dict:
         token = arguments[position]
         if not token.startswith("--"):
             raise InputError(
-                f"unexpected argument {token!r}; options to pass to fit look like --model.learning_rate=0.01"
+                f"unexpected argument {token!r}; options to pass to fit look like --model.optimizer.init_args.lr=0.01"
             )
         key, equals, value = token[2:].partition("=")
         if not equals:

@@ -1,2 +1,10 @@
 """How the network is trained: regimes, the LightningModule, its callbacks (checkpoints, interval calibration, the
-naive comparison), metrics and baselines."""
+naive comparison), metrics and baselines.
+
+The regimes and the learning-rate schedule are importable from here, as a config names them
+(``project.training.FreeRunning``, ``project.training.WarmupCosine``)."""
+
+from project.training.regimes import FreeRunning, Regime, ScheduledSampling, TeacherForcing
+from project.training.schedules import WarmupCosine
+
+__all__ = ["FreeRunning", "Regime", "ScheduledSampling", "TeacherForcing", "WarmupCosine"]

@@ -2,41 +2,34 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.core.saving import save_hparams_to_yaml
 from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
-from project.domains import (
-    AtLeastTwo,
-    NonNegativeFloat,
-    NonNegativeInt,
-    OpenUnitInterval,
-    PositiveFloat,
-    PositiveInt,
-    Probability,
-    UnitLevels,
-    check_arguments,
-)
+from project.domains import AtLeastTwo, OpenUnitInterval, PositiveInt, UnitLevels, check_arguments
 from project.errors import InputError, TrainingDiverged
+from project.imports import built_component, component_class, is_component_spec
 from project.model.decoding import generate
 from project.model.distributions import DEFAULT_QUANTILES, Distribution
-from project.model.network import ForecastNetwork, build_network, network_spec
+from project.model.network import ForecastNetwork, build_network, component_spec, network_spec
 from project.rules import check_settings
-from project.training import regimes
 from project.training.metrics import forecast_scores, unscale
+from project.training.regimes import REGIMES, FreeRunning, Regime
+from project.training.schedules import WarmupCosine
 
-# The choices of training_mode and feedback_gradient are the registry's (project/training/regimes.py).
-TrainingMode = Literal[regimes.TRAINING_MODES]
-FeedbackGradient = Literal[regimes.FEEDBACK_GRADIENTS]
+DEFAULT_REGIME = FreeRunning()  # free-running detach: immutable, so one instance serves every model
 COVARIATES = ("past_covariates", "future_covariates", "static_categorical", "static_real")
 
 
@@ -100,17 +93,12 @@ class Forecaster(L.LightningModule):
             encoding is sized for it; steps beyond ``horizon`` were never trained on). Empty: 4 × horizon.
         instance_norm: Normalise each window by its context's per-channel mean and std, and undo it on the
             forecast (RevIN without the affine part). Statistics never use the target.
-        training_mode: ``teacher_forcing`` (true previous values in, one parallel pass), ``free_running`` (the
-            model's own predictions fed back, as at prediction time) or ``scheduled_sampling`` (a per-position
-            coin between the two, with a decaying teacher-forcing probability).
-        feedback_gradient: For ``free_running``: ``detach`` (no gradient through fed-back predictions; computed as a
-            no-grad cached rollout plus one parallel pass, at teacher-forcing memory) or ``bptt`` (gradient
-            through every fed-back prediction; a differentiable cached unroll).
-        feedback_value: What free running and scheduled sampling feed back: ``mean`` (the point forecast: the
-            mean, or the median of a quantile head) or ``sample`` (a draw from the predicted distribution).
-        rollout_dropout: Keep dropout on in the no-grad rollouts of ``detach`` and scheduled sampling, so that
-            training feeds back what the naive training loop would (and ``detach`` equals it exactly); false feeds
-            back the dropout-free predictions that ``predict`` makes.
+        regime: How the decoder is driven in training (``project.training.regimes``): in a config, ``class_path:
+            project.training.TeacherForcing`` (true previous values in, one parallel pass),
+            ``project.training.FreeRunning`` (the model's own predictions fed back, as at prediction time; its
+            ``gradient``: ``detach`` at teacher-forcing memory, or ``bptt``), ``project.training.ScheduledSampling``
+            (a per-position coin between the two, with a decaying teacher-forcing probability), or yours, with its
+            ``init_args``.
         num_samples: Sample paths drawn per window for evaluation and ``predict`` with a distribution.
         prediction_quantiles: Quantiles ``predict`` reports (and figures draw) from the sample paths.
         interval: Coverage of the central prediction interval of a distribution: what evaluation scores
@@ -119,17 +107,12 @@ class Forecaster(L.LightningModule):
         cuda_graph: Decode the no-grad rollouts (free-running training's first pass, evaluation, predict) with
             fixed shapes, capturing one decode step as a CUDA graph and replaying it: the same forecasts with
             far fewer kernel launches. Needs a CUDA device.
-        teacher_forcing_schedule: For ``scheduled_sampling``: ``linear``, ``exponential`` or ``inverse_sigmoid``
-            decay of the teacher-forcing probability (Bengio et al. 2015).
-        schedule_steps: Optimizer steps over which the teacher-forcing probability decays. Empty: half of the run's
-            optimizer steps (``Trainer.estimated_stepping_batches`` when fit starts), the share the decoder-depth
-            study used, so that one config serves runs of any length; a run without a known length
-            (``max_epochs: -1`` and no ``max_steps``) must set it.
-        min_teacher_forcing: Floor of the teacher-forcing probability.
-        learning_rate: Peak learning rate of AdamW.
-        weight_decay: AdamW weight decay, applied to weight matrices only (not biases or norms).
-        warmup_steps: Optimizer steps of linear learning-rate warm-up from zero.
-        lr_schedule: After warm-up: ``cosine`` decay to zero at the last step, or ``constant``.
+        optimizer: The optimizer, given the parameters as two groups: weight matrices, and biases and norms (with
+            ``weight_decay`` 0). In a config, ``class_path: torch.optim.AdamW`` and its ``init_args`` (the default:
+            ``lr`` 1e-3, ``weight_decay`` 0.01), as LightningCLI's ``OptimizerCallable``.
+        lr_scheduler: The learning-rate schedule, stepped once per optimizer step: by default
+            ``project.training.WarmupCosine`` (100 steps of linear warm-up, then cosine decay to zero at the run's
+            last step), or any ``LRSchedulerCallable``.
     """
 
     def __init__(
@@ -140,48 +123,44 @@ class Forecaster(L.LightningModule):
         predict_horizon: PositiveInt | None = None,
         max_horizon: PositiveInt | None = None,
         instance_norm: bool = False,
-        training_mode: TrainingMode = "free_running",
-        feedback_gradient: FeedbackGradient = "detach",
-        feedback_value: regimes.FeedbackValue = "mean",
-        rollout_dropout: bool = True,
+        regime: Regime = DEFAULT_REGIME,
         num_samples: AtLeastTwo = 100,
         prediction_quantiles: UnitLevels | None = None,
         interval: OpenUnitInterval = 0.8,
         cuda_graph: bool = False,
-        teacher_forcing_schedule: regimes.TeacherForcingSchedule = "inverse_sigmoid",
-        schedule_steps: PositiveInt | None = None,
-        min_teacher_forcing: Probability = 0.0,
-        learning_rate: PositiveFloat = 1e-3,
-        weight_decay: NonNegativeFloat = 0.01,
-        warmup_steps: NonNegativeInt = 100,
-        lr_schedule: Literal["cosine", "constant"] = "cosine",
+        optimizer: OptimizerCallable = torch.optim.AdamW,
+        lr_scheduler: LRSchedulerCallable = WarmupCosine,
     ) -> None:
         super().__init__()
-        # A dict is the recorded class_path/init_args, as Lightning's load_from_checkpoint passes it back.
+        # A dict is the recorded class_path/init_args, as Lightning's load_from_checkpoint passes it back; Python code
+        # that imported the class itself.
         if isinstance(network, dict):
-            network = build_network(network, allow_imported=True)  # Python code that imported the class itself
+            network = build_network(network, allow_imported=True)
+        if is_component_spec(regime):
+            regime = built_component(regime, "regime", Regime, allow_imported=True)
         check_network(network)
-        # The network is recorded as the class and arguments that rebuild it, never as an object.
-        self.save_hyperparameters(ignore=["network"])
-        self.save_hyperparameters({**self.hparams, "network": network_spec(network)})  # logged with the others
+        if not isinstance(regime, Regime):
+            raise InputError(f"regime {regime!r} is not a project.training.regimes.Regime")
+        regime.check(network.distribution)
+        # The components are recorded as the classes and arguments that rebuild them, never as objects (a checkpoint
+        # is read with weights_only); as LightningCLI gives them, or from the objects built in Python.
+        self.save_hyperparameters(ignore=["network", "regime"])
+        recorded = {"network": network_spec(network), "regime": component_spec(regime)}
+        for name in ("optimizer", "lr_scheduler"):
+            recorded[name] = callable_spec(self.hparams[name])
+        self.save_hyperparameters({**self.hparams, **recorded})  # logged with the others
         settings = {**self.hparams, "max_horizon": longest_forecast(horizon, max_horizon)}
         settings["patch_length"] = network.patch_length
         settings["n_future_covariates"] = getattr(network, "n_future_covariates", 0)
         settings["prediction_quantiles"] = prediction_quantiles or list(DEFAULT_QUANTILES)
-        # What the rules read of the regimes and the distribution (project/rules.py imports neither): the pairs that
-        # select a regime, the selected one's attributes, the distribution's.
-        settings["regimes"] = {name: (r.training_mode, r.feedback_gradient) for name, r in regimes.REGIMES.items()}
-        selected = regimes.REGIMES.get(regimes.regime_name(training_mode, feedback_gradient) or "")
-        for attribute in ("feeds_back", "scheduled", "gradient_through_feedback"):
-            settings[attribute] = getattr(selected, attribute) if selected else False
-        settings["probabilistic"] = network.distribution.probabilistic
-        settings["reparameterised"] = network.distribution.reparameterised
-        check_arguments(Forecaster, settings, "model.")  # named as a config names them
+        settings["probabilistic"] = network.distribution.probabilistic  # what the rules read of the distribution
+        check_arguments(Forecaster, settings)
         check_settings(settings, self._defaults())
         self.max_horizon = settings["max_horizon"]
         self.prediction_quantiles = settings["prediction_quantiles"]
-        self.regime = regimes.REGIMES[regimes.regime_name(training_mode, feedback_gradient)]
-        self.decay_steps = schedule_steps  # empty: sized to the run when fit starts (on_fit_start)
+        self.regime = regime
+        self.optimizer, self.lr_scheduler = optimizer, lr_scheduler  # or their records, from a checkpoint
+        self.run_steps: float | None = None  # the run's optimizer steps, once fit starts (on_fit_start)
         self.network: ForecastNetwork = network
         check_cuda_graph(network, cuda_graph)
         # Every score as a sum and a count synchronised across processes: exact under DDP, unlike the mean of
@@ -250,7 +229,7 @@ class Forecaster(L.LightningModule):
         quantiles = torch.quantile(samples, levels, dim=1).permute(1, 2, 3, 0)  # (N, T, F, Q)
         return Forecast(point, quantiles, samples)
 
-    def training_forecast(self, batch: dict[str, Tensor], regime: str | None = None) -> Tensor:
+    def training_forecast(self, batch: dict[str, Tensor], regime: Regime | None = None) -> Tensor:
         """Forecast parameters (N, T, F, n_parameters) whose loss has the gradient of ``regime`` (default: the
         configured one), in the units of the batch."""
         context, target = batch["context"], batch["target"]
@@ -258,34 +237,17 @@ class Forecaster(L.LightningModule):
         context, target = norm(context), norm(target)
         covariates = {name: batch[name] for name in COVARIATES if name in batch}
         encoded, start = self.network.encode(context, **covariates), self.network.start_of(context)
-        chosen = regimes.REGIMES[regime] if regime else self.regime
-        options = regimes.RegimeOptions(
-            feedback_value=self.hparams.feedback_value,
-            teacher_forcing_probability=self.teacher_forcing_probability(chosen),
-            rollout_dropout=self.hparams.rollout_dropout,
-            cuda_graph=self.hparams.cuda_graph,
-        )
-        forecast = chosen.forecast(self.network, encoded, start, target, options)
+        regime = regime or self.regime
+        options = regime.options(self.global_step, self.run_steps, self.hparams.cuda_graph)
+        forecast = regime.forecast(self.network, encoded, start, target, options)
         return forecast if isinstance(norm, _Identity) else self.distribution.affine(forecast, norm.mean, norm.std)
 
-    def training_loss(self, batch: dict[str, Tensor], regime: str | None = None) -> Tensor:
+    def training_loss(self, batch: dict[str, Tensor], regime: Regime | None = None) -> Tensor:
         return self.distribution.loss(self.training_forecast(batch, regime), batch["target"])
 
-    def teacher_forcing_probability(self, regime: regimes.Regime | None = None) -> float:
-        """The share of true previous values of ``regime`` (default: the configured one): its constant, or the
-        schedule's value at this step. A fixed regime needs no schedule: the teacher-forced diagnostic of a test run
-        outside fit asks for teacher forcing's."""
-        regime = regime or self.regime
-        if regime.teacher_forcing is not None:
-            return regime.teacher_forcing
-        if self.decay_steps is None:
-            raise InputError("schedule_steps is empty (sized to the run when Trainer.fit starts); set it outside fit")
-        return regimes.teacher_forcing_probability(
-            self.global_step,
-            self.hparams.teacher_forcing_schedule,
-            self.decay_steps,
-            self.hparams.min_teacher_forcing,
-        )
+    def teacher_forcing_probability(self) -> float:
+        """The regime's share of true previous values at this optimizer step (a schedule's value, or a constant)."""
+        return self.regime.teacher_forcing_probability(self.global_step, self.run_steps)
 
     def _context_norm(self, context: Tensor) -> ContextNorm | _Identity:
         return ContextNorm(context) if self.hparams.instance_norm else _Identity()
@@ -297,16 +259,10 @@ class Forecaster(L.LightningModule):
             raise InputError(f"cuda_graph needs a CUDA device; this run is on {self.device.type}")
 
     def on_fit_start(self) -> None:
-        # An empty schedule_steps is a share of this run's optimizer steps, which only the trainer knows.
-        if self.regime.teacher_forcing is not None or self.hparams.schedule_steps is not None:
-            return
-        total_steps = self.trainer.estimated_stepping_batches
-        if not 1 <= total_steps < math.inf:
-            raise InputError(
-                "schedule_steps is empty, which sizes the teacher-forcing decay to the run, and this run has no known "
-                "length (max_epochs=-1 without max_steps); set schedule_steps"
-            )
-        self.decay_steps = max(1, round(regimes.DECAY_SHARE_OF_RUN * total_steps))
+        # A regime may size itself to the run's optimizer steps (scheduled sampling's decay), which only the trainer
+        # knows.
+        self.run_steps = self.trainer.estimated_stepping_batches
+        self.regime.check_run_length(self.run_steps)
 
     def on_train_start(self) -> None:
         # Runs with different devices or accumulation are comparable by the batch the optimizer sees. Logged
@@ -329,7 +285,7 @@ class Forecaster(L.LightningModule):
         self.step_loss.update(loss.detach())
         self.epoch_loss.update(loss.detach())
         self.log("train/loss_epoch", self.epoch_loss, on_step=False, on_epoch=True)
-        if self.regime.teacher_forcing is None:  # a schedule: its curve is worth seeing beside the loss
+        if self.regime.scheduled:  # its curve is worth seeing beside the loss
             self.log("train/teacher_forcing_probability", self.teacher_forcing_probability())
         return loss
 
@@ -399,7 +355,7 @@ class Forecaster(L.LightningModule):
             scores["loss"].update(per_value["crps"])
         else:
             scores["loss"].update(self.distribution.loss(forecast.point.unsqueeze(-1), target), target.numel())
-        teacher_forced = self.distribution.loss(self.training_forecast(batch, "teacher_forcing"), target)
+        teacher_forced = self.distribution.loss(self.training_forecast(batch, REGIMES["teacher_forcing"]), target)
         scores["loss_teacher_forced"].update(teacher_forced, target.numel())
         for name, values in per_value.items():
             scores[name].update(values)
@@ -408,25 +364,15 @@ class Forecaster(L.LightningModule):
         return forecast
 
     def configure_optimizers(self):
-        decay = [p for p in self.parameters() if p.dim() >= 2]
-        no_decay = [p for p in self.parameters() if p.dim() < 2]
+        # Weight decay (the optimizer's own) on weight matrices only, not on biases and norms.
         groups = [
-            {"params": decay, "weight_decay": self.hparams.weight_decay, "name": "weights"},
-            {"params": no_decay, "weight_decay": 0.0, "name": "biases_and_norms"},
+            {"params": [p for p in self.parameters() if p.dim() >= 2], "name": "weights"},
+            {"params": [p for p in self.parameters() if p.dim() < 2], "weight_decay": 0.0, "name": "biases_and_norms"},
         ]
-        optimizer = torch.optim.AdamW(groups, lr=self.hparams.learning_rate)
-        total_steps = self.trainer.estimated_stepping_batches
-        warmup, schedule = self.hparams.warmup_steps, self.hparams.lr_schedule
-
-        def learning_rate_factor(step: int) -> float:
-            if step < warmup:
-                return (step + 1) / warmup
-            if schedule == "constant" or not math.isfinite(total_steps):
-                return 1.0
-            progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
-            return 0.5 * (1.0 + math.cos(math.pi * progress))
-
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, learning_rate_factor)
+        optimizer = _callable(self.optimizer, "optimizer", torch.optim.Optimizer)(groups)
+        scheduler = _callable(self.lr_scheduler, "lr_scheduler", torch.optim.lr_scheduler.LRScheduler)(optimizer)
+        if isinstance(scheduler, WarmupCosine):  # it decays to zero at the run's last optimizer step
+            scheduler.set_run_steps(self.trainer.estimated_stepping_batches)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
@@ -438,6 +384,33 @@ class _Identity:
 
     def inverse(self, values: Tensor) -> Tensor:
         return values
+
+
+def callable_spec(value: Any) -> Any:
+    """An optimizer or scheduler argument as a checkpoint records it: ``{"class_path": ..., "init_args": {...}}`` for
+    a class or a ``functools.partial`` of one, with the class's defaults, as LightningCLI records a config's (which it
+    gives as a dict); else its name."""
+    if isinstance(value, dict):
+        return value
+    given: dict = {}
+    if isinstance(value, functools.partial) and not value.args:
+        value, given = value.func, dict(value.keywords)
+    if not isinstance(value, type):
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__name__)}"
+    parameters = list(inspect.signature(value).parameters.values())[1:]  # the first is the params or the optimizer
+    defaults = {p.name: p.default for p in parameters if p.default is not p.empty}
+    arguments = {name: list(v) if isinstance(v, tuple) else v for name, v in {**defaults, **given}.items()}
+    recordable = {name: v for name, v in arguments.items() if v is None or isinstance(v, (bool, int, float, str, list))}
+    return {"class_path": f"{value.__module__}.{value.__qualname__}", "init_args": recordable}
+
+
+def _callable(value: Any, what: str, base: type) -> Callable:
+    """The optimizer or scheduler callable, rebuilt from its record when the model was built from a checkpoint's
+    settings (Python code: classes of modules it imported, under ``project.imports``' rule)."""
+    if not is_component_spec(value):
+        return value
+    cls = component_class(value, what, base, allow_imported=True)
+    return functools.partial(cls, **(value.get("init_args") or {}))
 
 
 def check_network(network: nn.Module) -> None:

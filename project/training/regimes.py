@@ -1,11 +1,12 @@
 """How the decoder is driven in training: teacher forcing, free running, scheduled sampling.
 
 Every regime returns the forecast parameters (N, T, F, n_parameters) whose loss against the target has the
-regime's gradient, and is registered once in ``REGIMES`` under the name the module, the benchmark, the ETTh1 and
-M4 scripts and the tests all use. ``start`` (N, P, F) is the first decoder input: the last observed patch of the
-context (``model.start_of``); P = ``model.patch_length`` is 1 unless the model decodes patches. What a free-running
-decoder feeds back is the point forecast (``feedback_value: mean``; the median of a quantile head) or a draw
-from the predicted distribution (``sample``).
+regime's gradient. The classes below (``TeacherForcing``, ``FreeRunning``, ``ScheduledSampling``) are the
+``Forecaster``'s ``regime`` component: each holds its options and runs one of these functions; ``REGIMES`` names one
+instance per regime, the name the benchmark, the depth study, the ETTh1 and M4 scripts and the tests all use.
+``start`` (N, P, F) is the first decoder input: the last observed patch of the context (``model.start_of``);
+P = ``model.patch_length`` is 1 unless the model decodes patches. What a free-running decoder feeds back is the point
+forecast (``feedback: mean``; the median of a quantile head) or a draw from the predicted distribution (``sample``).
 
 Why ``free_running_detach`` is exact: in the detached loop, the forecast at step j is the decoder's output at
 position j given inputs [start, ŷ_0, …, ŷ_{j-1}] that carry no gradient. A causal decoder's output at
@@ -17,16 +18,21 @@ activations for one T-long pass, as teacher forcing does. The ŷ come from a cac
 from __future__ import annotations
 
 import contextlib
+import json
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
+from project.domains import PositiveInt, Probability, check_arguments
+from project.errors import InputError
 from project.model.decoding import rollout
-from project.model.network import ForecastNetwork
+from project.model.distributions import Distribution
+from project.model.network import ForecastNetwork, component_spec
 
 FeedbackValue = Literal["mean", "sample"]
 TeacherForcingSchedule = Literal["linear", "exponential", "inverse_sigmoid"]
@@ -89,77 +95,265 @@ def scheduled_sampling(
 
 
 RegimeFunction = Callable[[ForecastNetwork, Any, Tensor, Tensor, RegimeOptions], Tensor]
+FEEDBACK_CHOICES = ("mean", "sample")
 
 
-@dataclass(frozen=True)
-class Regime:
-    """A way of driving the decoder in training, and the ``Forecaster`` settings that select it.
+class Regime(ABC):
+    """A way of driving the decoder in training: a component given by class_path, as the distribution is
+    (``model.regime: {class_path: project.training.FreeRunning, init_args: {gradient: detach}}``).
 
-    ``training_mode`` and ``feedback_gradient`` are the settings (their choices in ``--help`` are read from this
-    registry); ``teacher_forcing`` is the share of true previous values the regime is given as
-    ``RegimeOptions.teacher_forcing_probability``: a constant, or None for the decaying schedule of scheduled
-    sampling (``teacher_forcing_probability`` below, logged as ``train/teacher_forcing_probability``);
-    ``gradient_through_feedback`` says that its unroll is the training pass (no no-grad rollout). The option rules
-    (``project.rules``) read these attributes, never the regime's name: what options apply follows from them.
+    A regime checks its own arguments when built, and what it needs of the network's distribution in ``check``,
+    which the ``Forecaster`` calls once. ``forecast`` runs one of the functions above with the ``RegimeOptions`` that
+    ``options`` fills from the regime's arguments. Your own is a subclass in your own module, named by its class
+    path (``tests/test_regimes.py`` trains one from a temporary module).
+
+    Attributes:
+        feeds_back: Whether it feeds the model's own predictions back (everything but teacher forcing).
+        scheduled: Whether its share of true previous values follows a schedule over the run (then logged as
+            ``train/teacher_forcing_probability``).
+        init_args: The constructor's arguments, recorded in checkpoints so that they can rebuild it.
     """
 
-    forecast: RegimeFunction
-    description: str
-    training_mode: str
-    feedback_gradient: str = "detach"
-    teacher_forcing: float | None = 0.0
-    gradient_through_feedback: bool = False
+    feeds_back: bool = True
+    scheduled: bool = False
 
     @property
-    def feeds_back(self) -> bool:
-        """Whether it feeds the model's own predictions back (everything but teacher forcing)."""
-        return self.teacher_forcing != 1.0
+    def init_args(self) -> dict[str, Any]:
+        return {}
 
     @property
-    def scheduled(self) -> bool:
-        """Whether its share of true values follows the teacher-forcing schedule."""
-        return self.teacher_forcing is None
+    def description(self) -> str:
+        """One line for tables and ``--help``: the first line of the class's docstring."""
+        return (type(self).__doc__ or type(self).__name__).strip().splitlines()[0]
+
+    def check(self, distribution: Distribution) -> None:  # noqa: B027 (optional: most regimes need nothing)
+        """Refuse, in one line (``InputError``), a network distribution this regime cannot train with."""
+
+    def check_run_length(self, run_steps: float) -> None:  # noqa: B027 (optional: only a schedule sizes itself)
+        """Refuse, when fit starts, a run whose optimizer steps (``Trainer.estimated_stepping_batches``, ``inf`` when
+        unknown) this regime cannot size itself to."""
+
+    def teacher_forcing_probability(self, step: int, run_steps: float | None = None) -> float:
+        """The share of true previous values at optimizer step ``step`` of a run of ``run_steps`` optimizer steps
+        (None outside fit)."""
+        return 0.0
+
+    def options(
+        self,
+        step: int = 0,
+        run_steps: float | None = None,
+        cuda_graph: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> RegimeOptions:
+        """The settings ``forecast`` passes to the regime's function at optimizer step ``step``."""
+        return RegimeOptions(
+            teacher_forcing_probability=self.teacher_forcing_probability(step, run_steps),
+            generator=generator,
+            cuda_graph=cuda_graph,
+        )
+
+    @abstractmethod
+    def forecast(
+        self, network: ForecastNetwork, encoded: Any, start: Tensor, target: Tensor, options: RegimeOptions
+    ) -> Tensor:
+        """Forecast parameters (N, T, F, n_parameters) whose loss against ``target`` has this regime's gradient."""
+
+    def __repr__(self) -> str:
+        arguments = ", ".join(f"{name}={value!r}" for name, value in self.init_args.items())
+        return f"{type(self).__name__}({arguments})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.init_args == self.init_args
+
+    def __hash__(self) -> int:
+        return hash((type(self), tuple(sorted(self.init_args.items()))))
 
 
-# A new regime is one entry here: its function and the settings that select it.
+class TeacherForcing(Regime):
+    """True previous values in, one parallel pass."""
+
+    feeds_back = False
+
+    def teacher_forcing_probability(self, step: int, run_steps: float | None = None) -> float:
+        return 1.0
+
+    def forecast(self, network, encoded, start, target, options):
+        return teacher_forcing(network, encoded, start, target, options)
+
+
+class _FeedsBack(Regime):
+    """What free running and scheduled sampling share: what they feed back, and the rollout's dropout."""
+
+    def __init__(self, feedback: FeedbackValue = "mean", rollout_dropout: bool = True) -> None:
+        _check_choice(self, "feedback", feedback, FEEDBACK_CHOICES)
+        self.feedback, self.rollout_dropout = feedback, rollout_dropout
+
+    def check(self, distribution: Distribution) -> None:
+        if self.feedback == "sample" and not distribution.probabilistic:
+            raise InputError(
+                f"{type(self).__name__}: feedback=sample draws from a predicted distribution; give the network a "
+                "probabilistic distribution (model.network.init_args.distribution: Normal, StudentT, Quantiles or "
+                "yours)"
+            )
+
+    def options(self, step=0, run_steps=None, cuda_graph=False, generator=None) -> RegimeOptions:
+        return replace(
+            super().options(step, run_steps, cuda_graph, generator),
+            feedback_value=self.feedback,
+            rollout_dropout=self.rollout_dropout,
+        )
+
+
+class FreeRunning(_FeedsBack):
+    """The model's own predictions fed back, as at prediction time.
+
+    Args:
+        gradient: ``detach``: no gradient through fed-back predictions, computed as a no-grad cached rollout plus one
+            parallel pass, at teacher-forcing memory; ``bptt``: gradient through every fed-back prediction, a
+            differentiable cached unroll.
+        feedback: ``mean``: the point forecast (the mean, or the median of a quantile head); ``sample``: a draw from
+            the predicted distribution.
+        rollout_dropout: Keep dropout on in ``detach``'s no-grad rollout, so that training feeds back what the naive
+            training loop would (and ``detach`` equals it exactly); false feeds back the dropout-free predictions
+            that ``predict`` makes. ``bptt`` has no such rollout (its unroll is the training pass).
+    """
+
+    def __init__(
+        self,
+        gradient: Literal["detach", "bptt"] = "detach",
+        feedback: FeedbackValue = "mean",
+        rollout_dropout: bool = True,
+    ) -> None:
+        super().__init__(feedback, rollout_dropout)
+        _check_choice(self, "gradient", gradient, ("detach", "bptt"))
+        if gradient == "bptt" and not rollout_dropout:
+            raise InputError(
+                f"{type(self).__name__}: rollout_dropout=false applies to the no-grad rollout of gradient=detach; "
+                "with gradient=bptt the unroll is the training pass itself"
+            )
+        self.gradient = gradient
+
+    @property
+    def init_args(self) -> dict[str, Any]:
+        return {"gradient": self.gradient, "feedback": self.feedback, "rollout_dropout": self.rollout_dropout}
+
+    @property
+    def description(self) -> str:
+        if self.gradient == "bptt":
+            return "own predictions fed back with gradient: a differentiable cached unroll"
+        return "own predictions fed back without gradient: no-grad cached rollout + one parallel pass"
+
+    def check(self, distribution: Distribution) -> None:
+        super().check(distribution)
+        if self.gradient == "bptt" and self.feedback == "sample" and not distribution.reparameterised:
+            raise InputError(
+                f"{type(self).__name__}: gradient=bptt with feedback=sample differentiates through the draws, which "
+                f"{type(distribution).__name__} cannot (no reparameterisation); use Normal or StudentT, or "
+                "feedback=mean"
+            )
+
+    def forecast(self, network, encoded, start, target, options):
+        function = free_running_bptt if self.gradient == "bptt" else free_running_detach
+        return function(network, encoded, start, target, options)
+
+
+class ScheduledSampling(_FeedsBack):
+    """A per-position coin between the true value and the rolled-out prediction (Bengio et al. 2015).
+
+    The coin's teacher-forcing probability decays over the run, from 1 to ``minimum``.
+
+    Args:
+        schedule: ``linear``, ``exponential`` or ``inverse_sigmoid`` decay of the teacher-forcing probability.
+        steps: Optimizer steps over which the probability decays. Empty: half of the run's optimizer steps
+            (``Trainer.estimated_stepping_batches`` when fit starts), the share the decoder-depth study used, so that
+            one config serves runs of any length; a run without a known length (``max_epochs: -1`` and no
+            ``max_steps``) must set it.
+        minimum: Floor of the teacher-forcing probability.
+        feedback: What is fed back where the coin says so: ``mean`` (the point forecast) or ``sample`` (a draw).
+        rollout_dropout: Keep dropout on in the no-grad rollout (as the naive loop), or feed back the dropout-free
+            predictions that ``predict`` makes.
+    """
+
+    scheduled = True
+
+    def __init__(
+        self,
+        schedule: TeacherForcingSchedule = "inverse_sigmoid",
+        steps: PositiveInt | None = None,
+        minimum: Probability = 0.0,
+        feedback: FeedbackValue = "mean",
+        rollout_dropout: bool = True,
+    ) -> None:
+        check_arguments(type(self), {"steps": steps, "minimum": minimum})
+        super().__init__(feedback, rollout_dropout)
+        _check_choice(self, "schedule", schedule, ("linear", "exponential", "inverse_sigmoid"))
+        self.schedule, self.steps, self.minimum = schedule, steps, minimum
+
+    @property
+    def init_args(self) -> dict[str, Any]:
+        arguments = {"schedule": self.schedule, "steps": self.steps, "minimum": self.minimum}
+        return {**arguments, "feedback": self.feedback, "rollout_dropout": self.rollout_dropout}
+
+    def check_run_length(self, run_steps: float) -> None:
+        if self.steps is None and not 1 <= run_steps < math.inf:
+            raise InputError(
+                f"{type(self).__name__}: steps is empty, which sizes the teacher-forcing decay to the run, and this "
+                "run has no known length (max_epochs=-1 without max_steps); set steps"
+            )
+
+    def decay_steps(self, run_steps: float | None) -> int:
+        """The optimizer steps the probability decays over: ``steps``, or a share of the run's."""
+        if self.steps is not None:
+            return self.steps
+        if run_steps is None:
+            raise InputError(
+                f"{type(self).__name__}: steps is empty (sized to the run when Trainer.fit starts); set it outside fit"
+            )
+        return max(1, round(DECAY_SHARE_OF_RUN * run_steps))
+
+    def teacher_forcing_probability(self, step: int, run_steps: float | None = None) -> float:
+        return teacher_forcing_probability(step, self.schedule, self.decay_steps(run_steps), self.minimum)
+
+    def forecast(self, network, encoded, start, target, options):
+        return scheduled_sampling(network, encoded, start, target, options)
+
+
+def _check_choice(regime: Regime, name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise InputError(f"{type(regime).__name__}: {name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+# One name per regime, used by the benchmark, the depth study, the ETTh1 and M4 scripts, their tables and the tests.
 REGIMES: dict[str, Regime] = {
-    "teacher_forcing": Regime(
-        teacher_forcing, "true previous values in, one parallel pass", "teacher_forcing", teacher_forcing=1.0
-    ),
-    "free_running_detach": Regime(
-        free_running_detach,
-        "own predictions fed back without gradient: no-grad cached rollout + one parallel pass",
-        "free_running",
-    ),
-    "free_running_bptt": Regime(
-        free_running_bptt,
-        "own predictions fed back with gradient: a differentiable cached unroll",
-        "free_running",
-        "bptt",
-        gradient_through_feedback=True,
-    ),
-    "scheduled_sampling": Regime(
-        scheduled_sampling,
-        "a per-position coin between the true value and the rolled-out prediction",
-        "scheduled_sampling",
-        teacher_forcing=None,
-    ),
+    "teacher_forcing": TeacherForcing(),
+    "free_running_detach": FreeRunning(),
+    "free_running_bptt": FreeRunning(gradient="bptt"),
+    "scheduled_sampling": ScheduledSampling(),
 }
-TRAINING_MODES = tuple(dict.fromkeys(regime.training_mode for regime in REGIMES.values()))
-FEEDBACK_GRADIENTS = tuple(dict.fromkeys(regime.feedback_gradient for regime in REGIMES.values()))
 
 
-def regime_name(training_mode: str, feedback_gradient: str) -> str | None:
-    """The registry name of a ``Forecaster``'s ``training_mode`` and ``feedback_gradient`` settings (None when no
-    regime has them: a start-up error of ``project.rules``)."""
-    selected = (training_mode, feedback_gradient)
-    return next((name for name, r in REGIMES.items() if (r.training_mode, r.feedback_gradient) == selected), None)
+def regime_name(spec: dict) -> str | None:
+    """The registry name of a regime as a checkpoint records it (``{"class_path": ..., "init_args": {...}}``), by
+    its class's name and the arguments that tell the registry's entries of that class apart; None for another
+    class. Nothing is imported."""
+    class_name = str(spec.get("class_path", "")).rpartition(".")[2]
+    arguments = spec.get("init_args") or {}
+    candidates = {name: r for name, r in REGIMES.items() if type(r).__name__ == class_name}
+    differing = {key for r in candidates.values() for key, value in r.init_args.items()
+                 if any(other.init_args.get(key) != value for other in candidates.values())}  # fmt: skip
+    return next(
+        (
+            name
+            for name, r in candidates.items()
+            if all(arguments.get(k, r.init_args[k]) == r.init_args[k] for k in differing)
+        ),
+        None,
+    )
 
 
-def regime_settings(name: str) -> dict[str, str]:
-    """The ``Forecaster`` settings that select the regime ``name`` (the inverse of ``regime_name``)."""
-    regime = REGIMES[name]
-    return {"training_mode": regime.training_mode, "feedback_gradient": regime.feedback_gradient}
+def regime_arguments(name: str) -> list[str]:
+    """The ``fit`` option that selects the regime ``name``: ``--model.regime={"class_path": ..., "init_args": ...}``."""
+    return [f"--model.regime={json.dumps(component_spec(REGIMES[name]))}"]
 
 
 def _no_grad_rollout(
@@ -187,8 +381,9 @@ def _dropout(model: ForecastNetwork, enabled: bool) -> Iterator[None]:
         model.train()
 
 
-# An empty ``schedule_steps`` decays over this share of the run's optimizer steps: about what the decoder-depth
-# study's scheduled-sampling cells used (project/tools/depth.py: ETTh1 100 of 212 steps, M4 Hourly 140 of about 280).
+# An empty ``steps`` of ``ScheduledSampling`` decays over this share of the run's optimizer steps: about what the
+# decoder-depth study's scheduled-sampling cells used (project/tools/depth.py: ETTh1 100 of 212 steps, M4 Hourly 140
+# of about 280).
 DECAY_SHARE_OF_RUN = 0.5
 
 

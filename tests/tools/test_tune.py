@@ -22,14 +22,14 @@ TINY_TRIALS = [
     "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
     "--forecast_figures.every_n_epochs=0",
 ]  # fmt: skip
-REFUSED = "--model.training_mode=bogus"  # refused by the parser: a trial that draws its settings and stops at once
+REFUSED = "--model.instance_norm=bogus"  # refused by the parser: a trial that draws its settings and stops at once
 FAIL, COMPLETE = optuna.trial.TrialState.FAIL, optuna.trial.TrialState.COMPLETE
 
 
 def float_space(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text(
-        "model.learning_rate: {float: [0.0001, 0.01], log: true}\n"
+        "model.optimizer.init_args.lr: {float: [0.0001, 0.01], log: true}\n"
         "model.network.init_args.dropout: {float: [0.0, 0.3]}\n"
     )
     return space
@@ -52,7 +52,8 @@ def sha256(path):
 def test_a_study_completes_resumes_and_its_best_config_trains(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text(
-        "model.learning_rate: {float: [0.0001, 0.01], log: true}\nmodel.network.init_args.d_model: {choice: [8, 16]}\n"
+        "model.optimizer.init_args.lr: {float: [0.0001, 0.01], log: true}\n"
+        "model.network.init_args.d_model: {choice: [8, 16]}\n"
     )
     arguments = ["--config", BASE, "--search", str(space), "--logs", str(tmp_path / "logs"), "--study", "tiny"]
     tune.main([*arguments, "--trials", "2", *TINY_TRIALS])  # stopped after two trials…
@@ -66,7 +67,11 @@ def test_a_study_completes_resumes_and_its_best_config_trains(tmp_path):
     assert len(finished) == 3
     assert sorted(p.name for p in (tmp_path / "logs" / "tiny").iterdir()) == ["trial_0", "trial_1", "trial_2"]
     best = yaml.safe_load(output.read_text())
-    assert best["model"]["learning_rate"] == study.best_trial.params["model.learning_rate"]
+    lr = study.best_trial.params["model.optimizer.init_args.lr"]
+    assert best["model"]["optimizer"] == {
+        "class_path": "torch.optim.AdamW",
+        "init_args": {"lr": lr, "weight_decay": 0.01},
+    }
     assert best["trainer"]["max_epochs"] == 2  # the trials' own settings travel with it
     assert (
         cli("fit", "--config", str(output), "--trainer.logger.init_args.save_dir=best", "--test_after_fit=false") == 0
@@ -95,16 +100,16 @@ def test_trials_with_different_losses_are_scored_by_the_metric_their_checkpoints
 
 def test_a_search_space_entry_must_name_an_option_and_a_kind(tmp_path, capsys):
     space = tmp_path / "space.yaml"
-    space.write_text("learning_rate: [0.001, 0.01]\n")
+    space.write_text("lr: [0.001, 0.01]\n")
     with pytest.raises(SystemExit) as stopped:
         tune.main(["--config", BASE, "--search", str(space), "--logs", str(tmp_path)])
     assert stopped.value.code == 2
-    assert "'learning_rate' must be a model./data./trainer. option" in capsys.readouterr().err
+    assert "'lr' must be a model./data./trainer. option" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", ["default", "etth1", "m4_hourly"])
 def test_the_shipped_search_spaces_are_valid(name):
-    assert set(tune.load_space(tune.Path(config(f"search/{name}.yaml")))) >= {"model.learning_rate"}
+    assert set(tune.load_space(tune.Path(config(f"search/{name}.yaml")))) >= {"model.optimizer.init_args.lr"}
 
 
 @pytest.mark.slow
@@ -191,7 +196,7 @@ def test_a_study_whose_every_trial_is_refused_ends_in_one_line_naming_the_first_
     assert exit_code(*arguments, "--trials", "2", REFUSED) == 2
     message = last_line(capsys.readouterr().err)
     assert message.startswith("error: all 2 trials of study 'tiny' failed; the first failure, trial 0: ")
-    assert 'Parser key "model.training_mode": Expected a typing.Literal' in message
+    assert "Parser key \"model.instance_norm\": Expected a <class 'bool'>" in message
     assert [trial.state for trial in load(tmp_path).trials] == [FAIL, FAIL]
 
 

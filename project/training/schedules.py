@@ -1,0 +1,56 @@
+"""The learning-rate schedule of the default optimiser setup: linear warm-up, then cosine decay to zero."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+
+from project.domains import NonNegativeInt, PositiveInt, check_arguments
+
+
+class WarmupCosine(torch.optim.lr_scheduler.LambdaLR):
+    """Linear warm-up from zero over ``warmup_steps`` optimizer steps, then cosine decay to zero at the run's last
+    optimizer step (or a constant rate), stepped once per optimizer step.
+
+    The run's length is what the ``Forecaster`` learns when it builds the schedule: it calls ``set_run_steps`` with
+    ``Trainer.estimated_stepping_batches`` (a schedule of another class is left as it is). Built outside a run, or for
+    a run of unknown length (``max_epochs: -1`` without ``max_steps``), the rate stays at its peak after warm-up.
+
+    Args:
+        optimizer: The optimizer whose rate it scales (given by ``configure_optimizers``, not by a config).
+        warmup_steps: Optimizer steps of linear warm-up from zero.
+        decay: After warm-up: ``cosine`` decay to zero at the run's last step, or ``constant``.
+        run_steps: The run's optimizer steps; empty: set by the ``Forecaster`` when fit starts.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        warmup_steps: NonNegativeInt = 100,
+        decay: Literal["cosine", "constant"] = "cosine",
+        run_steps: PositiveInt | None = None,
+    ) -> None:
+        check_arguments(WarmupCosine, {"warmup_steps": warmup_steps, "run_steps": run_steps})
+        self.warmup_steps, self.decay = warmup_steps, decay
+        self.run_steps: float | None = run_steps
+
+        def factor(step: int) -> float:  # a function, not a bound method: LambdaLR's state_dict skips functions
+            return self.factor(step)
+
+        super().__init__(optimizer, factor)
+
+    def set_run_steps(self, run_steps: float) -> None:
+        """The run's optimizer steps (``inf`` when unknown), unless ``run_steps`` was given."""
+        if self.run_steps is None:
+            self.run_steps = run_steps
+
+    def factor(self, step: int) -> float:
+        """The share of the peak learning rate at optimizer step ``step``."""
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        if self.decay == "constant" or self.run_steps is None or not math.isfinite(self.run_steps):
+            return 1.0
+        progress = min(1.0, (step - self.warmup_steps) / max(1, self.run_steps - self.warmup_steps))
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
