@@ -131,7 +131,7 @@ def test_the_etth1_covariates_table_has_the_floor_with_each_run_scored_again_on_
     tool.main(["--experiment", "covariates", "--data", str(etth1), "--seeds", "0", "1", "--logs", str(tmp_path),
                "--output", str(output), "--statistical", "AutoETS", "--statistical_stride", "480", *short])  # fmt: skip
     main, floor = output.read_text().split("every 480th validation and test window")
-    assert "| AutoETS, statsforecast, per channel (measured, OT) |" in floor
+    assert "| AutoETS (season 24), statsforecast, per channel (measured, OT) |" in floor
     for title in tool.COVARIATE_RUNS:
         assert f"| {title} (this template) | " in main
         assert f"| {title} (this template) | " in floor  # its checkpoint, with its own covariates, on the subset
