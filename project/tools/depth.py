@@ -54,7 +54,7 @@ from project.tools.results import (
     tested_run,
     write_table,
 )
-from project.tools.statistical import STATISTICAL_MODELS, statistical_model
+from project.tools.statistical import STATISTICAL_MODELS, statistical_label, statistical_model
 from project.training.regimes import REGIMES, regime_arguments
 
 
@@ -338,7 +338,8 @@ def statistical(name: str, windows) -> dict:
     """``name`` fitted per series and channel on the training rows, forecasting every validation and test window of
     the study (season 24, both studies' data being hourly): a baseline row, its seconds in its label."""
     row = statistical_row(name, windows)
-    return {**row, "model": f"{name}, statsforecast, per series and channel (measured, {row['seconds'][0]:.0f} s)"}
+    label = statistical_label(name, SEASON)
+    return {**row, "model": f"{label}, statsforecast, per series and channel (measured, {row['seconds'][0]:.0f} s)"}
 
 
 def parse_left_out(values: list[str]) -> dict[tuple[str, int], str]:

@@ -55,7 +55,7 @@ from project.tools.results import (
     seeds_column,
     write_table,
 )
-from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_model
+from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_label, statistical_model
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import forecast_scores
 from project.training.regimes import REGIMES, regime_arguments
@@ -136,7 +136,7 @@ def statistical_row(name: str, windows: WindowDataModule, suffix: str = "") -> d
     forecasting every validation and test window from the hours before it, scored on scaled values."""
     splits = {split: windows.split(split) for split in SPLITS}
     points, seconds = split_forecasts(name, splits, windows.split_rows[:, 0], SEASON)
-    row = _row(f"{name}, statsforecast, per channel (measured{suffix})", [seconds])
+    row = _row(f"{statistical_label(name, SEASON)}, statsforecast, per channel (measured{suffix})", [seconds])
     for split, dataset in splits.items():
         batches = list(DataLoader(dataset, batch_size=512))
         loc, scale, target = (torch.cat([b[key] for b in batches]) for key in ("loc", "scale", "target"))

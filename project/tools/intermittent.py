@@ -44,7 +44,7 @@ from project.tools.results import (
     run_commit,
     write_table,
 )
-from project.tools.statistical import STATISTICAL_MODELS, floor_maes, statistical_model
+from project.tools.statistical import STATISTICAL_MODELS, floor_maes, statistical_label, statistical_model
 
 PANEL_CONFIG = Path("configs/panel.yaml")
 SEASON, HORIZON = 12, 6
@@ -146,7 +146,7 @@ def floor_table(data: Path, statistical: tuple[str, ...] = ("AutoETS", "AutoThet
     maes, seconds = floor_maes(windows, statistical, SEASON, SEASON)
     rows = []
     for name, errors in maes.items():
-        label = f"{name}, statsforecast, per series" if name in seconds else name
+        label = f"{statistical_label(name, SEASON)}, statsforecast, per series" if name in seconds else name
         took = f"{seconds[name]:.0f} s" if name in seconds else "–"
         rows.append([f"{label} (measured)", *(f"{errors[s]:.3f}" for s in ("val", "test")), took])
     caption = (
@@ -216,7 +216,8 @@ def main(argv: list[str] | None = None) -> None:
         per_seed = f"- {chosen} (chosen), test model MAE: {values}"
         maes, seconds = floor_maes(panel_windows(args.data, extra), args.statistical, SEASON, SEASON)
         floor = [  # the naive columns computed again on the same windows
-            [f"{name}, statsforecast, per series ({seconds[name]:.0f} s, both splits)", label,
+            [f"{statistical_label(name, SEASON)}, statsforecast, per series ({seconds[name]:.0f} s, both splits)",
+             label,
              *(f"{maes[n][split]:.3f}" for n in (name, "repeat-last", f"seasonal naive ({SEASON})")), "deterministic"]
             for name in args.statistical
             for split, label in (("val", "validation"), ("test", "test"))

@@ -8,6 +8,11 @@ on); a forecast from a later origin uses every value before the origin without r
 ``forward``: the fitted parameters, the state run through the newer values), as the transformer reads its
 look-back without retraining. Forecasts come back in the units they were given; the results tools score them with
 the same metric code and on the same windows as every other row.
+
+Each model is given the data's season (24 hourly, 52 weekly, 12 monthly, 7 daily), never a metric's: M4 scales
+weekly MASE by the one-step naive error (seasonality 1), but AutoTheta given ``season_length=1`` does not
+deseasonalise. statsforecast 2.1.1's AutoETS takes seasons above 24 too (R's ``ets`` refuses them) and chooses
+among seasonal and non-seasonal forms by AICc. A row names its season (``statistical_label``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import unscale
 
 STATISTICAL_MODELS = ("AutoETS", "AutoTheta", "AutoARIMA")
+
+
+def statistical_label(name: str, season: int) -> str:
+    """A statistical row's name with the season its models were fitted with: ``AutoTheta (season 52)``."""
+    return f"{name} (season {season})"
 
 
 def statistical_model(name: str, season: int):

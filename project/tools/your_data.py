@@ -88,7 +88,7 @@ class Dataset:
     settings: Path | dict = field(default_factory=dict)
     extra: tuple[str, ...] = ()
     made_by: str = ""  # the command that writes ``file``
-    period: int = 1  # the statistical models' season_length (1: none)
+    period: int = 1  # the statistical models' season_length: the data's season (1: none)
     floor_stride: int = 1  # > 1 where AutoTheta on every window would take long (~70 ms a window and channel)
 
     @property
@@ -155,7 +155,7 @@ DATASETS = {
         52,
         Path("configs/m4_weekly.yaml"),
         made_by="python -m project.tools.datasets m4_weekly",
-        period=1,  # M4's seasonality for weekly data, as project.tools.m4 fits them
+        period=52,  # a year of weeks: the data's season (M4 scales MASE by 1 for weekly data; no MASE here)
     ),
 }
 
@@ -224,7 +224,7 @@ def floor(
 def floor_markdown(floors: dict[str, tuple], seeds: list[int], statistical: tuple[str, ...]) -> str:
     """The statistical floor's table: per dataset and split, the model's MAE over seeds beside the naive and the
     statistical forecasts' on the same windows, and whether every seed is below each statistical model."""
-    header = ["data", "split", "windows", "model MAE", "repeat-last MAE", "seasonal naive MAE"]
+    header = ["data", "split", "windows", "season", "model MAE", "repeat-last MAE", "seasonal naive MAE"]
     header += [f"{name} MAE" for name in statistical] + [f"below {name} (worst seed)" for name in statistical]
     table, per_seed = [], []
     for key, (model, maes, seconds) in floors.items():
@@ -233,16 +233,18 @@ def floor_markdown(floors: dict[str, tuple], seeds: list[int], statistical: tupl
         for split, by_seed in model.items():  # the splits the runs were scored on
             seasonal = maes.get(f"seasonal naive ({dataset.season})")
             taken = [f"{maes[n][split]:.3f} ({seconds[n]:.0f} s)" for n in statistical]
-            table.append([dataset.label, SPLITS[split], every, mean_std(by_seed), f"{maes['repeat-last'][split]:.3f}",
+            table.append([dataset.label, SPLITS[split], every, str(dataset.period), mean_std(by_seed),
+                          f"{maes['repeat-last'][split]:.3f}",
                           f"{seasonal[split]:.3f}" if seasonal else "–", *taken,
                           *(verdict(by_seed, [maes[n][split]]) for n in statistical)])  # fmt: skip
             values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(seeds, by_seed))
             per_seed.append(f"- {dataset.label}, {SPLITS[split]}, {every}, model MAE: {values}")
     caption = (
         "The statistical floor on the same runs: each seed's kept checkpoint scored again beside statsforecast's "
-        "models (fitted per series and channel on the training rows; in parentheses the seconds each took for both "
-        "splits) and the naive forecasts, MAE in original units on every window or, where that would take long, "
-        f"every Nth validation and test window; {hardware()}."
+        "models (fitted per series and channel on the training rows with the data's season, the season column, the "
+        "seasonal naive's too; in parentheses the seconds each took for both splits) and the naive forecasts, MAE in "
+        f"original units on every window or, where that would take long, every Nth validation and test window; "
+        f"{hardware()}."
     )
     return markdown_table(caption, header, table) + "\n" + "\n".join(per_seed) + "\n"
 

@@ -116,7 +116,9 @@ def test_the_statistical_rows_are_fitted_per_channel_and_scored_on_the_studys_wi
     given = {**data_options(study.setting), "eval_stride": 240}  # a few windows: seconds, not minutes
     windows = preset_datamodule(study.config, etth1_shaped, **given)
     row = depth.statistical("AutoETS", windows)
-    assert re.fullmatch(r"AutoETS, statsforecast, per series and channel \(measured, \d+ s\)", row["model"])
+    assert re.fullmatch(
+        r"AutoETS \(season 24\), statsforecast, per series and channel \(measured, \d+ s\)", row["model"]
+    )
     expected = statistical_row("AutoETS", windows)
     assert {key: row[key] for key in depth.CELL_SCORES if key in row} == {
         key: expected[key] for key in depth.CELL_SCORES if key in expected

@@ -107,9 +107,9 @@ def test_your_datas_floor_scores_the_kept_checkpoint_again_on_the_tested_windows
     label = your_data.DATASETS["intermittent"].label
     table = output.read_text()
     for split, name in your_data.SPLITS.items():
-        row = next(line for line in table.splitlines() if line.startswith(f"| {label} | {name} | every window | "))
-        cells = [cell.strip() for cell in row.strip("|").split("|")]
-        model, naive, ets = float(cells[3]), float(cells[4]), float(cells[6].split()[0])
+        row = next(line for line in table.splitlines() if line.startswith(f"| {label} | {name} | every window | 12 | "))
+        cells = [cell.strip() for cell in row.strip("|").split("|")]  # 12: the season the models were fitted with
+        model, naive, ets = float(cells[4]), float(cells[5]), float(cells[7].split()[0])
         assert model == pytest.approx(logged[f"{split}/{your_data.MODEL}"], abs=1.1e-3)  # printed to 3 decimals
         assert naive == pytest.approx(logged[f"{split}/{your_data.NAIVE[0]}"], abs=1.1e-3)
         assert ets > 0
@@ -131,7 +131,7 @@ def test_the_etth1_covariates_table_has_the_floor_with_each_run_scored_again_on_
     tool.main(["--experiment", "covariates", "--data", str(etth1), "--seeds", "0", "1", "--logs", str(tmp_path),
                "--output", str(output), "--statistical", "AutoETS", "--statistical_stride", "480", *short])  # fmt: skip
     main, floor = output.read_text().split("every 480th validation and test window")
-    assert "| AutoETS, statsforecast, per channel (measured, OT) |" in floor
+    assert "| AutoETS (season 24), statsforecast, per channel (measured, OT) |" in floor
     for title in tool.COVARIATE_RUNS:
         assert f"| {title} (this template) | " in main
         assert f"| {title} (this template) | " in floor  # its checkpoint, with its own covariates, on the subset

@@ -32,6 +32,15 @@ def test_a_presets_data_settings_are_cut_to_what_a_user_gives(monkeypatch):
     assert "--data.calendar_features=false" not in your_data.DATASETS["intermittent"].options
 
 
+def test_the_floors_models_are_fitted_with_the_datas_season_the_seasonal_naive_repeats():
+    """AutoETS and AutoTheta are given each dataset's season (M4 Weekly's year of 52 weeks, not M4's MASE
+    seasonality of 1); the embedded series, whose daily season is longer than its look-back, has no seasonal
+    naive, but its models are fitted with 24 hours."""
+    for key, dataset in your_data.DATASETS.items():
+        assert dataset.period == (dataset.season or 24), key
+    assert your_data.DATASETS["m4_weekly"].period == 52
+
+
 def test_the_table_has_a_validation_and_a_test_row_per_dataset_and_each_seeds_value(tmp_path, monkeypatch):
     monkeypatch.chdir(REPOSITORY)  # the tool reads configs/
     intermittent.intermittent_panel(n_stores=2, n_products=5).to_csv(tmp_path / "intermittent_panel.csv", index=False)
