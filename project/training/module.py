@@ -20,9 +20,9 @@ from torchmetrics import MeanMetric
 
 from project.domains import AtLeastTwo, OpenUnitInterval, PositiveInt, UnitLevels, check_arguments
 from project.errors import InputError, TrainingDiverged
-from project.imports import built_component, component_class, is_component_spec
+from project.imports import CLI_TRUST, built_component, checkpoint_class, component_class, is_component_spec
 from project.model.decoding import generate
-from project.model.distributions import DEFAULT_QUANTILES, Distribution
+from project.model.distributions import DEFAULT_QUANTILES, Distribution, check_distribution
 from project.model.network import ForecastNetwork, build_network, component_spec, network_spec
 from project.rules import check_settings
 from project.training.metrics import forecast_scores, unscale
@@ -190,6 +190,19 @@ class Forecaster(L.LightningModule):
     def has_distribution(self) -> bool:
         """Whether the model forecasts sample paths (a probabilistic distribution), not only points."""
         return self.network.distribution.probabilistic
+
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path, *args, **kwargs):
+        """Lightning's ``load_from_checkpoint``, once every class the checkpoint records (the model's, the network's,
+        its distribution's, the regime's, …) passes ``project.imports``' rule: this project's, one the caller
+        trusted (``project.imports.trust``), or one whose module the caller imported itself. Lightning hands the
+        recorded settings to jsonargparse, which would import what they name first: a foreign class is one line,
+        and nothing is imported."""
+        recorded = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+        settings = recorded.get("hyper_parameters", {}) if isinstance(recorded, dict) else {}
+        for what, class_path in recorded_class_paths(settings):
+            checkpoint_class(class_path, what, f"{checkpoint_path}: ", allow_imported=True)
+        return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
 
     @classmethod
     def _defaults(cls) -> dict:
@@ -423,11 +436,18 @@ def check_network(network: nn.Module) -> None:
             f"network {name} is not a ForecastNetwork (project.model.network): an nn.Module with "
             f"{', '.join(missing) or 'encode, decode, new_cache, start_of'}"
         )
-    if not isinstance(network.distribution, Distribution):
-        raise InputError(
-            f"network {name}'s distribution is a {type(network.distribution).__name__}, not a "
-            "project.model.distributions.Distribution"
-        )
+    check_distribution(network.distribution, f"network {name}")
+
+
+def recorded_class_paths(settings: dict, what: str = "model class") -> list[tuple[str, str]]:
+    """Every class path a checkpoint's settings name, with what it is (the top-level one the model's class)."""
+    found = [(what, settings["_class_path"])] if "_class_path" in settings else []
+    if isinstance(settings.get("class_path"), str):
+        found.append((what, settings["class_path"]))
+    for name, value in settings.items():
+        if isinstance(value, dict):
+            found += recorded_class_paths(value, name if name in CLI_TRUST else what)
+    return found
 
 
 def check_cuda_graph(network: nn.Module, cuda_graph: bool) -> None:
