@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 from torch.utils import benchmark
 
-from project.errors import reported_in_one_line
+from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
 from project.model.decoding import generate, rollout
 from project.model.distributions import Distribution, Normal
@@ -347,8 +347,11 @@ def benchmark_panel(args: argparse.Namespace) -> str:
         measure = f"from project.tools.bench import _panel_child; _panel_child({str(path)!r}, {settings!r})"
         child = subprocess.run(
             [sys.executable, "-c", measure],
-            capture_output=True, text=True, check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+            capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"},
         )  # fmt: skip
+        if child.returncode != 0:  # its last line is the error; the table would have no measurement
+            last = (child.stderr.strip().splitlines() or ["no output"])[-1]
+            raise InputError(f"the panel suite's measuring process failed (exit status {child.returncode}): {last}")
         measured = dict(line.split("=", 1) for line in child.stdout.split() if "=" in line)
     peak_mb = float(measured["peak_mb"])
     return (

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,8 +40,11 @@ from project.files import check_output, write_atomically
 from project.runs import read_scalars
 from project.tools.etth1 import SEASON, measure_baselines, statistical_row
 from project.tools.results import (
+    RunFailed,
     best_checkpoint,
     best_epoch,
+    check_distinct_outputs,
+    check_seeds,
     data_options,
     fit,
     hardware,
@@ -50,6 +52,7 @@ from project.tools.results import (
     mean_std,
     per_seed_lines,
     preset_datamodule,
+    repository_config,
     run_seconds,
     tested_run,
     write_table,
@@ -67,7 +70,7 @@ class Study:
     gets besides (its decay, which only it takes); ``monitor`` the validation score that chooses each run's
     checkpoint; ``score`` the one the verdicts and the figure read (``mse`` or ``mae``, on scaled values)."""
 
-    title: str
+    title: str  # its counts ({series}, {channels}) are filled in from the data the tool read
     config: Path
     horizon: int
     depths: tuple[int, ...]
@@ -97,8 +100,8 @@ COMMON = (
 # window in batches of 64 (about 70 steps an epoch, ~40% of that work).
 STUDIES = {
     "etth1": Study(
-        "ETTh1, 7 channels (channel-independent), horizon 96, look-back 96",
-        Path("configs/etth1.yaml"),
+        "ETTh1, {channels} channels (channel-independent), horizon 96, look-back 96",
+        repository_config("etth1.yaml"),
         96,
         (2, 4, 8, 16, 32),
         (*SMALL_NETWORK, *COMMON, "--data.context_length=96", "--data.stride=5", "--data.eval_stride=5"),
@@ -109,8 +112,8 @@ STUDIES = {
         "mse",
     ),
     "m4_hourly": Study(
-        "M4 Hourly, 414 series, horizon 48, look-back 168",
-        Path("configs/m4_hourly.yaml"),
+        "M4 Hourly, {series} series, horizon 48, look-back 168",
+        repository_config("m4_hourly.yaml"),
         48,
         (2, 4, 8, 16, 48),
         (*SMALL_NETWORK, *COMMON, "--data.stride=50", "--data.batch_size=64"),
@@ -152,22 +155,23 @@ def run_grid(study_name: str, cells: list[tuple[str, int]], args: argparse.Names
         name, arguments = job
         try:
             fit([study.config], arguments, args.logs, name, threads)
-        except subprocess.CalledProcessError as error:
-            return f"{name}: exit status {error.returncode}"
+        except RunFailed as error:
+            return name, str(error)
         return None
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        errors = [error for error in pool.map(one, work) if error]
+        failures = [failure for failure in pool.map(one, work) if failure]
+    if failures:  # a table without the runs asked for would read as the study's result
+        kept = " (--reuse keeps the runs that reached their test)" if len(failures) < len(work) else ""
+        raise RunFailed(f"{len(failures)} of {len(work)} runs failed, the first: {failures[0][1]}{kept}")
     found = {}
     for regime, depth in cells:
         names = [f"{cell_name(study_name, regime, depth)}_seed{seed}" for seed in args.seeds]
-        failed = [error for error in errors if error.split(":")[0] in names]
         runs = [tested_run(args.logs, name) for name in names]
         missing = [name for name, run in zip(names, runs) if run is None]
-        if failed or missing:  # a seed failed, or stopped before its test
-            found[(regime, depth)] = failed[0] if failed else f"{missing[0]} did not reach its test"
-        else:
-            found[(regime, depth)] = runs
+        if missing:  # it ran and exited 0 without testing (e.g. --test_after_fit=false): no scores to show
+            raise RunFailed(f"the run {missing[0]} did not reach its test; its log is in {args.logs}")
+        found[(regime, depth)] = runs
     return found
 
 
@@ -221,7 +225,14 @@ def _mean_sd(values: list[float]) -> tuple[float, float]:
     return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def markdown(study_name: str, cells: dict, baselines: list[dict], args: argparse.Namespace, extra: list[str]) -> str:
+def title(study: Study, windows) -> str:
+    """The study's title with the series and channels of the data the tool read, not of the file it expects."""
+    return study.title.format(series=windows.panel.n_series, channels=len(windows.panel.roles.targets))
+
+
+def markdown(
+    study_name: str, cells: dict, baselines: list[dict], args: argparse.Namespace, extra: list[str], named: str = ""
+) -> str:
     """The grid table (baselines first, then regime by depth), the verdicts against teacher forcing, and what was
     fixed."""
     study = STUDIES[study_name]
@@ -245,8 +256,8 @@ def markdown(study_name: str, cells: dict, baselines: list[dict], args: argparse
                               *["–"] * 5, "0", "–"])  # fmt: skip
     loss = "validation MSE" if study.monitor == "val/mse" else "the validation loss (MAE, the training loss)"
     caption = (
-        f"{study.title}: every regime at every decoder depth D = {study.horizon} / patch, mean ± standard deviation "
-        f"over seeds, scores on scaled values; validation at each run's checkpoint chosen by {loss}, "
+        f"{named or study.title}: every regime at every decoder depth D = {study.horizon} / patch, mean ± standard "
+        f"deviation over seeds, scores on scaled values; validation at each run's checkpoint chosen by {loss}, "
         f"whose free-running loss and teacher-forced loss are side by side; {hardware()}."
     )
     text = markdown_table(caption, header, lines)
@@ -288,15 +299,15 @@ def markdown(study_name: str, cells: dict, baselines: list[dict], args: argparse
     )
     options = " ".join(f"`{option}`" for option in [*study.setting, *extra])
     text += (
-        f"\nFixed in every cell before any test score was read: `{study.config}` on `configs/base.yaml` (its "
-        f"learning rate for every regime), then {options}; scheduled sampling also "
+        f"\nFixed in every cell before any test score was read: `configs/{study.config.name}` on `configs/base.yaml` "
+        f"(its learning rate for every regime), then {options}; scheduled sampling also "
         f"{' '.join(f'`{option}`' for option in study.scheduled)} (inverse-sigmoid decay of the teacher-forcing "
         f"probability). Seeds {', '.join(map(str, args.seeds))}.\n"
     )
     return text
 
 
-def draw(study_name: str, cells: dict, baselines: list[dict], path: Path) -> None:
+def draw(study_name: str, cells: dict, baselines: list[dict], path: Path, named: str = "") -> None:
     """Validation and test score against D (log scale), one line per regime, the seeds' range as a band, and the
     least-squares and seasonal-naive baselines as dashed lines."""
     import matplotlib
@@ -327,7 +338,7 @@ def draw(study_name: str, cells: dict, baselines: list[dict], path: Path) -> Non
         axis.set_xticks(list(study.depths), [str(d) for d in study.depths])
         axis.set_xlabel("decoder steps D (log scale)")
         axis.set_ylabel(f"{title} {study.score.upper()} (scaled)")
-        axis.set_title(f"{study.title.split(',')[0]}: {title}")
+        axis.set_title(f"{(named or study.title).split(',')[0]}: {title}")
     axes[1].legend(fontsize=7)
     figure.tight_layout()
     write_atomically(path, lambda temporary: figure.savefig(temporary, dpi=110, format="png"))
@@ -394,6 +405,8 @@ def main(argv: list[str] | None = None) -> None:
     output = args.output or Path(f"results/depth_{args.dataset}.md")
     figure = args.figure or Path(f"docs/depth_{args.dataset}.png")
     with reported_in_one_line():
+        check_seeds(args.seeds)
+        check_distinct_outputs({"--output": output, "--figure": figure})
         check_output(output, [args.data], args.overwrite)  # before hours of training, not after
         check_output(figure, [args.data], args.overwrite)
         if args.statistical:
@@ -407,8 +420,9 @@ def main(argv: list[str] | None = None) -> None:
             cell: cell_row(runs, study.monitor) if isinstance(runs, list) else runs for cell, runs in found.items()
         }
         cells.update({cell: reason for cell, reason in left_out.items()})
-        write_table(output, markdown(args.dataset, cells, baselines, args, extra), argv)
-        draw(args.dataset, cells, baselines, figure)
+        named = title(study, windows)
+        write_table(output, markdown(args.dataset, cells, baselines, args, extra, named), argv)
+        draw(args.dataset, cells, baselines, figure, named)
         print(f"Wrote {output} and {figure}")
 
 

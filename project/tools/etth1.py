@@ -39,6 +39,7 @@ from project.tools.results import (
     DISTRIBUTION_OPTION,
     best_checkpoint,
     best_epoch,
+    check_seeds,
     clock,
     data_options,
     distribution_name,
@@ -50,6 +51,7 @@ from project.tools.results import (
     mean_std,
     per_seed_lines,
     preset_datamodule,
+    repository_config,
     run_commit,
     seed_runs,
     seeds_column,
@@ -60,9 +62,9 @@ from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import forecast_scores
 from project.training.regimes import REGIMES, regime_arguments
 
-CONFIG = Path("configs/etth1.yaml")  # a preset on configs/base.yaml: free-running detach's settings
+CONFIG = repository_config("etth1.yaml")  # a preset on configs/base.yaml: free-running detach's settings
 # Each regime's own settings, chosen by its own search on validation (configs/search/etth1.yaml), stacked on CONFIG.
-REGIME_CONFIGS = {"teacher_forcing": Path("configs/etth1_teacher_forcing.yaml")}
+REGIME_CONFIGS = {"teacher_forcing": repository_config("etth1_teacher_forcing.yaml")}
 SEARCHED_REGIMES = ["teacher_forcing", "free_running_detach"]
 SEASON = 24
 SPLITS = ("val", "test")
@@ -309,6 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     output = args.output or Path(f"results/etth1_{args.experiment}.md")
     run_commit()  # what the stamp names: the code at the start
     with reported_in_one_line():
+        check_seeds(args.seeds)
         check_output(output, [args.data], args.overwrite)  # before hours of training, not after
         if args.statistical:
             statistical_model(args.statistical[0], SEASON)  # the extra is missing: say so before training

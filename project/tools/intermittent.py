@@ -35,18 +35,20 @@ from project.files import check_output, write_atomically
 from project.runs import read_scalars
 from project.tools.results import (
     at_best_validation,
+    check_seeds,
     data_options,
     fit,
     hardware,
     markdown_table,
     mean_std,
     preset_datamodule,
+    repository_config,
     run_commit,
     write_table,
 )
 from project.tools.statistical import STATISTICAL_MODELS, floor_maes, statistical_label, statistical_model
 
-PANEL_CONFIG = Path("configs/panel.yaml")
+PANEL_CONFIG = repository_config("panel.yaml")
 SEASON, HORIZON = 12, 6
 DATA_SETTINGS = [  # the column roles of the monthly panel, on top of configs/panel.yaml's
     "--data.synthetic=series",  # the embedded data's default: a source is given
@@ -118,10 +120,12 @@ def intermittent_panel(n_stores: int = 10, n_products: int = 35, months: int = 6
     return pd.concat(frames, ignore_index=True)
 
 
-def markdown(selection: list[list[str]], tested: list[str], floor: list[list[str]], per_seed: str) -> str:
+def markdown(
+    selection: list[list[str]], tested: list[str], floor: list[list[str]], per_seed: str, n_series: int
+) -> str:
     beside = ", beside the statistical floor on the same windows (fitted per series on the training months)"
     caption = (
-        f"Synthetic intermittent monthly panel, 350 series, horizon {HORIZON}: MAE in original units, "
+        f"Synthetic intermittent monthly panel, {n_series} series, horizon {HORIZON}: MAE in original units, "
         f"validation for the choice, test once per seed for the chosen recipe{beside if floor else ''}; {hardware()}."
     )
     header = ["recipe", "split", "model MAE", "repeat-last MAE", f"seasonal naive ({SEASON}) MAE", "seeds"]
@@ -171,6 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     run_commit()  # what the stamp names: the code at the start
     with reported_in_one_line():
+        check_seeds(args.seeds)
         check_output(args.output, [args.data], args.overwrite)
         if not args.data.is_file():  # a file already there is the user's, read as it is
             write_atomically(args.data, lambda path: intermittent_panel().to_csv(path, index=False))
@@ -214,7 +219,8 @@ def main(argv: list[str] | None = None) -> None:
                *(f"{tested[t][0]:.3f}" for t in NAIVE.values()), ", ".join(map(str, args.seeds))]  # fmt: skip
         values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(args.seeds, model))
         per_seed = f"- {chosen} (chosen), test model MAE: {values}"
-        maes, seconds = floor_maes(panel_windows(args.data, extra), args.statistical, SEASON, SEASON)
+        windows = panel_windows(args.data, extra)  # the data read: the caption counts its series
+        maes, seconds = floor_maes(windows, args.statistical, SEASON, SEASON)
         floor = [  # the naive columns computed again on the same windows
             [f"{statistical_label(name, SEASON)}, statsforecast, per series ({seconds[name]:.0f} s, both splits)",
              label,
@@ -222,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
             for name in args.statistical
             for split, label in (("val", "validation"), ("test", "test"))
         ]  # fmt: skip
-        write_table(args.output, markdown(selection, row, floor, per_seed), argv)
+        write_table(args.output, markdown(selection, row, floor, per_seed, windows.panel.n_series), argv)
 
 
 if __name__ == "__main__":

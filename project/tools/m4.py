@@ -36,6 +36,7 @@ from project.tools.linear_baseline import LinearBaseline
 from project.tools.results import (
     best_checkpoint,
     best_epoch,
+    check_seeds,
     clock,
     distribution_name,
     fit_seeds,
@@ -46,6 +47,7 @@ from project.tools.results import (
     mean_std,
     per_seed_lines,
     preset_datamodule,
+    repository_config,
     run_commit,
     run_seconds,
     seeds_column,
@@ -76,7 +78,7 @@ class Benchmark:
 
 HOURLY = Benchmark(
     "Hourly",
-    Path("configs/m4_hourly.yaml"),
+    repository_config("m4_hourly.yaml"),
     horizon=48,
     season=24,
     data_season=24,
@@ -90,7 +92,7 @@ HOURLY = Benchmark(
 # Weekly: M4 scales MASE by the one-step naive error (seasonality 1); the data's season is a year of 52 weeks, which
 # the seasonal naive repeats and AutoETS and AutoTheta are fitted with. No published weekly row is quoted: they are
 # computed in the same run instead.
-WEEKLY = Benchmark("Weekly", Path("configs/m4_weekly.yaml"), horizon=13, season=1, data_season=52)
+WEEKLY = Benchmark("Weekly", repository_config("m4_weekly.yaml"), horizon=13, season=1, data_season=52)
 BENCHMARKS = {"hourly": HOURLY, "weekly": WEEKLY}
 CONFIG, SEASON, HORIZON, PUBLISHED = HOURLY.config, HOURLY.season, HOURLY.horizon, HOURLY.published
 SPLITS = ("val", "test")
@@ -293,7 +295,7 @@ def check_fits_m4(path: Path, checkpoint: dict, windows: WindowDataModule, bench
     if differing:
         raise InputError(
             f"{path} was not trained on these {here} windows: its {', '.join(differing)}; pass checkpoints of "
-            f"`python -m project.cli fit` with {benchmark.config}"
+            f"`python -m project.cli fit` with configs/{benchmark.config.name}"
         )
 
 
@@ -379,6 +381,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--jobs must be at least 1; got {args.jobs}")
     run_commit()  # what the stamp names: the code at the start, before baselines and runs
     with reported_in_one_line():
+        check_seeds(args.seeds)
         checkpoints = {path: read_checkpoint(path) for path in args.ckpt_path or []}  # before the data
         inputs = [args.data, *(i for path, c in checkpoints.items() for i in checkpoint_inputs(path, c))]
         check_output(output, inputs, args.overwrite)  # before training, not after

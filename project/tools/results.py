@@ -37,7 +37,38 @@ from project.files import check_output, write_atomically
 from project.runs import find_runs, read_scalars
 from project.training.metrics import forecast_scores, unscale
 
-BASE_CONFIG = Path("configs/base.yaml")
+REPOSITORY = Path(__file__).resolve().parents[2]  # the tools read this repository's configs from any folder
+BASE_CONFIG = REPOSITORY / "configs" / "base.yaml"
+LARGEST_SEED = 2**32 - 1  # Lightning's seed_everything takes 0..2**32-1 and draws another seed for any other value
+
+
+def repository_config(name: str) -> Path:
+    """One of this repository's config files (``etth1.yaml``, ``search/etth1.yaml``), wherever the tool runs from."""
+    return REPOSITORY / "configs" / name
+
+
+class RunFailed(InputError):
+    """A training run a tool asked for did not finish: the message names the run and where it logged."""
+
+
+def check_seeds(seeds: list[int]) -> list[int]:
+    """``--seeds`` as given, or one line: each from 0 to ``LARGEST_SEED``, none twice (a seed's run has one name)."""
+    if bad := [seed for seed in seeds if not 0 <= seed <= LARGEST_SEED]:
+        raise InputError(f"--seeds takes integers from 0 to {LARGEST_SEED}; got {bad[0]}")
+    if len(set(seeds)) < len(seeds):
+        raise InputError(f"--seeds names a seed twice: {' '.join(map(str, seeds))}")
+    return seeds
+
+
+def check_distinct_outputs(outputs: dict[str, Path]) -> None:
+    """One line when two of a command's outputs (option → path) are the same file: the second would replace the
+    first."""
+    seen: dict[Path, str] = {}
+    for option, path in outputs.items():
+        key = Path(os.path.abspath(path)).resolve()
+        if key in seen:
+            raise InputError(f"{option} and {seen[key]} are the same file ({path}); give each its own")
+        seen[key] = option
 
 
 def fit(
@@ -52,9 +83,16 @@ def fit(
     command += [f"--trainer.logger.init_args.save_dir={logs}", f"--trainer.logger.init_args.name={name}", *arguments]
     started = time.perf_counter()
     print("$ python -m project.cli", " ".join(command), flush=True)
-    environment = {**os.environ, "OMP_NUM_THREADS": str(threads)} if threads else None  # read by the fit's torch
-    subprocess.run([sys.executable, "-m", "project.cli", *command], check=True, env=environment)
-    return find_runs(logs / name)[-1], time.perf_counter() - started
+    environment = {**os.environ, "OMP_NUM_THREADS": str(threads)} if threads else dict(os.environ)  # the fit's torch
+    # this repository's project package, wherever the tool runs from (relative paths stay the user's)
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-m", "project.cli", *command], env=environment)
+    if done.returncode != 0:
+        raise RunFailed(f"the run {name} failed (exit status {done.returncode}; its error is above), logged in {logs}")
+    runs = find_runs(logs / name)
+    if not runs:
+        raise RunFailed(f"the run {name} logged nothing under {logs / name}: a tool reads its run's scores there")
+    return runs[-1], time.perf_counter() - started
 
 
 def fit_seeds(
@@ -72,8 +110,14 @@ def fit_seeds(
 
 
 def seed_runs(logs: Path, name: str, seeds: list[int]) -> list[tuple[Path, float]]:
-    """The latest run of each seed already in ``logs`` (as ``fit_seeds`` named them), with its seconds."""
-    runs = [find_runs(logs / f"{name}_seed{seed}")[-1] for seed in seeds]
+    """The latest run of each seed already in ``logs`` (as ``fit_seeds`` named them), with its seconds; one line
+    naming the folder and the run when one is not there."""
+    runs = []
+    for seed in seeds:
+        found = find_runs(logs / f"{name}_seed{seed}") if (logs / f"{name}_seed{seed}").is_dir() else []
+        if not found:
+            raise InputError(f"{logs}: no run {name}_seed{seed} logged there (train it first, or name its --logs)")
+        runs.append(found[-1])
     return [(run, run_seconds(run)) for run in runs]
 
 
@@ -136,8 +180,11 @@ def distribution_name(hyper_parameters: dict) -> str | None:
 
 
 def best_checkpoint(run: Path) -> Path:
-    (best,) = (run / "checkpoints").glob("best-*.ckpt")
-    return best
+    """The run's one ``best-*.ckpt``, or one line naming the run."""
+    found = sorted((run / "checkpoints").glob("best-*.ckpt"))
+    if len(found) != 1:
+        raise InputError(f"{run}: {len(found) or 'no'} best-*.ckpt in its checkpoints folder; a tool reads exactly one")
+    return found[0]
 
 
 def best_epoch(checkpoint: Path) -> int:

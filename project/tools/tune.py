@@ -32,6 +32,8 @@ from project.errors import InputError, reported_in_one_line
 from project.files import bounded_yaml, check_output, read_yaml, write_atomically
 from project.training.callbacks import EXIT_SIGTERM
 
+SEARCH_SPACE = Path(__file__).resolve().parents[2] / "configs" / "search" / "default.yaml"  # from any folder
+
 SPACE_KINDS = ("float", "int", "choice")
 ERROR_ATTR = "error"  # the user attribute holding a refused trial's error line, for a summary in any later process
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -256,7 +258,12 @@ def objective(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m project.tools.tune", description=__doc__.split("\n")[0])
     parser.add_argument("--config", type=Path, action="append", required=True, help="configs to stack, as fit")
-    parser.add_argument("--search", type=Path, default=Path("configs/search/default.yaml"), help="the search space")
+    parser.add_argument(
+        "--search",
+        type=Path,
+        default=SEARCH_SPACE,
+        help="the search space",
+    )
     parser.add_argument("--trials", type=int, default=20, help="finished trials the study should have")
     parser.add_argument("--study", default="tune", help="study name: its runs log under <logs>/<study>/trial_N")
     parser.add_argument("--storage", default=None, help="Optuna RDB URL (default: sqlite:///<logs>/<study>.db)")

@@ -41,6 +41,7 @@ from project.tools.intermittent import PANEL_CONFIG, data_settings, intermittent
 from project.tools.results import (
     at_best_validation,
     best_checkpoint,
+    check_seeds,
     data_options,
     fit,
     forecast_split,
@@ -48,6 +49,7 @@ from project.tools.results import (
     markdown_table,
     mean_std,
     preset_datamodule,
+    repository_config,
     run_commit,
     run_seconds,
     tested_run,
@@ -135,7 +137,7 @@ DATASETS = {
         "ETTh1, 7 channels, hourly, horizon 96, look-back 336",
         "ETTh1.csv",
         24,
-        Path("configs/etth1.yaml"),
+        repository_config("etth1.yaml"),
         made_by="python -m project.tools.datasets etth1",
         period=24,
         floor_stride=24,  # 2785 windows a split, 7 channels: AutoTheta on all would take ~45 min
@@ -144,7 +146,7 @@ DATASETS = {
         "M4 Hourly, 414 series, horizon 48, look-back 168",
         "m4_hourly.csv",
         24,
-        Path("configs/m4_hourly.yaml"),
+        repository_config("m4_hourly.yaml"),
         ("--data.stride=16",),  # every 16th training window: the CPU budget (one epoch of all is ~45 min here)
         "python -m project.tools.datasets m4_hourly",
         period=24,
@@ -153,7 +155,7 @@ DATASETS = {
         "M4 Weekly, 359 series, horizon 13, look-back 52",
         "m4_weekly.csv",
         52,
-        Path("configs/m4_weekly.yaml"),
+        repository_config("m4_weekly.yaml"),
         made_by="python -m project.tools.datasets m4_weekly",
         period=52,  # a year of weeks: the data's season (M4 scales MASE by 1 for weekly data; no MASE here)
     ),
@@ -265,6 +267,7 @@ def main(argv: list[str] | None = None) -> None:
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     run_commit()  # what the stamp names: the code at the start
     with reported_in_one_line():
+        check_seeds(args.seeds)
         chosen = {key: DATASETS[key] for key in args.datasets}
         sources = {key: args.data_dir / d.file for key, d in chosen.items() if d.file}
         check_output(args.output, list(sources.values()), args.overwrite)
