@@ -9,8 +9,8 @@ from tests.helpers import REPOSITORY
 PAGES = [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("*.md"))]
 
 
-def test_the_readme_is_at_most_300_lines():
-    assert len((REPOSITORY / "README.md").read_text().splitlines()) <= 300
+def test_the_readme_is_at_most_220_lines():
+    assert len((REPOSITORY / "README.md").read_text().splitlines()) <= 220
 
 
 def test_every_relative_link_of_the_readme_and_the_docs_leads_to_a_file():
