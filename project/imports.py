@@ -141,6 +141,8 @@ def built_component(spec: dict, what: str, base: type, where: str = "", allow_im
     cls = component_class(spec, what, base, where, allow_imported)
     try:
         return cls(**(spec.get("init_args") or {}))
+    except InputError as error:  # the class refused a recorded setting: say whose record it is
+        raise InputError(f"{where}its {what} {spec['class_path']}: {error}" if where else str(error)) from None
     except TypeError as error:  # settings another class (or another version of it) takes
         raise InputError(
             f"{where}its {what} {spec['class_path']} does not take the settings recorded for it ({error}); was it "

@@ -126,6 +126,12 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
             ),
             "its distribution project.model.distributions.Distribution does not take the settings recorded for it",
         ),
+        (  # a setting the class refuses names the checkpoint
+            lambda c: c["hyper_parameters"]["network"]["init_args"]["distribution"].update(
+                class_path="project.model.Quantiles", init_args={"levels": [0.1, 1.5]}
+            ),
+            "foreign.ckpt: its distribution project.model.Quantiles: levels must be",
+        ),
         (
             lambda c: c["hyper_parameters"].update(attention_layout="old"),
             "written by an earlier version of this project: its settings attention_layout are not Forecaster's",
