@@ -84,7 +84,7 @@ class Dataset:
     mapping) and options the preset does not hold; for the statistical floor, the season its models are given and
     every how many validation and test windows they forecast."""
 
-    label: str
+    label: str  # its counts ({series}, {channels}) are filled in from the data read: ``named``
     file: str | None
     season: int | None
     settings: Path | dict = field(default_factory=dict)
@@ -92,6 +92,10 @@ class Dataset:
     made_by: str = ""  # the command that writes ``file``
     period: int = 1  # the statistical models' season_length: the data's season (1: none)
     floor_stride: int = 1  # > 1 where AutoTheta on every window would take long (~70 ms a window and channel)
+
+    def named(self, windows: WindowDataModule) -> str:
+        """The label with the series and channels of the data the tool read, not of the file it expects."""
+        return self.label.format(series=windows.panel.n_series, channels=len(windows.panel.roles.targets))
 
     @property
     def options(self) -> list[str]:
@@ -111,14 +115,14 @@ class Dataset:
 
 DATASETS = {
     "series": Dataset(  # make train: base.yaml exactly as it is
-        "embedded synthetic series (`make train`), 5 channels, hourly, horizon 12, look-back 12",
+        "embedded synthetic series (`make train`), {channels} channels, hourly, horizon 12, look-back 12",
         None,
         None,
         period=24,
         floor_stride=24,  # 989 and 1989 windows, 5 channels
     ),
     "panel": Dataset(
-        "embedded synthetic panel (configs/panel.yaml's data), 36 daily series, horizon 14, look-back 28",
+        "embedded synthetic panel (configs/panel.yaml's data), {series} daily series, horizon 14, look-back 28",
         None,
         7,
         PANEL_CONFIG,
@@ -127,14 +131,14 @@ DATASETS = {
         floor_stride=7,  # 2262 and 4983 windows
     ),
     "intermittent": Dataset(
-        "intermittent monthly panel (synthetic), 350 series, horizon 6, look-back 12",
+        "intermittent monthly panel (synthetic), {series} series, horizon 6, look-back 12",
         "intermittent_panel.csv",
         12,
         data_settings(),
         period=12,
     ),
     "etth1": Dataset(
-        "ETTh1, 7 channels, hourly, horizon 96, look-back 336",
+        "ETTh1, {channels} channels, hourly, horizon 96, look-back 336",
         "ETTh1.csv",
         24,
         repository_config("etth1.yaml"),
@@ -143,7 +147,7 @@ DATASETS = {
         floor_stride=24,  # 2785 windows a split, 7 channels: AutoTheta on all would take ~45 min
     ),
     "m4_hourly": Dataset(
-        "M4 Hourly, 414 series, horizon 48, look-back 168",
+        "M4 Hourly, {series} series, horizon 48, look-back 168",
         "m4_hourly.csv",
         24,
         repository_config("m4_hourly.yaml"),
@@ -152,7 +156,7 @@ DATASETS = {
         period=24,
     ),
     "m4_weekly": Dataset(  # its preset trains on every 8th window, the CPU budget
-        "M4 Weekly, 359 series, horizon 13, look-back 52",
+        "M4 Weekly, {series} series, horizon 13, look-back 52",
         "m4_weekly.csv",
         52,
         repository_config("m4_weekly.yaml"),
@@ -179,7 +183,9 @@ def verdict(model: list[float], naive: list[float]) -> str:
     return f"{'yes' if margin < 0 else 'no'} ({margin:+.1%})"
 
 
-def markdown(rows: dict[str, list[dict[str, float]]], seeds: list[int], seconds: dict[str, list[float]]) -> str:
+def markdown(
+    rows: dict[str, list[dict[str, float]]], seeds: list[int], seconds: dict[str, list[float]], labels: dict[str, str]
+) -> str:
     header = ["data", "split", "model MAE", "repeat-last MAE", "seasonal naive MAE", "below both (worst seed)",
               "seeds", "wall-clock (fit + test)"]  # fmt: skip
     table, per_seed = [], []
@@ -192,10 +198,10 @@ def markdown(rows: dict[str, list[dict[str, float]]], seeds: list[int], seconds:
                 continue
             naive = [runs[0][f"{split}/{tag}"] for tag in NAIVE]  # the same windows every seed: one value
             seasonal = f"{naive[1]:.3f} (season {dataset.season})" if dataset.season else "– (season > look-back)"
-            table.append([dataset.label, name, mean_std(model), f"{naive[0]:.3f}", seasonal, verdict(model, naive),
+            table.append([labels[key], name, mean_std(model), f"{naive[0]:.3f}", seasonal, verdict(model, naive),
                           str(len(runs)), minutes])  # fmt: skip
             values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(seeds, model))
-            per_seed.append(f"- {dataset.label}, {name} model MAE: {values}")
+            per_seed.append(f"- {labels[key]}, {name} model MAE: {values}")
     caption = (
         "configs/base.yaml with only the data's roles, look-back, horizon and split (the README's \"Your data\" "
         f"path): MAE in original units, validation at the checkpoint kept, test once per seed; {hardware()}."
@@ -223,7 +229,9 @@ def floor(
     return model, maes, seconds
 
 
-def floor_markdown(floors: dict[str, tuple], seeds: list[int], statistical: tuple[str, ...]) -> str:
+def floor_markdown(
+    floors: dict[str, tuple], seeds: list[int], statistical: tuple[str, ...], labels: dict[str, str]
+) -> str:
     """The statistical floor's table: per dataset and split, the model's MAE over seeds beside the naive and the
     statistical forecasts' on the same windows, and whether every seed is below each statistical model."""
     header = ["data", "split", "windows", "season", "model MAE", "repeat-last MAE", "seasonal naive MAE"]
@@ -235,12 +243,12 @@ def floor_markdown(floors: dict[str, tuple], seeds: list[int], statistical: tupl
         for split, by_seed in model.items():  # the splits the runs were scored on
             seasonal = maes.get(f"seasonal naive ({dataset.season})")
             taken = [f"{maes[n][split]:.3f} ({seconds[n]:.0f} s)" for n in statistical]
-            table.append([dataset.label, SPLITS[split], every, str(dataset.period), mean_std(by_seed),
+            table.append([labels[key], SPLITS[split], every, str(dataset.period), mean_std(by_seed),
                           f"{maes['repeat-last'][split]:.3f}",
                           f"{seasonal[split]:.3f}" if seasonal else "–", *taken,
                           *(verdict(by_seed, [maes[n][split]]) for n in statistical)])  # fmt: skip
             values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(seeds, by_seed))
-            per_seed.append(f"- {dataset.label}, {SPLITS[split]}, {every}, model MAE: {values}")
+            per_seed.append(f"- {labels[key]}, {SPLITS[split]}, {every}, model MAE: {values}")
     caption = (
         "The statistical floor on the same runs: each seed's kept checkpoint scored again beside statsforecast's "
         "models (fitted per series and channel on the training rows with the data's season, the season column, the "
@@ -278,8 +286,9 @@ def main(argv: list[str] | None = None) -> None:
                 write_atomically(source, lambda path: intermittent_panel().to_csv(path, index=False))
         if args.statistical:
             statistical_model(args.statistical[0], 1)  # the extra is missing: say so before training
-        rows, seconds, floors = {}, {}, {}
+        rows, seconds, floors, labels = {}, {}, {}, {}
         for key, dataset in chosen.items():
+            labels[key] = dataset.named(dataset.windows(sources.get(key), extra))  # the data as the runs read it
             options = [*dataset.options, *extra]
             if key in sources:
                 options.insert(0, f"--data.source={sources[key]}")
@@ -298,9 +307,9 @@ def main(argv: list[str] | None = None) -> None:
                 scored = [s for s in SPLITS if not any(math.isnan(row[f"{s}/{MODEL}"]) for row in rows[key])]
                 print(f"the statistical floor of {key} ({', '.join(args.statistical)})", flush=True)
                 floors[key] = floor(dataset, sources.get(key), runs, tuple(args.statistical), scored, extra)
-        table = markdown(rows, args.seeds, seconds)
+        table = markdown(rows, args.seeds, seconds, labels)
         if floors:
-            table += "\n" + floor_markdown(floors, args.seeds, tuple(args.statistical))
+            table += "\n" + floor_markdown(floors, args.seeds, tuple(args.statistical), labels)
         write_table(args.output, table, argv)
 
 

@@ -104,7 +104,7 @@ def test_your_datas_floor_scores_the_kept_checkpoint_again_on_the_tested_windows
     your_data.main(["--datasets", "intermittent", "--seeds", "0", f"--data_dir={tmp_path}", f"--logs={logs}",
                     f"--output={output}", "--statistical", "AutoETS", *quick])  # fmt: skip
     logged = your_data.scores(your_data.tested_run(logs, "intermittent_seed0"))
-    label = your_data.DATASETS["intermittent"].label
+    label = "intermittent monthly panel (synthetic), 6 series, horizon 6, look-back 12"  # 2 stores x 3 products
     table = output.read_text()
     for split, name in your_data.SPLITS.items():
         row = next(line for line in table.splitlines() if line.startswith(f"| {label} | {name} | every window | 12 | "))

@@ -129,3 +129,10 @@ def test_captions_count_the_series_and_channels_of_the_data_read():
     channels = SimpleNamespace(panel=SimpleNamespace(n_series=1, roles=SimpleNamespace(targets=("a", "b", "c"))))
     assert depth.title(depth.STUDIES["etth1"], channels).startswith("ETTh1, 3 channels ")
     assert "panel, 4 series, horizon" in intermittent.markdown([], ["chosen", "test", "1", "1", "1", "0"], [], "", 4)
+
+
+def test_your_datas_labels_count_the_series_of_the_file_read_not_the_published_one(tmp_path):
+    intermittent.intermittent_panel(n_stores=2, n_products=2).to_csv(tmp_path / "panel.csv", index=False)
+    dataset = your_data.DATASETS["intermittent"]
+    label = dataset.named(dataset.windows(tmp_path / "panel.csv", []))
+    assert label.startswith("intermittent monthly panel (synthetic), 4 series,")

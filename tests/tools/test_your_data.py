@@ -50,8 +50,10 @@ def test_the_table_has_a_validation_and_a_test_row_per_dataset_and_each_seeds_va
                     f"--output={output}", "--statistical", *QUICK])  # fmt: skip
     table = output.read_text()
     assert table.startswith("Written by `python -m ")  # the stamp: command, commit, machine
+    counted = {"series": "5 channels", "intermittent": "10 series"}  # the data read: 2 stores x 5 products
     for key in ("series", "intermittent"):
-        label = your_data.DATASETS[key].label
+        label = your_data.DATASETS[key].label.format(series=10, channels=5)
+        assert counted[key] in label
         assert table.count(f"| {label} | validation |") == table.count(f"| {label} | test |") == 1
         assert f"- {label}, test model MAE: seed 0: " in table
     assert "– (season > look-back)" in table  # the embedded series' daily season is longer than its look-back
