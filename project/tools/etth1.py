@@ -33,7 +33,6 @@ from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.files import check_output
 from project.imports import trust_argument
-from project.runs import read_scalars
 from project.tools.linear_baseline import LinearBaseline
 from project.tools.results import (
     DISTRIBUTION_OPTION,
@@ -55,6 +54,7 @@ from project.tools.results import (
     run_commit,
     seed_runs,
     seeds_column,
+    tested_scalars,
     write_table,
 )
 from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_label, statistical_model
@@ -203,7 +203,7 @@ def train_and_test(
         mse, mae = forecast_errors(forecast_split(best_checkpoint(run), windows, "val"))
         row["val_mse"].append(mse)
         row["val_mae"].append(mae)
-        tested = read_scalars(run)
+        tested = tested_scalars(run)
         for score in ("mse", "mae", "crps", "coverage", "width"):  # the last three: models with a distribution
             if f"test/{score}" in tested:
                 row.setdefault(score if score not in ("mse", "mae") else f"test_{score}", []).append(

@@ -44,6 +44,7 @@ from project.tools.results import (
     preset_datamodule,
     repository_config,
     run_commit,
+    tested_scalars,
     write_table,
 )
 from project.tools.statistical import STATISTICAL_MODELS, floor_maes, statistical_label, statistical_model
@@ -211,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
                 args.logs,
                 f"chosen_seed{seed}",
             )
-            curves = read_scalars(run)
+            curves = tested_scalars(run)
             for tag in ("mae_original_units", *NAIVE.values()):
                 tested.setdefault(tag, []).append(float(curves[f"test/{tag}"].iloc[-1]))
         model = tested["mae_original_units"]

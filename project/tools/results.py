@@ -127,6 +127,14 @@ def tested_run(logs: Path, name: str) -> Path | None:
     return runs[-1] if runs and "test/mse" in read_scalars(runs[-1]) else None
 
 
+def tested_scalars(run: Path) -> dict[str, pd.Series]:
+    """The run's curves, or one line when it did not reach its test (a table row needs its test scores)."""
+    curves = read_scalars(run)
+    if not any(tag.startswith("test/") for tag in curves):
+        raise RunFailed(f"the run {run} did not reach its test: no test scores logged there")
+    return curves
+
+
 def mean_std(values: list[float], digits: int = 3) -> str:
     """One value as it is; several as mean ± sample standard deviation."""
     if len(values) == 1:

@@ -136,3 +136,13 @@ def test_your_datas_labels_count_the_series_of_the_file_read_not_the_published_o
     dataset = your_data.DATASETS["intermittent"]
     label = dataset.named(dataset.windows(tmp_path / "panel.csv", []))
     assert label.startswith("intermittent monthly panel (synthetic), 4 series,")
+
+
+def test_a_run_that_logged_no_test_is_named_not_tabulated(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = tmp_path / "teacher_forcing_seed0" / "version_0"
+    with SummaryWriter(str(run)) as writer:
+        writer.add_scalar("val/loss", 0.5, 1)
+    with pytest.raises(RunFailed, match=r"teacher_forcing_seed0/version_0 did not reach its test"):
+        results.tested_scalars(run)
