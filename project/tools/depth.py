@@ -21,9 +21,10 @@ follow the tables. A second table says, depth by depth, where each
 free-running regime beats teacher forcing by more than the seeds' spread, ties, or loses. The figure draws the
 validation and test score against D (log scale), one line per regime, the seeds' range as a band.
 
-A cell that is not trained says so in its row: ``--leave-out REGIME:D=REASON`` (say why and what it costs), or
-a failed run (its error). ``--reuse`` keeps the runs already in ``--logs`` that reached their test, so an
-interrupted grid resumes; ``--regimes``/``--depths`` run part of it (the other cells are labelled, never dropped).
+A cell left out says so in its row: ``--leave-out REGIME:D=REASON`` (say why and what it costs). A run that fails
+or ends without its test writes no table: the command ends in one line naming it, exit code 2. ``--reuse`` keeps
+the runs already in ``--logs`` that reached their test, so a failed or interrupted grid resumes;
+``--regimes``/``--depths`` run part of it (the other cells are labelled, never dropped).
 """
 
 from __future__ import annotations
