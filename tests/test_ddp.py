@@ -19,7 +19,8 @@ def ok(result):
 @pytest.mark.slow
 def test_two_processes_score_and_predict_exactly_what_one_process_does(tmp_path):
     # 999 validation windows and batches of 10: an odd count that DistributedSampler would pad with repeats.
-    data = ["--data.batch_size=10", "--data.split.val=0.1001", "--data.split.test=0.1", "--data.eval_stride=1"]
+    split = ["--data.split=Fractions", "--data.split.val=0.1001", "--data.split.test=0.1"]
+    data = ["--data.batch_size=10", *split, "--data.eval_stride=1"]
     fit = quick_fit_arguments(tmp_path / "fit")
     ok(run_cli("fit", "--config", BASE, *SMALL_MODEL, *data, *DDP, *fit))
     checkpoint = only_run(tmp_path / "fit") / "checkpoints" / "last.ckpt"
