@@ -177,7 +177,7 @@ def checkpoint_inputs(path: str | Path | None, checkpoint: dict | None, *sources
     return [path, *(source for source in (trained_on, *sources) if source is not None)]
 
 
-def checkpoint_defaults(checkpoint: dict, path: str | Path, linked: tuple[str, ...]) -> dict:
+def checkpoint_defaults(checkpoint: dict, linked: tuple[str, ...]) -> dict:
     """The model and data sections a config would give for the checkpoint (its classes and settings): the parser's
     defaults for a command with ``--ckpt_path``, so that the user's configs and flags win by the parser's own rule.
     ``linked``: the settings the CLI's links give (never defaults); where the data is cached is this run's choice."""
@@ -188,7 +188,6 @@ def checkpoint_defaults(checkpoint: dict, path: str | Path, linked: tuple[str, .
         model["network"] = {**network, "init_args": arguments}
     trained = checkpoint.get("datamodule_hyper_parameters", {})
     data = {k: v for k, v in trained.items() if not k.startswith("_") and k != "cache_dir"}
-    warn_if_relative_source(checkpoint, path)
     return {
         "model": {"class_path": checkpoint["hyper_parameters"].get("_class_path", CLASS_PATHS[Forecaster]),
                   "init_args": model},
@@ -196,11 +195,15 @@ def checkpoint_defaults(checkpoint: dict, path: str | Path, linked: tuple[str, .
     }  # fmt: skip
 
 
-def forget_the_embedded_data(data, checkpoint: dict) -> None:
-    """A checkpoint's settings of the embedded data do not carry over to a file the run reads: they take their
-    defaults again (``data``: the parsed data section)."""
+def settle_the_data(data, checkpoint: dict, path: str | Path) -> None:
+    """The checkpoint's data settings once the user's stand over them (``data``: the parsed data section): a data path
+    the checkpoint recorded relative (an older one) is named in one warning when the run reads it, and the embedded
+    data's settings do not carry over to a file the run reads (they take their defaults again)."""
     trained = checkpoint.get("datamodule_hyper_parameters", {})
-    if data.init_args.get("source") is not None:
+    source = data.init_args.get("source")
+    if source is not None and str(source) == str(trained.get("source")):
+        warn_if_relative_source(checkpoint, path)
+    if source is not None:
         for name in ("synthetic", "synthetic_rows"):
             if name in data.init_args and data.init_args[name] == trained.get(name):
                 data.init_args[name] = default_of(data.get("class_path"), name)

@@ -20,8 +20,8 @@ from project.checkpoints import (
     check_checkpoint_fits,
     checkpoint_defaults,
     checkpoint_inputs,
-    forget_the_embedded_data,
     read_checkpoint,
+    settle_the_data,
 )
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
@@ -118,9 +118,9 @@ class ForecastCLI(LightningCLI):
         if ckpt_path:
             trust(class_paths(self.config[subcommand]), CLI_TRUST)  # the classes the user's configs name
             self.checkpoint = read_checkpoint(ckpt_path)
-            self._parser(subcommand).set_defaults(checkpoint_defaults(self.checkpoint, ckpt_path, LINKED_INTO_NETWORK))
+            self._parser(subcommand).set_defaults(checkpoint_defaults(self.checkpoint, LINKED_INTO_NETWORK))
             super().parse_arguments(parser, args)
-            forget_the_embedded_data(self.config[subcommand].data, self.checkpoint)
+            settle_the_data(self.config[subcommand].data, self.checkpoint, ckpt_path)
             run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
         config = self.config[subcommand]
         run_folders.drop_the_data_cache_without_logs(config)

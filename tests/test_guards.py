@@ -3,6 +3,7 @@
 
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -409,3 +410,8 @@ def test_a_checkpoint_with_a_relative_data_path_says_which_file_it_reads(user_ru
     with pytest.warns(UserWarning, match=r"records its data as forecasts\.csv, relative to the folder it was trained"):
         assert cli("predict", f"--ckpt_path={path}", f"--predictions.output={tmp_path / 'p.csv'}",
                    "--trainer.logger=false") == 0  # fmt: skip
+    with warnings.catch_warnings(record=True) as seen:  # a file the user names is read, and nothing is said
+        warnings.simplefilter("always")
+        assert cli("predict", f"--ckpt_path={path}", f"--data.source={source}", "--overwrite=true",
+                   f"--predictions.output={tmp_path / 'p.csv'}", "--trainer.logger=false") == 0  # fmt: skip
+    assert not [w for w in seen if "relative to the folder it was trained" in str(w.message)]

@@ -22,13 +22,13 @@ from torch.utils.data import DataLoader, Dataset
 from project.data.panel import Panel, PanelSettings, build_panel, cached_panel
 from project.data.sampling import EvaluationShard, ResumableLoader, TrainingOrder
 from project.data.scaling import Scaler, Scaling
-from project.data.splits import Split, as_split, split_spec
+from project.data.splits import Split, as_split
 from project.data.synthetic import synthetic_panel, synthetic_series
 from project.data.table import DATAFRAME_SOURCE, check_file, read_table
 from project.data.windows import ForecastOrigins, PanelWindows, split_windows
 from project.domains import NonNegativeInt, PositiveInt, ShuffleSeed, check_arguments
 from project.errors import InputError
-from project.model.network import InputSizes
+from project.model.network import InputSizes, component_spec
 from project.rules import DATA_RULES, check_settings
 
 SplitName = Literal["train", "val", "test"]
@@ -109,7 +109,8 @@ class WindowDataModule(L.LightningDataModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["source", "split"])
-        self.hparams["split"] = split_spec(split)  # a checkpoint records the class and arguments, never an object
+        # A checkpoint records the class and arguments, never an object (None: the default Fractions).
+        self.hparams["split"] = component_spec(split) if isinstance(split, Split) else split
         # A path is saved, absolute, so that `predict --ckpt_path` alone finds the data it was trained on, from any
         # folder; a DataFrame is not.
         self.hparams["source"] = (

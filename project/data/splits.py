@@ -17,7 +17,7 @@ import pandas as pd
 
 from project.domains import Fraction, PositiveInt, check_arguments
 from project.errors import InputError
-from project.imports import checkpoint_class
+from project.imports import built_component
 
 
 class Split(ABC):
@@ -119,25 +119,14 @@ class LastRows(Split):
 
 
 def as_split(split: Split | dict | None) -> Split:
-    """A split as given: the object, the class_path and init_args a checkpoint records (imported under
+    """A split as given: the object, the class_path and init_args a checkpoint records (built under
     ``project.imports``' rule), or empty for ``Fractions()``."""
     if split is None:
         return Fractions()
     if isinstance(split, dict):
-        cls = checkpoint_class(split.get("class_path"), "data split", "", allow_imported=True)
-        if not (isinstance(cls, type) and issubclass(cls, Split)):
-            raise InputError(f"its data split {split.get('class_path')} is not a project.data.splits.Split subclass")
-        return cls(**(split.get("init_args") or {}))
+        return built_component(split, "data split", Split, allow_imported=True)
     if not isinstance(split, Split):
         raise InputError(
             f"split must be a project.data.splits.Split (Fractions, Dates, LastRows or yours); got {split!r}"
         )
     return split
-
-
-def split_spec(split: Split | dict | None) -> dict | None:
-    """How a checkpoint records a split: its class_path and init_args (None: the default ``Fractions``)."""
-    if split is None or isinstance(split, dict):
-        return split
-    cls = type(split)
-    return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": dict(split.init_args)}

@@ -8,14 +8,21 @@ from project.tools import datasets, m4
 from project.tools.m4 import mase, smape
 
 
-@pytest.fixture(scope="module")
-def m4_data(data_dir, tmp_path_factory):
-    raw = data_dir / "m4-hourly"
+def m4_file(data_dir, tmp_path_factory, frequency: str, *horizon: int):
+    """The public M4 files of ``frequency`` (``Hourly``, ``Weekly``) in long format, as a CSV; skipped without them."""
+    raw = data_dir / f"m4-{frequency.lower()}"
     if not raw.is_dir():
         pytest.skip(f"{raw} not found")
-    path = tmp_path_factory.mktemp("m4") / "m4_hourly.csv"
-    datasets.m4_long_format(raw / "Hourly-train.csv", raw / "Hourly-test.csv").to_csv(path, index=False)
+    path = tmp_path_factory.mktemp("m4") / f"m4_{frequency.lower()}.csv"
+    datasets.m4_long_format(raw / f"{frequency}-train.csv", raw / f"{frequency}-test.csv", *horizon).to_csv(
+        path, index=False
+    )
     return path
+
+
+@pytest.fixture(scope="module")
+def m4_data(data_dir, tmp_path_factory):
+    return m4_file(data_dir, tmp_path_factory, "Hourly")
 
 
 def test_smape_and_mase_follow_the_m4_definitions():
@@ -72,12 +79,7 @@ def test_the_weekly_subset_has_one_validation_and_one_test_window_per_series(dat
 
 @pytest.fixture(scope="module")
 def m4_weekly_data(data_dir, tmp_path_factory):
-    raw = data_dir / "m4-weekly"
-    if not raw.is_dir():
-        pytest.skip(f"{raw} not found")
-    path = tmp_path_factory.mktemp("m4") / "m4_weekly.csv"
-    datasets.m4_long_format(raw / "Weekly-train.csv", raw / "Weekly-test.csv", 13).to_csv(path, index=False)
-    return path
+    return m4_file(data_dir, tmp_path_factory, "Weekly", 13)
 
 
 def test_the_weekly_floor_is_fitted_with_a_year_of_52_weeks_and_its_rows_say_so(m4_weekly_data, monkeypatch):
