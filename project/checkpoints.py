@@ -198,15 +198,13 @@ def checkpoint_defaults(checkpoint: dict, linked: tuple[str, ...]) -> dict:
 def settle_the_data(data, checkpoint: dict, path: str | Path) -> None:
     """The checkpoint's data settings once the user's stand over them (``data``: the parsed data section): a data path
     the checkpoint recorded relative (an older one) is named in one warning when the run reads it, and the embedded
-    data's settings do not carry over to a file the run reads (they take their defaults again)."""
+    data's choice does not carry over to a file the run reads (it takes its default again)."""
     trained = checkpoint.get("datamodule_hyper_parameters", {})
     source = data.init_args.get("source")
     if source is not None and str(source) == str(trained.get("source")):
         warn_if_relative_source(checkpoint, path)
-    if source is not None:
-        for name in ("synthetic", "synthetic_rows"):
-            if name in data.init_args and data.init_args[name] == trained.get(name):
-                data.init_args[name] = default_of(data.get("class_path"), name)
+    if source is not None and "synthetic" in data.init_args and data.init_args.synthetic == trained.get("synthetic"):
+        data.init_args.synthetic = default_of(data.get("class_path"), "synthetic")
 
 
 def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: Forecaster, datamodule: WindowDataModule) -> None:

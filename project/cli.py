@@ -30,7 +30,6 @@ from project.imports import CLI_TRUST, trust
 from project.model import resolved_patch_length
 from project.option_errors import ForecastArgumentParser, named_for_the_config
 from project.predictions import ForecastWriter
-from project.rules import describe_rules
 from project.training.calibration import IntervalCalibration
 from project.training.callbacks import ForecastCheckpoint, RandomState, exit_after_sigterm
 from project.training.module import Forecaster, longest_sequence
@@ -85,7 +84,6 @@ class ForecastCLI(LightningCLI):
         super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        parser.epilog = describe_rules()  # the end of `fit --help`: every option rule, from the one list
         # Default classes: configs set `model.instance_norm` without a class_path, and `predict --ckpt_path X`
         # alone parses (the checkpoint's classes and settings then become the defaults).
         parser.set_defaults(DEFAULT_CLASSES)

@@ -68,7 +68,6 @@ UnitLevels = Annotated[list[float], UNIT_LEVELS]
 PatchLength = Annotated[
     int | Literal["auto"], Domain("a positive integer or 'auto'", lambda v: v == "auto" or (is_integer(v) and v >= 1))
 ]
-ShuffleSeed = Annotated[int, Domain("an integer in [0, 2**63)", lambda v: is_integer(v) and 0 <= v < 2**63)]
 
 
 def declared_domains(cls: type) -> dict[str, Domain]:

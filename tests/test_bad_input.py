@@ -189,8 +189,8 @@ CLI_CASES = {  # name → (arguments given the test folder and a trained checkpo
         r"num_samples, interval apply to the sample paths of a distribution; the network's PointForecast",
     ),
     "embedded-data options with a source": (
-        lambda t, c: data(t, None, "--data.synthetic_rows=500"),
-        r"synthetic_rows choose the embedded data; data.source=.*series.csv is read instead",
+        lambda t, c: data(t, None, "--data.synthetic=panel"),
+        r"synthetic chooses the embedded data; data.source=.*series.csv is read instead",
     ),
     "calendar features without a time column": (
         lambda t, c: [*data(t), "--data.time_column=null", "--data.calendar_features=true"],

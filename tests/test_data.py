@@ -191,11 +191,10 @@ def test_predict_forecasts_the_future_after_the_last_row():
     assert list(timestamps) == list(pd.date_range("2020-01-09 08:00", periods=3, freq="h"))
 
 
-def test_predict_on_every_test_window_knows_its_timestamps():
+def test_every_test_window_knows_its_timestamps():
     frame = frame_of_row_numbers()
-    datamodule = row_numbers(frame, predict_windows="test")
-    datamodule.setup("predict")
-    windows = datamodule.predict_dataset()
+    datamodule = row_numbers(frame)
+    windows = datamodule.split("test")
     assert len(windows) == 40 - 3 + 1
     for index in (0, len(windows) - 1):
         first_target_row = int(original(windows[index], "target")[0, 0])

@@ -357,7 +357,7 @@ def test_the_logger_values_mean_what_lightning_says(tmp_path, monkeypatch, capsy
 
 def test_the_embedded_datas_settings_of_a_checkpoint_are_not_blamed_on_a_file_the_user_names(user_run, tmp_path):
     checkpoint = torch.load(user_run[2], weights_only=True)
-    checkpoint["datamodule_hyper_parameters"]["synthetic_rows"] = 3000  # as if trained on the embedded data
+    checkpoint["datamodule_hyper_parameters"]["synthetic"] = "panel"  # as if trained on the embedded panel
     path = tmp_path / "embedded.ckpt"
     torch.save(checkpoint, path)
     other = tmp_path / "other.csv"

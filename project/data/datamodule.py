@@ -8,7 +8,6 @@ series (``project.data.windows``, whose docstring documents the batch format).
 
 from __future__ import annotations
 
-import inspect
 import warnings
 from pathlib import Path
 from typing import Literal
@@ -26,10 +25,9 @@ from project.data.splits import Split, as_split
 from project.data.synthetic import synthetic_panel, synthetic_series
 from project.data.table import DATAFRAME_SOURCE, check_file, read_table
 from project.data.windows import ForecastOrigins, PanelWindows, split_windows
-from project.domains import NonNegativeInt, PositiveInt, ShuffleSeed, check_arguments
+from project.domains import NonNegativeInt, PositiveInt, check_arguments
 from project.errors import InputError
 from project.model.network import InputSizes, component_spec
-from project.rules import DATA_RULES, check_settings
 
 SplitName = Literal["train", "val", "test"]
 
@@ -73,12 +71,8 @@ class WindowDataModule(L.LightningDataModule):
             deviation, the default with ``id_columns``), ``global`` (one set for all series, the default without),
             ``mean_abs`` (each series divided by its mean absolute value, as DeepAR: finite for near-constant or
             mostly-zero series) or ``none``.
-        predict_windows: What ``predict`` forecasts: ``last`` (the future after each series' last target) or
-            ``test`` (every test window, to inspect against the truth).
-        synthetic_rows: Length of the embedded series, when ``source`` is empty and ``synthetic`` is ``series``.
         cache_dir: Folder where a file source's matrix is written once and memory-mapped (shared by workers and
             DDP ranks). Empty: keep it in memory.
-        shuffle_seed: Seed of the training order. Empty: the run's seed (``seed_everything``).
     """
 
     def __init__(
@@ -102,10 +96,7 @@ class WindowDataModule(L.LightningDataModule):
         split: Split | None = None,
         fill_missing: Literal["none", "ffill", "interpolate"] = "none",
         scaling: Scaling | None = None,
-        predict_windows: Literal["last", "test"] = "last",
-        synthetic_rows: PositiveInt = 10_000,
         cache_dir: str | None = ".cache/data",
-        shuffle_seed: ShuffleSeed | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["source", "split"])
@@ -124,20 +115,21 @@ class WindowDataModule(L.LightningDataModule):
         self.predict_horizon = predict_horizon or horizon
         self.stride, self.eval_stride = stride, eval_stride
         self.batch_size, self.num_workers = batch_size, num_workers
-        self.predict_windows = predict_windows
-        self.shuffle_seed = shuffle_seed
+        self.shuffle_seed: int | None = None  # the run's seed, drawn when training starts; kept in checkpoints
         # Several processes may read fewer windows than others (EvaluationShard), even none.
         self.allow_zero_length_dataloader_with_multiple_devices = True
 
         if source is None:
             time_column = time_column or ("timestamp" if synthetic == "series" else "date")
             self.source_name = f"synthetic {synthetic}"
-        # The rules name the source in their messages: a path whole (a cut one would name another file), a frame as
-        # every error does.
-        given = dict(self.hparams, time_column=time_column)
-        if isinstance(source, pd.DataFrame):
-            given["source"] = DATAFRAME_SOURCE
-        check_settings(given, _defaults(), DATA_RULES)
+        elif synthetic != "series":  # the source named whole: a cut path would name another file
+            named = DATAFRAME_SOURCE if isinstance(source, pd.DataFrame) else self.hparams["source"]
+            raise InputError(f"synthetic chooses the embedded data; data.source={named} is read instead")
+        if calendar_features and time_column is None:
+            raise InputError(
+                "calendar_features=true derives features from the timestamps; set time_column (or leave "
+                "calendar_features empty: on whenever there is a time column)"
+            )
         if calendar_features is None:
             calendar_features = time_column is not None
         settings = PanelSettings(
@@ -150,7 +142,7 @@ class WindowDataModule(L.LightningDataModule):
             calendar_features=calendar_features,
             fill_missing=fill_missing,
         )
-        self.panel = self._read(source, synthetic, synthetic_rows, settings, cache_dir)
+        self.panel = self._read(source, synthetic, settings, cache_dir)
         self.scaling: Scaling = scaling or ("per_series" if settings.id_columns else "global")
         self.split_rows = self._split_rows(as_split(split))
         self.scaler: Scaler | None = None
@@ -221,8 +213,7 @@ class WindowDataModule(L.LightningDataModule):
         self._use_vocabularies(state_dict["categories"])
         if self.panel.frequency is None and state_dict["frequency"]:
             self.panel.frequency = state_dict["frequency"]  # too few rows here to infer it: trust the training data
-        if self.shuffle_seed is None:
-            self.shuffle_seed = state_dict["shuffle_seed"]
+        self.shuffle_seed = state_dict["shuffle_seed"]  # a resumed run keeps its training order
         self.scaler = Scaler.from_state(state_dict["scaler"], self.panel, self.split_rows[:, 0])
         self._datasets.clear()
 
@@ -242,9 +233,7 @@ class WindowDataModule(L.LightningDataModule):
             )
         return self._datasets[key]
 
-    def predict_dataset(self) -> PanelWindows | ForecastOrigins:
-        if self.predict_windows == "test":
-            return self.split("test", self.eval_stride)
+    def predict_dataset(self) -> ForecastOrigins:
         if ("predict",) not in self._datasets:
             self.setup()
             self._datasets[("predict",)] = ForecastOrigins(
@@ -266,9 +255,9 @@ class WindowDataModule(L.LightningDataModule):
             "static_real": roles.static_real,
         }
 
-    def _read(self, source, synthetic: str, synthetic_rows: int, settings: PanelSettings, cache_dir) -> Panel:
+    def _read(self, source, synthetic: str, settings: PanelSettings, cache_dir) -> Panel:
         if source is None:
-            frame = synthetic_series(synthetic_rows) if synthetic == "series" else synthetic_panel()
+            frame = synthetic_series() if synthetic == "series" else synthetic_panel()
             return build_panel(frame, settings, self.source_name)
         if isinstance(source, pd.DataFrame) or not cache_dir:
             frame, self.source_name = read_table(source)
@@ -372,7 +361,3 @@ class WindowDataModule(L.LightningDataModule):
             persistent_workers=self.num_workers > 0,
             generator=torch.Generator(),
         )
-
-
-def _defaults() -> dict:
-    return {n: p.default for n, p in inspect.signature(WindowDataModule.__init__).parameters.items() if n != "self"}

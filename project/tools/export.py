@@ -29,8 +29,7 @@ from project.files import check_output_folder, write_atomically
 from project.imports import trust_argument
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache
 from project.model.transformer import Encoded, ForecastTransformer
-from project.rules import ends_inside_a_patch
-from project.training.module import Forecaster
+from project.training.module import Forecaster, ends_inside_a_patch
 
 
 class EncoderGraph(nn.Module):

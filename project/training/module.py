@@ -24,7 +24,6 @@ from project.imports import CLI_TRUST, built_component, checkpoint_class, compon
 from project.model.decoding import generate
 from project.model.distributions import DEFAULT_QUANTILES, Distribution, check_distribution
 from project.model.network import ForecastNetwork, build_network, component_spec, network_spec
-from project.rules import check_settings
 from project.training.metrics import forecast_scores, unscale
 from project.training.regimes import REGIMES, FreeRunning, Regime
 from project.training.schedules import WarmupCosine
@@ -65,6 +64,12 @@ class ContextNorm:
 def longest_forecast(horizon: int, max_horizon: int | None = None) -> int:
     """The longest forecast a model is set up for: ``max_horizon``, or 4 × the trained horizon when it is empty."""
     return max_horizon or 4 * horizon
+
+
+def ends_inside_a_patch(horizon: int, patch_length: int, n_future_covariates: int) -> bool:
+    """Whether a forecast of ``horizon`` steps cannot be made with future covariates: it would end inside a patch,
+    whose token holds the covariates of all its steps, beyond the last one asked for."""
+    return bool(n_future_covariates) and horizon % patch_length != 0
 
 
 def longest_sequence(context_length: int, horizon: int, max_horizon: int | None = None) -> int:
@@ -149,15 +154,10 @@ class Forecaster(L.LightningModule):
         for name in ("optimizer", "lr_scheduler"):
             recorded[name] = callable_spec(self.hparams[name])
         self.save_hyperparameters({**self.hparams, **recorded})  # logged with the others
-        settings = {**self.hparams, "max_horizon": longest_forecast(horizon, max_horizon)}
-        settings["patch_length"] = network.patch_length
-        settings["n_future_covariates"] = getattr(network, "n_future_covariates", 0)
-        settings["prediction_quantiles"] = prediction_quantiles or list(DEFAULT_QUANTILES)
-        settings["probabilistic"] = network.distribution.probabilistic  # what the rules read of the distribution
-        check_arguments(Forecaster, settings)
-        check_settings(settings, self._defaults())
-        self.max_horizon = settings["max_horizon"]
-        self.prediction_quantiles = settings["prediction_quantiles"]
+        check_arguments(Forecaster, self.hparams)
+        self.max_horizon = longest_forecast(horizon, max_horizon)
+        self.prediction_quantiles = prediction_quantiles or list(DEFAULT_QUANTILES)
+        self._check_rules(network)
         self.regime = regime
         self.optimizer, self.lr_scheduler = optimizer, lr_scheduler  # or their records, from a checkpoint
         self.run_steps: float | None = None  # the run's optimizer steps, once fit starts (on_fit_start)
@@ -204,12 +204,33 @@ class Forecaster(L.LightningModule):
             checkpoint_class(class_path, what, f"{checkpoint_path}: ", allow_imported=True)
         return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
 
-    @classmethod
-    def _defaults(cls) -> dict:
-        parameters = inspect.signature(Forecaster.__init__).parameters.items()  # a subclass's own arguments aside
-        defaults = {n: p.default for n, p in parameters if n not in ("self", "network")}
-        defaults["prediction_quantiles"] = list(DEFAULT_QUANTILES)
-        return defaults
+    def _check_rules(self, network: nn.Module) -> None:
+        """Options that cannot mean what they say together, refused in one line. A rule reads what the distribution
+        declares about itself (``probabilistic``), never its name; a component's own rules sit in it."""
+        settings, patch = self.hparams, network.patch_length
+        for name in ("context_length", "horizon"):
+            if settings[name] % patch:
+                raise InputError(f"{name}={settings[name]} must be a multiple of patch_length={patch}")
+        predict_horizon = settings["predict_horizon"]
+        future_covariates = getattr(network, "n_future_covariates", 0)
+        if predict_horizon is not None and ends_inside_a_patch(predict_horizon, patch, future_covariates):
+            raise InputError(
+                f"predict_horizon={predict_horizon} must be a multiple of patch_length={patch} with future "
+                "covariates: a patch's token holds the covariates of all its steps, beyond the last one asked for"
+            )
+        forecast_options = {"num_samples": 100, "prediction_quantiles": None, "interval": 0.8}  # their defaults
+        changed = [name for name, default in forecast_options.items() if settings[name] != default]
+        if changed and not network.distribution.probabilistic:
+            raise InputError(
+                f"{', '.join(changed)} apply to the sample paths of a distribution; the network's PointForecast "
+                "forecasts points"
+            )
+        for name in ("horizon", "predict_horizon"):
+            if settings[name] is not None and settings[name] > self.max_horizon:
+                raise InputError(
+                    f"{name}={settings[name]} exceeds max_horizon={self.max_horizon}, the longest forecast the model "
+                    "is set up for; raise max_horizon"
+                )
 
     # -- Forecasting -------------------------------------------------------------------------------------------
 
