@@ -1,8 +1,5 @@
-"""Reading a checkpoint before anything trusts it, rebuilding the data it was trained on, its settings as a command's
-defaults, and checking that the model and data a command built can take its weights.
-
-Every problem is one line: a missing, truncated or foreign file, a diverged run's non-finite weights.
-"""
+"""A checkpoint read before anything trusts it, its settings as a command's defaults, and whether the model and data
+a command built can take its weights. Every problem is one line."""
 
 from __future__ import annotations
 
@@ -15,7 +12,7 @@ import torch
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import check_name_lengths
-from project.imports import built_component, checkpoint_class, component_class, default_of
+from project.imports import built_component, checkpoint_class, component_class, default_of, is_component_spec
 from project.model.network import build_network
 from project.training.module import Forecaster, check_finite_weights
 from project.training.regimes import Regime
@@ -24,26 +21,20 @@ CLASS_PATHS = {cls: f"{cls.__module__}.{cls.__qualname__}" for cls in (Forecaste
 
 
 def read_checkpoint(path: str | Path) -> dict:
-    """The checkpoint at ``path``, checked to be a finite ``Forecaster`` checkpoint of this template whose weights
-    fit the settings it records. Unpickled with ``weights_only=True``: a file cannot run code by being read.
-
-    The classes it names are imported only under ``project.imports``' rule: the project's own, or one the user
-    trusted (``project.imports.trust``).
-
-    Every command and script opens checkpoints through this function, ``load_forecaster`` or ``load_checkpoint``.
-    """
+    """The checkpoint at ``path`` (``load_checkpoint``): every command and script opens checkpoints through it,
+    ``load_forecaster`` or ``load_checkpoint``."""
     return load_checkpoint(path)[0]
 
 
 def load_forecaster(path: str | Path) -> Forecaster:
-    """The ``Forecaster`` (or the subclass it was trained as) of the checkpoint at ``path``, read by
-    ``read_checkpoint``, on the CPU, in eval mode."""
+    """The ``Forecaster`` (or its subclass) of the checkpoint at ``path`` (``load_checkpoint``)."""
     return load_checkpoint(path)[1]
 
 
 def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
-    """The checked checkpoint at ``path`` and its ``Forecaster`` (CPU, eval mode), for a command that needs both:
-    checking the weights builds the model anyway, so it is read and built once."""
+    """The checkpoint at ``path`` and its ``Forecaster`` (CPU, eval mode), checked to be a finite checkpoint of this
+    template whose weights fit the settings it records. Unpickled with ``weights_only=True`` (reading runs no code);
+    the classes it names are imported under ``project.imports``' rule."""
     path = check_name_lengths(path)
     if not path.is_file():
         raise InputError(f"{path}: checkpoint not found")
@@ -85,7 +76,10 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
     components = {"network": network}
     if "regime" in settings:
         components["regime"] = built_component(settings["regime"], "regime", Regime, f"{path}: ")
-    check_optimizer_classes(settings, path)
+    bases = {"optimizer": torch.optim.Optimizer, "lr_scheduler": torch.optim.lr_scheduler.LRScheduler}
+    for name, base in bases.items():  # nothing here builds them, but a command's parser imports what they name
+        if is_component_spec(settings.get(name)):
+            component_class(settings[name], name, base, f"{path}: ")
     try:
         module = model_class(**{**settings, **components})
     except (InputError, TypeError, ValueError) as error:
@@ -102,17 +96,6 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
             f"{path}: its weights do not fit the settings it records ({' '.join(lines[1:3])[:200]})"
         ) from None
     return checkpoint, module.eval()
-
-
-def check_optimizer_classes(settings: dict, path: str | Path) -> None:
-    """The optimizer and learning-rate scheduler a checkpoint records, checked under ``project.imports``' rule (torch's
-    own, the project's, or trusted) though nothing builds them to forecast: the CLI gives a checkpoint's settings to
-    the parser, which imports what they name."""
-    bases = {"optimizer": torch.optim.Optimizer, "lr_scheduler": torch.optim.lr_scheduler.LRScheduler}
-    for name, base in bases.items():
-        spec = settings.get(name)
-        if isinstance(spec, dict) and "class_path" in spec:
-            component_class(spec, name, base, f"{path}: ")
 
 
 def init_arguments(cls: type) -> set[str]:

@@ -1,9 +1,8 @@
 """Command line: ``python -m project.cli {fit,validate,test,predict} --config configs/base.yaml``.
 
-LightningCLI builds the Trainer, the model (``Forecaster`` or the subclass ``--model`` names) and the data
-(``WindowDataModule`` or ``--data``'s) from the configs; this file only wires them: the links, the default callbacks,
-a checkpoint's settings as the parser's defaults, a network's ``patch_length: auto`` made an integer. Where a run
-writes is ``project.run_folders``; what a checkpoint holds and whether it fits the weights, ``project.checkpoints``.
+LightningCLI builds the Trainer, model and data from the configs; this file wires them: the links, the default
+callbacks, a checkpoint's settings as the parser's defaults, ``patch_length: auto`` made an integer. Where a run writes:
+``project.run_folders``; checkpoints: ``project.checkpoints``.
 """
 
 from __future__ import annotations
@@ -25,15 +24,15 @@ from project.checkpoints import (
 )
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
-from project.figures import ForecastFigures
 from project.imports import CLI_TRUST, trust
 from project.model import resolved_patch_length
 from project.option_errors import ForecastArgumentParser, named_for_the_config
-from project.predictions import ForecastWriter
 from project.training.calibration import IntervalCalibration
 from project.training.callbacks import ForecastCheckpoint, RandomState, exit_after_sigterm
+from project.training.figures import ForecastFigures
 from project.training.module import Forecaster, longest_sequence
 from project.training.naive_comparison import NaiveComparison
+from project.training.predictions import ForecastWriter
 
 LINKED_SETTINGS = ("context_length", "horizon", "predict_horizon")
 MODEL, DATA = "model.init_args", "data.init_args"  # subclass mode: a class_path, and its arguments under init_args
@@ -61,9 +60,8 @@ CALLBACK_DEFAULTS = {
 
 
 def resolve_auto_patch(config: Namespace) -> None:
-    """A network's ``patch_length: auto`` made the integer it means for the model's context length and horizon (linked
-    from the data): before the network is built, and before the config is saved beside the run, which then records
-    the integer the run used."""
+    """A network's ``patch_length: auto`` made the integer it means for the context length and horizon, before the
+    network is built and the config saved (which records the integer)."""
     network, model = config.model.init_args.network.get("init_args"), config.model.init_args
     if network is not None and network.get("patch_length") is not None:  # a network without patches has none
         network.patch_length = resolved_patch_length(network.patch_length, model.context_length, model.horizon)

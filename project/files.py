@@ -1,12 +1,7 @@
-"""Writing outputs without losing anything, for every command: an existing file survives unless the user asks for
-it to be replaced, an output never replaces an input of the run (not even with ``--overwrite``), a folder is never
-deleted, a destination that cannot be written is refused before the work starts, and a file appears whole or not
-at all.
-
-``check_output`` (one file) and ``check_output_folder`` (files in a folder) are called before the work;
-``write_atomically`` writes each file. ``tests/test_entry_points.py`` checks that no command writes otherwise.
-A settings file the user gives (a config, a search space) is read by ``bounded_yaml``: its size and what its
-aliases expand to are bounded, so a hostile file is one line, not minutes of work and a ``MemoryError``.
+"""Writing outputs without losing anything: an existing file survives unless ``--overwrite``, an input never (the
+user's data, checkpoint or config), a bad destination is refused before the work, and a file appears whole or not at
+all (``check_output``, ``check_output_folder``, ``write_atomically``). Settings files are read bounded
+(``bounded_yaml``): a hostile file is one line, not minutes of work.
 """
 
 from __future__ import annotations

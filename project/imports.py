@@ -1,15 +1,9 @@
 """Importing a class that a file names, without running code that nobody chose.
 
-A checkpoint records class paths (the model's, the data's, the network's and its distribution's, the regime's, the
-optimizer's and the learning-rate scheduler's), and importing a
-module runs its top-level code: a checkpoint must not be able to pick that code, nor any class of the thousands a
-process has imported. So a class path read from a checkpoint is imported only when it is this project's own
-(``project.…``) or the user named the same class path for this process (``trust``: the CLI's
-``--model.network.class_path``, ``--model.network.init_args.distribution``, ``--model.regime``, ``--model`` and
-``--data``, the tools' ``--trust``); an optimizer and a scheduler may also be torch's own (``torch.optim.…``, which
-the project's defaults name and which importing torch has already run). Python code that loads a checkpoint of a
-class it has imported itself (``Forecaster.load_from_checkpoint``) may use that class too. Anything else is refused
-in one line, before any import and before any folder is searched.
+Importing a module runs its code, so a class path read from a checkpoint is imported only when it is this project's
+(``project.…``), torch's for an optimizer or scheduler, or one the user named for this process (``trust``: the CLI's
+class options, the tools' ``--trust``); Python code may also load a class it imported itself. Anything else is one
+line, before any import.
 """
 
 from __future__ import annotations
@@ -90,10 +84,8 @@ def default_of(class_path: str | None, argument: str) -> object:
 
 
 def checkpoint_class(class_path: object, what: str, where: str, allow_imported: bool = False) -> object:
-    """The class a checkpoint names as its ``what`` ("network", "distribution", "regime", "optimizer", "lr_scheduler",
-    "model class", "data class"),
-    imported under the rule above; ``allow_imported``: also a class of a module the caller has imported (Python
-    code, not a command). ``where`` prefixes the one-line errors (the checkpoint's path and a colon)."""
+    """The class a checkpoint names as its ``what`` (a key of ``CLI_TRUST``), imported under the rule above;
+    ``allow_imported``: also from a module the caller imported. ``where`` prefixes the errors."""
     if not isinstance(class_path, str) or not _DOTTED_NAME.fullmatch(class_path):
         raise InputError(f"{where}its {what} {class_path!r} is not a dotted class path (package.module.Class)")
     module_name, _, name = class_path.rpartition(".")

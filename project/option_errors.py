@@ -1,9 +1,8 @@
-"""A bad option of the command line reported as that option, in one line: the one adapter to jsonargparse's error text.
+"""A bad option reported as that option, in one line: the one adapter to jsonargparse's error text.
 
 In subclass mode jsonargparse reports a bad model (or data) option as the whole ``model`` matching none of
-``Forecaster | None``, and lists both attempts; the user needs only the first. ``readable_error`` picks it with plain
-string handling, from the fragments below; ``tests/test_option_errors.py`` pins each fragment to the message
-jsonargparse writes, so a release that rewords one fails a test instead of changing what users read.
+``Forecaster | None``, with both attempts; ``readable_error`` keeps the first. ``tests/test_option_errors.py`` pins each
+fragment below to jsonargparse's wording.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Where a run writes: its folder named after its data, ``--ckpt_path last`` resolved to the newest run's
-``last.ckpt``, its config.yaml kept in its folder, and every folder it will write checked before the work starts;
-nothing of an earlier run is overwritten.
-
-(``project.runs`` reads runs back once written.)
-"""
+"""Where a run writes: a folder named after its data, ``--ckpt_path last`` as the newest run's ``last.ckpt``, its
+config.yaml in its folder, every folder checked before the work; nothing of an earlier run is overwritten."""
 
 from __future__ import annotations
 
@@ -20,10 +16,8 @@ from project.imports import default_of
 
 
 class RunConfig(SaveConfigCallback):
-    """Saves the run's config.yaml in its log folder, and nowhere when there is none (logger off, or a logger
-    without a local folder such as MLflow's): LightningCLI would otherwise write, and with overwriting replace, a
-    config.yaml in the working directory. The data file is recorded absolute, as in the checkpoint: the config
-    then reads the same file from any folder."""
+    """Saves the run's config.yaml in its log folder, and nowhere without one (LightningCLI would write, and replace,
+    one in the working directory). The data file is recorded absolute, as in the checkpoint."""
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         if trainer.logger is not None and trainer.logger.log_dir is not None:
@@ -34,18 +28,15 @@ class RunConfig(SaveConfigCallback):
 
 
 def place_the_run(config, resume_last: bool) -> None:
-    """Name the run after its data (``name_the_run``) and, for ``--ckpt_path last`` when ``resume_last``, resume the
-    newest run of that name (``resume_last_run``)."""
+    """Name the run after its data and, for ``--ckpt_path last`` when ``resume_last``, resume its newest run."""
     name_the_run(config)
     if resume_last and config.get("ckpt_path") == "last":
         resume_last_run(config)
 
 
 def name_the_run(config) -> None:
-    """Log under the data's name (the file's stem, or the embedded data's), unless the run's name is set to other than
-    its logger's default.
-
-    The name goes where the logger keeps it: ``name`` (TensorBoard, CSV, W&B) or ``run_name`` (MLflow)."""
+    """Log under the data's name unless the user named the run: the logger's ``name`` (TensorBoard, CSV, W&B) or
+    ``run_name`` (MLflow)."""
     logger = config.trainer.get("logger")
     if not (hasattr(logger, "get") and "init_args" in logger):
         return
@@ -108,9 +99,8 @@ def check_the_run_folder_is_new(logger, logger_config, ckpt_path: str | None) ->
 
 
 def keeps_checkpoints_without_a_logger(trainer_config: dict, checkpoint: ModelCheckpoint | None) -> bool:
-    """Whether a run that logs nothing keeps checkpoints: without a logger there is no run folder, so checkpoints
-    would land in the working directory and pile up there run after run; they are written only where the user names
-    a folder (``checkpoint.dirpath``), and asking for them without one is refused."""
+    """Whether a run that logs nothing keeps checkpoints: only in a folder the user names (``checkpoint.dirpath``),
+    never piling up in the working directory; asking for them without one is refused."""
     named_folder = checkpoint is not None and checkpoint.dirpath is not None
     if trainer_config.get("enable_checkpointing") and not named_folder:
         raise InputError(
@@ -131,8 +121,7 @@ def drop_the_data_cache_without_logs(config) -> None:
 
 
 def check_writable_folders(config) -> None:
-    """The folders a run will write (checkpoints, logs, the data cache) refused at start-up, in one line, when they
-    cannot be written: not after an epoch of training."""
+    """The folders a run will write (checkpoints, logs, the data cache) refused at start-up when they cannot be."""
     logger = config.trainer.get("logger")
     loggers = logger if isinstance(logger, list) else [logger]
     folders = {"checkpoint.dirpath": config.get("checkpoint", {}).get("dirpath")}
@@ -158,8 +147,7 @@ def no_logger(logger: object) -> bool:
 
 
 def callbacks_in_use(trainer_config: dict, callbacks: list) -> list:
-    """The default ``callbacks`` less those whose Trainer feature is off: the learning-rate monitor without a logger,
-    the checkpoint callback without checkpointing (off, too, without a logger unless the user names a folder)."""
+    """The default ``callbacks`` less those whose Trainer feature is off (no logger, no checkpointing)."""
     if no_logger(trainer_config.get("logger")):
         callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
         checkpoint = next((c for c in callbacks if isinstance(c, ModelCheckpoint)), None)
@@ -190,8 +178,7 @@ def best_checkpoint(trainer: L.Trainer) -> str | None:
 
 
 def make_room_for_linked_sizes(config_dump: dict) -> None:
-    """Lightning records the linked sizes into the network's dumped ``init_args``, and fails when a network takes no
-    argument besides the linked ones (the dump then has no ``init_args`` to record them into): give it an empty one."""
+    """An empty ``init_args`` for a network given without one: Lightning records the linked sizes into it."""
     network = config_dump.get("model", {}).get("init_args", {}).get("network")
     if isinstance(network, dict):
         network["init_args"] = network.get("init_args") or {}

@@ -30,6 +30,7 @@ def test_two_processes_score_and_predict_exactly_what_one_process_does(tmp_path)
         ok(run_cli("validate", *arguments))
         scores[name] = read_scalars(only_run(tmp_path / name, "lightning_logs"))
         output = tmp_path / f"{name}.csv"
+        # One series, one forecast, two processes: the second's shard is padded, and the window written once.
         ok(run_cli("predict", *arguments, f"--predictions.output={output}"))
     for metric in ("val/mse", "val/mae", "val/loss", "val/mae_original_units", "val/mae_repeat_last_original_units"):
         assert_close_in_float32(scores["ddp"][metric].iloc[-1], scores["single"][metric].iloc[-1])

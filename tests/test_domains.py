@@ -11,8 +11,8 @@ from project.cli import LINKED_INTO_NETWORK, LINKED_SETTINGS
 from project.data import WindowDataModule
 from project.domains import check_arguments, declared_domains
 from project.errors import InputError
-from project.figures import ForecastFigures
 from project.training import ScheduledSampling, WarmupCosine
+from project.training.figures import ForecastFigures
 from project.training.module import Forecaster
 from project.training.naive_comparison import NaiveComparison
 from tests.helpers import BASE, cli, last_line

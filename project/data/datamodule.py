@@ -16,7 +16,7 @@ import lightning as L
 import numpy as np
 import pandas as pd
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from project.data.panel import Panel, PanelSettings, build_panel, cached_panel
 from project.data.sampling import EvaluationShard, ResumableLoader, TrainingOrder
@@ -190,7 +190,11 @@ class WindowDataModule(L.LightningDataModule):
         return self._evaluation_loader(self.split("test", self.eval_stride))
 
     def predict_dataloader(self) -> DataLoader:
-        return self._evaluation_loader(self.predict_dataset())
+        # Shards padded with repeated windows (the writer keeps each once): a process without a window would skip
+        # predict's hooks and leave the others waiting to gather the forecasts.
+        dataset, (rank, world_size) = self.predict_dataset(), self._process()
+        sampler = DistributedSampler(dataset, world_size, rank, shuffle=False, drop_last=False)
+        return DataLoader(dataset, sampler=sampler, **self._loader_settings())
 
     def state_dict(self) -> dict:
         self.setup()

@@ -2,7 +2,7 @@
 
     python -m project.tools.figure lightning_logs/synthetic_series/version_0/checkpoints/last.ckpt --output forecast.png
 
-The same picture ``ForecastFigures`` logs to TensorBoard during training (``project.figures``).
+The same picture ``ForecastFigures`` logs to TensorBoard during training (``project.training.figures``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 from project.checkpoints import checkpoint_inputs, datamodule_from_checkpoint, load_checkpoint
 from project.domains import check_arguments
 from project.errors import reported_in_one_line
-from project.figures import ForecastFigures, forecast_figure
 from project.files import check_output, write_atomically
 from project.imports import trust_argument
+from project.training.figures import ForecastFigures, forecast_figure
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -60,10 +60,10 @@ class ForecastWriter(BasePredictionWriter):
 def forecast_frame(datamodule, parts: dict[str, torch.Tensor], quantile_levels: list[float]) -> pd.DataFrame:
     """Long-format table of the forecasts ``parts`` (window, series, point, and quantiles) of ``predict``."""
     dataset, panel = datamodule.predict_dataset(), datamodule.panel
-    order = parts["window"].argsort()  # gathered from several processes: put the windows back in order
+    # Gathered from several processes, with windows repeated to pad their shards: each window once, in order.
+    first_of = {int(window): index for index, window in reversed(list(enumerate(parts["window"].tolist())))}
     frames = []
-    for index in order.tolist():
-        window = int(parts["window"][index])
+    for window, index in sorted(first_of.items()):
         point = parts["point"][index]  # (T, F)
         frame = pd.DataFrame(point.numpy(), columns=datamodule.target_names)
         if "quantiles" in parts:
