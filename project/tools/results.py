@@ -236,10 +236,16 @@ def mean_forecast(members: list[dict[str, torch.Tensor]]) -> dict[str, torch.Ten
 
 
 def hardware() -> str:
+    """The device the figures came from. A CPU's model and the instruction set torch's kernels use are named:
+    training repeats itself bit for bit on one machine, but not across kernel builds (docs/results.md)."""
     if torch.cuda.is_available():
         return torch.cuda.get_device_name()
     threads = torch.get_num_threads()
-    return f"{platform.machine()} CPU, {threads} thread{'s' if threads > 1 else ''}"
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
+    model = next((line.partition(":")[2].strip() for line in lines if line.startswith("model name")), "")
+    described = ", ".join(filter(None, [model, torch.backends.cpu.get_cpu_capability()]))
+    return f"{platform.machine()} CPU ({described}), {threads} thread{'s' if threads > 1 else ''}"
 
 
 def clock(row: dict) -> str:
