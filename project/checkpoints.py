@@ -4,7 +4,6 @@ a command built can take its weights. Every problem is one line."""
 from __future__ import annotations
 
 import inspect
-import warnings
 from pathlib import Path
 
 import torch
@@ -128,8 +127,6 @@ def datamodule_from_checkpoint(checkpoint: dict, path: str | Path, overrides: di
     trained = checkpoint.get("datamodule_hyper_parameters", {})
     settings = {k: v for k, v in trained.items() if not k.startswith("_")}
     settings.update(overrides or {})
-    if "source" not in (overrides or {}):
-        warn_if_relative_source(checkpoint, path)
     state = checkpoint.get(WindowDataModule.__qualname__, {})
     if state.get("from_dataframe") and settings.get("source") is None:
         raise InputError(f"{path}: the checkpoint was trained on a DataFrame, which it does not store; pass the data")
@@ -137,18 +134,6 @@ def datamodule_from_checkpoint(checkpoint: dict, path: str | Path, overrides: di
     if state:
         datamodule.load_state_dict(state)
     return datamodule
-
-
-def warn_if_relative_source(checkpoint: dict, path: str | Path) -> None:
-    """One warning when the checkpoint records its data relative to the folder it was trained in (written before
-    data paths were recorded absolute): it is read from the current folder, which may hold another file."""
-    source = checkpoint.get("datamodule_hyper_parameters", {}).get("source")
-    if source is not None and not Path(source).is_absolute():
-        warnings.warn(
-            f"{path} records its data as {source}, relative to the folder it was trained in (written by an earlier "
-            f"version of this project): reading {Path(source).absolute()}; pass --data.source to be sure",
-            stacklevel=2,
-        )
 
 
 def checkpoint_inputs(path: str | Path | None, checkpoint: dict | None, *sources: str | Path | None) -> list:
@@ -178,15 +163,11 @@ def checkpoint_defaults(checkpoint: dict, linked: tuple[str, ...]) -> dict:
     }  # fmt: skip
 
 
-def settle_the_data(data, checkpoint: dict, path: str | Path) -> None:
-    """The checkpoint's data settings once the user's stand over them (``data``: the parsed data section): a data path
-    the checkpoint recorded relative (an older one) is named in one warning when the run reads it, and the embedded
-    data's choice does not carry over to a file the run reads (it takes its default again)."""
+def settle_the_data(data, checkpoint: dict) -> None:
+    """The checkpoint's choice of embedded data does not carry over to a file the run reads (``data``: the parsed
+    data section, the user's settings over the checkpoint's): it takes its default again."""
     trained = checkpoint.get("datamodule_hyper_parameters", {})
-    source = data.init_args.get("source")
-    if source is not None and str(source) == str(trained.get("source")):
-        warn_if_relative_source(checkpoint, path)
-    if source is not None and "synthetic" in data.init_args and data.init_args.synthetic == trained.get("synthetic"):
+    if data.init_args.get("source") is not None and data.init_args.get("synthetic") == trained.get("synthetic"):
         data.init_args.synthetic = default_of(data.get("class_path"), "synthetic")
 
 

@@ -116,7 +116,7 @@ class ForecastCLI(LightningCLI):
             self.checkpoint = read_checkpoint(ckpt_path)
             self._parser(subcommand).set_defaults(checkpoint_defaults(self.checkpoint, LINKED_INTO_NETWORK))
             super().parse_arguments(parser, args)
-            settle_the_data(self.config[subcommand].data, self.checkpoint, ckpt_path)
+            settle_the_data(self.config[subcommand].data, self.checkpoint)
             run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
         config = self.config[subcommand]
         run_folders.drop_the_data_cache_without_logs(config)

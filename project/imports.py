@@ -8,7 +8,6 @@ line, before any import.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import inspect
 import re
@@ -19,12 +18,7 @@ from project.errors import InputError
 
 OWN_PACKAGE = "project"
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
-# How a user trusts a class a checkpoint names, for the refusal's message: the tools take --trust, the CLI its options.
-TOOL_TRUST = {
-    kind: "--trust"
-    for kind in ("network", "distribution", "regime", "optimizer", "lr_scheduler", "model class", "data class",
-                 "data split")
-}  # fmt: skip
+# How a user of the CLI trusts a class a checkpoint names, by its kind: the option that names it.
 CLI_TRUST = {
     "network": "--model.network.class_path",
     "distribution": "--model.network.init_args.distribution",
@@ -38,30 +32,13 @@ CLI_TRUST = {
 # Kinds of class a checkpoint may also name from these packages: torch's optimizers and schedulers.
 FRAMEWORK_PACKAGES = {"optimizer": "torch.optim", "lr_scheduler": "torch.optim"}
 _trusted: set[str] = set()  # class paths the user named for this process
-_how_to_trust: dict[str, str] = dict(TOOL_TRUST)
+_how_to_trust: dict[str, str] = {}  # kind → the option that trusts it (the CLI's, or a tool's --trust)
 
 
-def trust(class_paths: Iterable[str], how: Mapping[str, str] = TOOL_TRUST) -> None:
+def trust(class_paths: Iterable[str], how: Mapping[str, str] | None = None) -> None:
     """Let a checkpoint name these classes in this process: the user named them (``how`` says how, for messages)."""
     _trusted.update(class_paths)
-    _how_to_trust.update(how)
-
-
-class TrustAction(argparse.Action):
-    """The tools' ``--trust CLASS_PATH …``: trusted as soon as it is parsed."""
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        trust(values)
-        setattr(namespace, self.dest, values)
-
-
-def trust_argument(parser: argparse.ArgumentParser) -> None:
-    """Add ``--trust`` to a tool's parser."""
-    parser.add_argument(
-        "--trust", nargs="*", default=[], metavar="CLASS_PATH", action=TrustAction,
-        help="classes outside this project that the checkpoint names (its network, distribution, model or data "
-        "class) and that may be imported: importing runs the module's code",
-    )  # fmt: skip
+    _how_to_trust.update(how or {})
 
 
 def imported_class(class_path: str) -> object | None:
@@ -94,9 +71,10 @@ def checkpoint_class(class_path: object, what: str, where: str, allow_imported: 
         for package in (OWN_PACKAGE, FRAMEWORK_PACKAGES.get(what, OWN_PACKAGE))
     )
     if not (own or class_path in _trusted or (allow_imported and module_name in sys.modules)):
+        how = f"pass {_how_to_trust[what]}={class_path}" if what in _how_to_trust else f"call trust(['{class_path}'])"
         raise InputError(
-            f"{where}the checkpoint names the {what} {class_path}, outside this project; nothing was imported: "
-            f"pass {_how_to_trust[what]}={class_path} to trust it"
+            f"{where}the checkpoint names the {what} {class_path}, outside this project; nothing was imported: {how} "
+            "to trust it"
         )
     try:
         module = importlib.import_module(module_name)

@@ -3,7 +3,6 @@
 
 import os
 import sys
-import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -397,21 +396,3 @@ def test_a_checkpoint_path_longer_than_the_file_system_allows_is_one_line(tmp_pa
     path = tmp_path / ("x" * 300 + ".ckpt")
     assert cli("validate", f"--ckpt_path={path}", "--trainer.logger=false") == 2
     assert "has 305 bytes; a file or folder name has at most 255" in one_line_error(capsys)
-
-
-def test_a_checkpoint_with_a_relative_data_path_says_which_file_it_reads(user_run, tmp_path, monkeypatch):
-    """Checkpoints written before data paths were recorded absolute."""
-    _, source, checkpoint = user_run
-    recorded = torch.load(checkpoint, weights_only=True)
-    recorded["datamodule_hyper_parameters"]["source"] = source.name
-    path = tmp_path / "relative.ckpt"
-    torch.save(recorded, path)
-    monkeypatch.chdir(source.parent)
-    with pytest.warns(UserWarning, match=r"records its data as forecasts\.csv, relative to the folder it was trained"):
-        assert cli("predict", f"--ckpt_path={path}", f"--predictions.output={tmp_path / 'p.csv'}",
-                   "--trainer.logger=false") == 0  # fmt: skip
-    with warnings.catch_warnings(record=True) as seen:  # a file the user names is read, and nothing is said
-        warnings.simplefilter("always")
-        assert cli("predict", f"--ckpt_path={path}", f"--data.source={source}", "--overwrite=true",
-                   f"--predictions.output={tmp_path / 'p.csv'}", "--trainer.logger=false") == 0  # fmt: skip
-    assert not [w for w in seen if "relative to the folder it was trained" in str(w.message)]

@@ -32,8 +32,8 @@ from project.data.datamodule import WindowDataModule
 from project.data.windows import PanelWindows
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output_folder, write_atomically
-from project.imports import trust_argument
 from project.model.network import build_network
+from project.tools.trust import trust_argument
 from project.training.calibration import IntervalCalibration
 from project.training.metrics import forecast_scores, unscale
 from project.training.module import Forecaster

@@ -14,7 +14,7 @@ from project.checkpoints import checkpoint_inputs, datamodule_from_checkpoint, l
 from project.domains import check_arguments
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
-from project.imports import trust_argument
+from project.tools.trust import trust_argument
 from project.training.figures import ForecastFigures, forecast_figure
 
 
