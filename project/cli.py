@@ -40,7 +40,8 @@ NETWORK = f"{MODEL}.network.init_args"
 DEFAULT_CLASSES = {
     "model": {"class_path": "project.training.module.Forecaster",
               "init_args": {"network": {"class_path": "project.model.ForecastTransformer"}}},
-    "data": {"class_path": "project.data.WindowDataModule"},
+    "data": {"class_path": "project.data.WindowDataModule",
+             "init_args": {"split": {"class_path": "project.data.Fractions"}}},
 }  # fmt: skip
 # The network's arguments that are linked (from the data or the model's own options), never set by the user.
 LINKED_INTO_NETWORK = ("sizes", "max_length")

@@ -481,3 +481,11 @@ def test_a_bad_model_or_data_option_is_named_as_a_config_names_it(argument, expe
     assert printed.startswith(expected)
     assert printed.count("\n") == 1  # one line, without pages of usage
     assert "Union subtypes" not in printed
+
+
+def test_a_share_of_the_default_split_needs_no_class_path(capfd):
+    """``--data.split.val`` alone sets the default ``Fractions``' share, as ``--data.batch_size`` sets a number."""
+    assert cli("fit", "--config", BASE, "--data.split.val=0.2", "--print_config") == 0
+    printed = capfd.readouterr().out
+    assert "class_path: project.data.Fractions" in printed
+    assert "val: 0.2" in printed
