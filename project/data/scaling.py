@@ -1,9 +1,5 @@
-"""Scaling fitted on training rows only: standardisation per series or with one set of statistics for all series,
-or, per series, division by the mean absolute value (DeepAR's and GluonTS's mean scaling), which stays finite for
-series that are near constant or mostly zero in their training rows.
-
-The statistics travel in every checkpoint (``state_dict``), keyed by series id, so that ``validate``, ``test`` and
-``predict`` scale exactly as training did, on the same data or on new data with the same series.
+"""Scaling fitted on training rows only; the statistics travel in every checkpoint, keyed by series id, so that
+``validate``, ``test`` and ``predict`` scale exactly as training did, on the same data or new data of the same series.
 """
 
 from __future__ import annotations
@@ -22,10 +18,8 @@ PER_SERIES: tuple[Scaling, ...] = ("per_series", "mean_abs")  # modes whose stat
 
 @dataclass
 class Scaler:
-    """``(x - loc[s]) / scale[s]`` for the first ``loc.shape[1]`` columns of the panel, per series ``s``.
-
-    ``static_loc``/``static_scale`` standardise the numeric static covariates across series.
-    """
+    """``(x - loc[s]) / scale[s]`` for the first ``loc.shape[1]`` columns of the panel, per series ``s``;
+    ``static_loc``/``static_scale`` standardise the numeric static covariates across series."""
 
     mode: Scaling
     loc: np.ndarray  # (series, scaled columns) float64
@@ -93,10 +87,8 @@ class Scaler:
 
     @classmethod
     def from_state(cls, state: dict, panel: Panel, train_rows: np.ndarray) -> Scaler:
-        """The checkpoint's statistics for ``panel``'s series, matched by id.
-
-        A series the checkpoint has not seen is scaled by its own training rows, with a warning.
-        """
+        """The checkpoint's statistics for ``panel``'s series, matched by id; an unseen series is scaled by its own
+        training rows, with a warning."""
         loc, scale = np.asarray(state["loc"], dtype=np.float64), np.asarray(state["scale"], dtype=np.float64)
         static = (np.asarray(state["static_loc"]), np.asarray(state["static_scale"]))
         if state["mode"] not in PER_SERIES:

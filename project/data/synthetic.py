@@ -1,8 +1,6 @@
-"""The embedded data: a deterministic hourly series with five related channels (the default), and a panel.
-
-It exists so that the quickstart needs no download, and it is built so that a forecaster has something to learn
-that a repeat-last forecast cannot: daily and weekly cycles, a slow trend, channels that follow other channels
-with a lag, autocorrelated noise, and a regime change two thirds of the way through.
+"""The embedded data, so that the quickstart needs no download: a deterministic hourly series and a panel, built
+so that a forecaster has something to learn that a repeat-last forecast cannot (daily and weekly cycles, a trend,
+channels that follow others with a lag, autocorrelated noise, a regime change two thirds of the way through).
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""Reading a table and checking its columns: every problem is one line naming the file, column, row or series.
-
-Nothing here knows about windows or models; ``project.data.panel`` turns the checked table into arrays.
-"""
+"""Reading a table and checking its columns: every problem is one line naming the file, column, row or series."""
 
 from __future__ import annotations
 
@@ -72,11 +69,8 @@ def check_numeric(source_name: str, frame: pd.DataFrame, columns: list[str]) -> 
 
 
 def numeric_columns(source_name: str, frame: pd.DataFrame, excluded: set[str]) -> list[str]:
-    """Every numeric column not in ``excluded``, for when the user names no targets.
-
-    A column that is mostly numbers but has a stray text cell (``n/a``, ``-``) would otherwise be left out without a
-    word; it is an error naming the row instead.
-    """
+    """Every numeric column not in ``excluded``, for when the user names no targets. A column of numbers with a stray
+    text cell (``n/a``, ``-``) is an error naming the row, not left out without a word."""
     chosen = []
     for column in frame.columns:
         if column in excluded:
@@ -161,10 +155,8 @@ _OFFSET = re.compile(
 
 
 def _utc_offsets(raw: pd.Series) -> np.ndarray:
-    """Each cell's UTC offset in minutes; NaN where it has none (a naive time, a missing or unreadable cell).
-
-    Read from the text, which for a Timestamp or datetime cell ends in its offset too.
-    """
+    """Each cell's UTC offset in minutes, read from its text (a Timestamp's ends in its offset too); NaN where it
+    has none (a naive time, a missing or unreadable cell)."""
     parts = raw.astype(str).str.extract(_OFFSET)
     hours = pd.to_numeric(parts["hours"], errors="coerce").to_numpy(dtype=np.float64)
     minutes = pd.to_numeric(parts["minutes"], errors="coerce").fillna(0).to_numpy(dtype=np.float64)
