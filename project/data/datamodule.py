@@ -1,10 +1,5 @@
-"""The LightningDataModule: one series or thousands, with covariates, as forecasting windows.
-
-It reads and checks a long-format table (``project.data.table``), turns it into one matrix of every series' rows
-(``project.data.panel``, memory-mapped from a cache), splits each series chronologically, fits the scaling on
-training rows only (``project.data.scaling``, saved in every checkpoint) and serves windows that never straddle two
-series (``project.data.windows``, whose docstring documents the batch format).
-"""
+"""The LightningDataModule: one series or thousands, with covariates, as forecasting windows (``project.data.windows``
+documents the batch format)."""
 
 from __future__ import annotations
 
@@ -156,9 +151,8 @@ class WindowDataModule(L.LightningDataModule):
 
     @property
     def input_sizes(self) -> InputSizes:
-        """What the network is told about its inputs (linked into its ``sizes``): target channels, covariates (the
-        calendar features among the future ones) and static covariates (each categorical one's categories; the
-        model adds one "unknown" embedding to each)."""
+        """What the network is told about its inputs (linked into its ``sizes``); the calendar features count among
+        the future covariates, and the model adds an "unknown" embedding to each categorical static covariate."""
         roles = self.panel.roles
         return InputSizes(
             n_targets=len(roles.targets),
@@ -305,9 +299,9 @@ class WindowDataModule(L.LightningDataModule):
                 f"context_length + 3 * horizon = {window + 2 * self.horizon}"
             )
         starts = np.column_stack([np.zeros(len(rows), dtype=np.int64), rows[:, :2]])
+        counts = [split_windows(rows[:, c], starts[:, c], self.context_length, self.horizon, 1)[1] for c in range(3)]
         for column, (name, needed) in enumerate((("train", window), ("val", self.horizon), ("test", self.horizon))):
-            _, count = split_windows(rows[:, column], starts[:, column], self.context_length, self.horizon, 1)
-            if count.sum() == 0:
+            if counts[column].sum() == 0:
                 split_rows = int((rows[:, column] - starts[:, column]).max())
                 amount = (
                     f"{max(0, split_rows)} of {longest} rows" if single else f"at most {split_rows} rows in a series"
@@ -316,10 +310,9 @@ class WindowDataModule(L.LightningDataModule):
                     f"{self.source_name}: the {name} split ({described}) has {amount}; it needs at least {needed} "
                     f"(context_length={self.context_length}, horizon={self.horizon})"
                 )
-        _, train_windows = split_windows(rows[:, 0], starts[:, 0], self.context_length, self.horizon, 1)
-        if not single and (train_windows == 0).any():
+        if not single and (counts[0] == 0).any():
             warnings.warn(
-                f"{self.source_name}: {int((train_windows == 0).sum())} of {len(rows)} series have fewer than "
+                f"{self.source_name}: {int((counts[0] == 0).sum())} of {len(rows)} series have fewer than "
                 f"context_length + horizon = {window} training rows and give no training window",
                 stacklevel=3,
             )
