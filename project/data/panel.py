@@ -49,11 +49,6 @@ class ColumnRoles:
     ids: list[str] = field(default_factory=list)
 
     @property
-    def value_columns(self) -> list[str]:
-        """Columns of ``Panel.values``, in order."""
-        return [*self.targets, *self.past, *self.future, *self.calendar]
-
-    @property
     def scaled_columns(self) -> int:
         """Leading columns of ``values`` that are standardised (the calendar is already in [-1, 1])."""
         return len(self.targets) + len(self.past) + len(self.future)
@@ -63,11 +58,12 @@ class ColumnRoles:
 class Panel:
     """The rows of every series in one matrix, and what is constant per series.
 
-    ``values`` (rows, columns) float32; rows of series s are ``series_start[s]:series_start[s + 1]``, of which the
-    first ``observed[s]`` have targets; the rest are future rows, empty targets with the known future covariates that
-    ``predict`` reads. ``timestamps`` (rows,) datetime64[ns] or None (in UTC when ``timezone``).
-    ``ids`` has one row per series (no columns for a single series); ``static_categorical`` (series, C) holds
-    codes into ``categories`` starting at 1 (0 is "unknown"); ``static_real`` (series, C) raw numbers.
+    ``values`` (rows, columns) float32, columns in the order targets, past and future covariates, calendar; rows of
+    series s are ``series_start[s]:series_start[s + 1]``, of which the first ``observed[s]`` have targets; the rest are
+    future rows, empty targets with the known future covariates that ``predict`` reads. ``timestamps`` (rows,)
+    datetime64[ns] or None (in UTC when ``timezone``). ``ids`` has one row per series (no columns for a single
+    series); ``static_categorical`` (series, C) holds codes into ``categories`` starting at 1 (0 is "unknown");
+    ``static_real`` (series, C) raw numbers.
     """
 
     values: np.ndarray
@@ -352,12 +348,9 @@ def _check_increasing(timestamps: np.ndarray, rows: _Rows, column: str) -> None:
 
 def _observed_rows(targets: np.ndarray, series_start: np.ndarray) -> np.ndarray:
     """Rows of each series up to its last row with any target; the rest are future rows."""
-    has_target = np.isfinite(targets).any(axis=1)
-    observed = np.zeros(len(series_start) - 1, dtype=np.int64)
-    for series in range(len(observed)):
-        present = np.flatnonzero(has_target[series_start[series] : series_start[series + 1]])
-        observed[series] = present[-1] + 1 if len(present) else 0
-    return observed
+    # Each series' largest (row + 1) with a target, 0 without one; no series is empty, as reduceat needs.
+    ends = np.where(np.isfinite(targets).any(axis=1), np.arange(1, len(targets) + 1), 0)
+    return np.maximum(np.maximum.reduceat(ends, series_start[:-1]) - series_start[:-1], 0).astype(np.int64)
 
 
 def _fill_missing(
