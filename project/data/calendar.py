@@ -79,24 +79,25 @@ def _pandas_frequency(timestamps: pd.DatetimeIndex) -> BaseOffset | None:
     return None if inferred is None else to_offset(inferred)
 
 
+# The calendars a most common step of (low, high) days suggests.
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_CALENDARS = (
+    (1, 1, ["B"]),
+    (7, 7, [f"W-{day}" for day in ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")]),
+    (28, 31, ["MS", "ME"]),
+    (89, 92, [f"Q{edge}-{month}" for edge in ("S", "E") for month in _MONTHS]),
+    (365, 366, ["YS", "YE"]),
+)
+
+
 def _best_fitting_frequency(timestamps: pd.DatetimeIndex) -> BaseOffset:
     """For data with gaps, where pandas infers nothing: the calendar that fits every timestamp with the fewest
     missing steps, among those suggested by the most common step; that step itself when none fits."""
     steps = pd.Series(timestamps).diff().iloc[1:]
     usual = steps.mode().iloc[0]
-    candidates = [to_offset(usual)]
     days = usual / pd.Timedelta(days=1)
-    if days == 1:
-        candidates.append(to_offset("B"))
-    elif days == 7:
-        candidates += [to_offset(f"W-{day}") for day in ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")]
-    elif 28 <= days <= 31:
-        candidates += [to_offset("MS"), to_offset("ME")]
-    elif 89 <= days <= 92:
-        months = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
-        candidates += [to_offset(f"Q{edge}-{month}") for edge in ("S", "E") for month in months]
-    elif 365 <= days <= 366:
-        candidates += [to_offset("YS"), to_offset("YE")]
+    suggested = [name for low, high, names in _CALENDARS if low <= days <= high for name in names]
+    candidates = [to_offset(usual), *map(to_offset, suggested)]
     fitting = [(len(_grid(timestamps, c)), c) for c in candidates if timestamps.isin(_grid(timestamps, c)).all()]
     return min(fitting, key=lambda pair: pair[0])[1] if fitting else candidates[0]
 
