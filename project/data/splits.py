@@ -28,9 +28,9 @@ class Split(ABC):
         ``observed`` rows and ``rows_before(date)`` (each series' observed rows strictly before a timestamp; None when
         the data has no time column)."""
 
-    @abstractmethod
     def description(self) -> str:
-        """The split as the messages name it (``fractions 0.7/0.1/0.2``)."""
+        """The split as the messages name it: its arguments (``val_size=48, test_size=48``)."""
+        return ", ".join(f"{name}={value}" for name, value in self.init_args.items())
 
 
 class Fractions(Split):
@@ -87,10 +87,6 @@ class Dates(Split):
         end = observed if test_end is None else np.minimum(rows_before(test_end), observed)
         return [rows_before(val_start), rows_before(test_start), end]
 
-    def description(self) -> str:
-        val_start, test_start, test_end = self.dates
-        return f"val_start={val_start}, test_start={test_start}, test_end={test_end}"
-
 
 class LastRows(Split):
     """The last rows of each series: the test rows at the end, the validation rows before them (M4's rule).
@@ -108,9 +104,6 @@ class LastRows(Split):
     def rows(self, observed: np.ndarray, rows_before) -> list[np.ndarray]:
         val_size, test_size = self.sizes
         return [observed - test_size - val_size, observed - test_size, observed]
-
-    def description(self) -> str:
-        return f"val_size={self.sizes[0]}, test_size={self.sizes[1]}"
 
 
 def as_split(split: Split | dict | None) -> Split:
