@@ -73,16 +73,11 @@ class Scaler:
         return cls(mode, loc, scale, static_loc, static_scale)
 
     def state_dict(self, panel: Panel) -> dict:
-        state = {
-            "mode": self.mode,
-            "static_loc": self.static_loc.tolist(),
-            "static_scale": self.static_scale.tolist(),
-        }
+        kept = slice(None) if self.mode in PER_SERIES else slice(1)  # one row when every series shares it
+        state = {"mode": self.mode, "static_loc": self.static_loc.tolist(), "static_scale": self.static_scale.tolist()}
+        state["loc"], state["scale"] = self.loc[kept].tolist(), self.scale[kept].tolist()
         if self.mode in PER_SERIES:
             state["series"] = [series_key(panel, s) for s in range(panel.n_series)]
-            state["loc"], state["scale"] = self.loc.tolist(), self.scale.tolist()
-        else:
-            state["loc"], state["scale"] = self.loc[:1].tolist(), self.scale[:1].tolist()
         return state
 
     @classmethod
