@@ -13,7 +13,6 @@ import pandas as pd
 from project.errors import InputError
 from project.files import check_name_lengths
 
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 # What errors call a source given as a DataFrame (a path is named by itself).
 DATAFRAME_SOURCE = "the DataFrame"
 
@@ -164,19 +163,16 @@ def _utc_offsets(raw: pd.Series) -> np.ndarray:
     return np.where(parts["utc"].notna().to_numpy(), 0.0, sign * (hours * 60 + minutes))
 
 
-def check_float32_range(
-    source_name: str, columns: list[str], values: np.ndarray, where: Callable[[int], str] | None = None
-) -> None:
+def check_float32_range(source_name: str, columns: list[str], values: np.ndarray, where: Callable[[int], str]) -> None:
     """Training runs in float32: a value finite in float64 but infinite once cast would surface only as a diverged
     training. ``where(row)`` names the series of a row (`` in series 'b'``) when the table holds several."""
     with np.errstate(over="ignore"):
         too_large = np.isfinite(values) & ~np.isfinite(values.astype(np.float32))
     if too_large.any():
         row, column = (int(i) for i in np.argwhere(too_large)[0])
-        series = where(row) if where else ""
         raise InputError(
-            f"{source_name}: column '{columns[column]}' has {values[row, column]:g} at row {row}{series}, beyond "
-            f"float32's range (±{FLOAT32_MAX:.3g}); rescale the column"
+            f"{source_name}: column '{columns[column]}' has {values[row, column]:g} at row {row}{where(row)}, beyond "
+            f"float32's range (±{np.finfo(np.float32).max:.3g}); rescale the column"
         )
 
 

@@ -1,8 +1,7 @@
 """Forecasting windows over a ``Panel``, as batches of named tensors.
 
-A window is ``context_length`` rows of one series followed by ``horizon`` rows of the same series: windows never
-straddle two series. They are not stored: a split keeps, per series, where its first window starts and how many
-it has, and ``__getitem__`` slices the panel's matrix (a view) and standardises that slice.
+A window is ``context_length`` rows of one series followed by ``horizon`` rows of the same series, never straddling
+two series. Windows are not stored: ``__getitem__`` slices the panel's matrix (a view) and standardises that slice.
 
 The batch format, documented once (every tensor float32 unless noted; N windows, S context, T horizon, F targets):
 
