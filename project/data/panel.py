@@ -180,13 +180,12 @@ def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) 
 
 
 def cached_panel(path: Path, settings: PanelSettings, cache_dir: Path, build) -> Panel:
-    """The panel of the file ``path``: read from ``cache_dir`` when this file and these settings were read before,
-    otherwise built by ``build()`` and written there once. ``values`` is memory-mapped either way.
+    """The panel of the file ``path`` from ``cache_dir``, built by ``build()`` and written there the first time;
+    ``values`` is memory-mapped either way.
 
-    The cache key is the file's path, size, inode and modification and change times, and every setting that shapes
-    the matrix, so an edited file or another column choice gets its own entry: an edit that keeps the size and sets
-    the modification time back still moves the change time, which no program can set, and a file replaced by another
-    has another inode. The file is not read to tell. Entries are written to a temporary folder and renamed, so a
+    The key is every setting that shapes the matrix and the file's path, size, inode, modification and change times,
+    not its contents: an edit that sets the modification time back still moves the change time, and a replaced file
+    has another inode. Entries are written to a temporary folder and renamed, so a
     reader never sees half of one and two processes writing the same entry do not collide.
     """
     stat = path.resolve().stat()
@@ -330,20 +329,19 @@ def _check_increasing(timestamps: np.ndarray, rows: _Rows, column: str) -> None:
     same_series = np.ones(len(steps), dtype=bool)
     same_series[rows.series_start[1:-1] - 1] = False  # a step from one series to the next is not a step in time
     zero = np.timedelta64(0, "ns")
-    for problem, mask in (("duplicate", same_series & (steps == zero)), ("unsorted", same_series & (steps < zero))):
-        if mask.any():
-            position = int(np.flatnonzero(mask)[0]) + 1
-            row, where = int(rows.order[position]), rows.series_at(position)
-            when = pd.Timestamp(timestamps[position])
-            if problem == "duplicate":
-                raise InputError(
-                    f"{rows.source_name}: column '{column}' has duplicate timestamps{where}; row {row} repeats {when}"
-                )
-            before = int(rows.order[position - 1])
-            raise InputError(
-                f"{rows.source_name}: column '{column}' must be sorted in increasing time{where}; row {row} ({when}) "
-                f"comes before row {before} ({pd.Timestamp(timestamps[position - 1])})"
-            )
+    if (duplicate := same_series & (steps == zero)).any():
+        at = int(np.flatnonzero(duplicate)[0]) + 1
+        raise InputError(
+            f"{rows.source_name}: column '{column}' has duplicate timestamps{rows.series_at(at)}; row "
+            f"{int(rows.order[at])} repeats {pd.Timestamp(timestamps[at])}"
+        )
+    if (unsorted := same_series & (steps < zero)).any():
+        at = int(np.flatnonzero(unsorted)[0]) + 1
+        raise InputError(
+            f"{rows.source_name}: column '{column}' must be sorted in increasing time{rows.series_at(at)}; row "
+            f"{int(rows.order[at])} ({pd.Timestamp(timestamps[at])}) comes before row {int(rows.order[at - 1])} "
+            f"({pd.Timestamp(timestamps[at - 1])})"
+        )
 
 
 def _observed_rows(targets: np.ndarray, series_start: np.ndarray) -> np.ndarray:
