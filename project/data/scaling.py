@@ -29,11 +29,9 @@ class Scaler:
 
     @classmethod
     def fit(cls, panel: Panel, train_rows: np.ndarray, mode: Scaling) -> Scaler:
-        """Statistics of the first ``train_rows[s]`` rows of each series s (its training rows).
-
-        A series with fewer than two training rows (it starts after the training period) is scaled with the
-        statistics of all series' training rows, which never include its own later rows.
-        """
+        """Statistics of the first ``train_rows[s]`` rows of each series s (its training rows). A series with fewer
+        than two (it starts after the training period) takes those of all series' training rows, never its own later
+        rows."""
         columns = panel.roles.scaled_columns
         means, squared_deviations = np.zeros((panel.n_series, columns)), np.zeros((panel.n_series, columns))
         absolute_means, counts = np.zeros((panel.n_series, columns)), np.zeros(panel.n_series)
@@ -66,10 +64,9 @@ class Scaler:
             own_std = _std(squared_deviations / np.maximum(counts, 1)[:, None], means)
             scale = np.where(enough, own_std, overall_std)
         static = panel.static_real.astype(np.float64)
-        static_loc = static.mean(0) if len(static) else np.zeros(static.shape[1])
-        static_scale = _std(static.var(0), static_loc) if len(static) else np.ones(static.shape[1])
-        if mode == "none":
-            static_loc, static_scale = np.zeros_like(static_loc), np.ones_like(static_scale)
+        static_loc, static_scale = np.zeros(static.shape[1]), np.ones(static.shape[1])
+        if mode != "none" and len(static):
+            static_loc, static_scale = static.mean(0), _std(static.var(0), static.mean(0))
         return cls(mode, loc, scale, static_loc, static_scale)
 
     def state_dict(self, panel: Panel) -> dict:
