@@ -57,9 +57,8 @@ class WindowDataModule(L.LightningDataModule):
         eval_stride: Step between consecutive validation and test windows (1: every window, as benchmarks do).
         batch_size: Windows per batch and per device.
         num_workers: DataLoader worker processes; they share the memory-mapped matrix.
-        split: How each series' rows are split (``project.data.splits``, by class_path): ``Fractions`` (shares of
-            its rows, from its start; empty: 70/10/20%), ``Dates`` (the same dates for every series) or ``LastRows``
-            (the test rows at the end, the validation rows before them).
+        split: How each series' rows are split, by class_path: ``Fractions`` (empty: 70/10/20% of each series' rows),
+            ``Dates`` (the same dates for every series) or ``LastRows`` (the last rows of each series).
         fill_missing: What to do with missing or infinite values in observed rows: ``none`` (an error naming the
             column, row and series), ``ffill`` (carry the last valid value forward) or ``interpolate``.
         scaling: Fitted on training rows: ``per_series`` standardisation (each series by its own mean and standard
@@ -102,8 +101,7 @@ class WindowDataModule(L.LightningDataModule):
         self.hparams["source"] = (
             None if source is None or isinstance(source, pd.DataFrame) else str(Path(source).absolute())
         )
-        arguments = {name: value for name, value in self.hparams.items() if name != "source"}
-        check_arguments(WindowDataModule, arguments)
+        check_arguments(WindowDataModule, self.hparams)
         if target_columns is not None and not target_columns:
             raise InputError("target_columns must name at least one column, or be left out to use every numeric one")
         self.context_length, self.horizon = context_length, horizon
@@ -256,15 +254,15 @@ class WindowDataModule(L.LightningDataModule):
     def _read(self, source, synthetic: str, settings: PanelSettings, cache_dir) -> Panel:
         if source is None:
             frame = synthetic_series() if synthetic == "series" else synthetic_panel()
-            return build_panel(frame, settings, self.source_name)
-        if isinstance(source, pd.DataFrame) or not cache_dir:
+        elif isinstance(source, pd.DataFrame) or not cache_dir:
             frame, self.source_name = read_table(source)
-            return build_panel(frame, settings, self.source_name)
-        path = check_file(source)
-        self.source_name = str(path)
-        return cached_panel(
-            path, settings, Path(cache_dir), lambda: build_panel(read_table(path)[0], settings, str(path))
-        )
+        else:
+            path = check_file(source)
+            self.source_name = str(path)
+            return cached_panel(
+                path, settings, Path(cache_dir), lambda: build_panel(read_table(path)[0], settings, str(path))
+            )
+        return build_panel(frame, settings, self.source_name)
 
     def _split_rows(self, split: Split) -> np.ndarray:
         """(series, 3) local rows ending the train, validation and test targets of each series."""
@@ -338,8 +336,7 @@ class WindowDataModule(L.LightningDataModule):
             self.panel.categories[column] = list(vocabulary)
 
     def _process(self) -> tuple[int, int]:
-        trainer = self.trainer
-        return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        return (0, 1) if self.trainer is None else (self.trainer.global_rank, self.trainer.world_size)
 
     def _batches_done(self) -> int:
         trainer = self.trainer
