@@ -1,8 +1,7 @@
 """The data's calendar: its frequency, the dates after the last row, and calendar features as known covariates.
 
-The frequency is what pandas infers (hours, business days, month or quarter starts…), so that forecasts of monthly
-or quarterly data land on period starts instead of "last date + the most common number of days". Data that has
-gaps in that calendar is reported once, never silently re-gridded.
+The frequency is pandas' (business days, month or quarter starts…), so that monthly forecasts land on period starts
+rather than "last date + the usual number of days"; gaps in that calendar are reported once, never re-gridded.
 """
 
 from __future__ import annotations
@@ -15,22 +14,20 @@ import pandas as pd
 from pandas.tseries.frequencies import to_offset
 from pandas.tseries.offsets import BaseOffset, Tick
 
-# Cyclic features, each used when the data's step is shorter than its cycle (and, for some, not too short to
-# matter): (name, cycle length in days, value in cycle units, cycle length in those units, longest useful step).
+# Cyclic features, each used when the data's step (in days) lies in [shortest, longest] and is shorter than its
+# cycle: (name, cycle length in days, value in cycle units, cycle length in those units, shortest, longest step).
+# Daily and weekly data get the season from day_of_year, monthly data from month_of_year.
 _CYCLES = (
-    ("minute_of_hour", 1 / 24, lambda t: t.minute + t.second / 60, 60.0, None),
-    ("hour_of_day", 1.0, lambda t: t.hour + t.minute / 60, 24.0, None),
-    ("day_of_week", 7.0, lambda t: t.day_of_week + t.hour / 24, 7.0, None),
-    ("day_of_year", 365.25, lambda t: t.day_of_year - 1 + t.hour / 24, 365.25, 27.0),
-    ("month_of_year", 365.25, lambda t: t.month - 1 + (t.day - 1) / 31, 12.0, None),
+    ("minute_of_hour", 1 / 24, lambda t: t.minute + t.second / 60, 60.0, 0, np.inf),
+    ("hour_of_day", 1.0, lambda t: t.hour + t.minute / 60, 24.0, 0, np.inf),
+    ("day_of_week", 7.0, lambda t: t.day_of_week + t.hour / 24, 7.0, 0, np.inf),
+    ("day_of_year", 365.25, lambda t: t.day_of_year - 1 + t.hour / 24, 365.25, 0, 27.0),
+    ("month_of_year", 365.25, lambda t: t.month - 1 + (t.day - 1) / 31, 12.0, 27.0, np.inf),
 )
 
 
 def infer_frequency(series: Sequence[pd.DatetimeIndex], source_name: str, column: str) -> BaseOffset | None:
-    """The calendar frequency of the series' timestamps (from the longest series), with one warning for gaps.
-
-    None when every series has fewer than two rows.
-    """
+    """The frequency of the longest series' timestamps (None below two rows), with one warning for gaps."""
     longest = max(series, key=len)
     if len(longest) < 2:
         return None
@@ -46,14 +43,6 @@ def future_timestamps(last: pd.Timestamp, frequency: BaseOffset | None, steps: i
     return pd.date_range(start=last, periods=steps + 1, freq=frequency)[1:]
 
 
-def nominal_step(frequency: BaseOffset) -> pd.Timedelta:
-    """A typical step of ``frequency`` (a month is about 30 days), to decide which calendar cycles are visible."""
-    if isinstance(frequency, Tick):
-        return pd.Timedelta(frequency)
-    grid = pd.date_range("2001-01-01", periods=13, freq=frequency)
-    return pd.Series(grid).diff().iloc[1:].median()
-
-
 def calendar_feature_names(frequency: BaseOffset | None) -> list[str]:
     """Names of the sine/cosine pairs of every cycle longer than the data's step."""
     return [f"{name}_{part}" for name, *_ in _visible_cycles(frequency) for part in ("sin", "cos")]
@@ -62,7 +51,7 @@ def calendar_feature_names(frequency: BaseOffset | None) -> list[str]:
 def calendar_features(timestamps: pd.DatetimeIndex, frequency: BaseOffset | None) -> np.ndarray:
     """Features (rows, 2 · cycles) in [-1, 1], in the order of ``calendar_feature_names``."""
     columns = []
-    for _, _, value, length, _ in _visible_cycles(frequency):
+    for _, _, value, length, *_ in _visible_cycles(frequency):
         angle = 2 * np.pi * np.asarray(value(timestamps), dtype=np.float64) / length
         columns += [np.sin(angle), np.cos(angle)]
     if not columns:
@@ -73,15 +62,12 @@ def calendar_features(timestamps: pd.DatetimeIndex, frequency: BaseOffset | None
 def _visible_cycles(frequency: BaseOffset | None) -> list[tuple]:
     if frequency is None:
         return []
-    step_days = nominal_step(frequency) / pd.Timedelta(days=1)
-    visible = []
-    for cycle in _CYCLES:
-        name, cycle_days, _, _, longest_step = cycle
-        if name == "month_of_year" and step_days < 27:
-            continue  # day_of_year already describes the season of daily and weekly data
-        if step_days < cycle_days and (longest_step is None or step_days <= longest_step):
-            visible.append(cycle)
-    return visible
+    if isinstance(frequency, Tick):
+        step = pd.Timedelta(frequency)
+    else:  # a typical step: a month is about 30 days
+        step = pd.Series(pd.date_range("2001-01-01", periods=13, freq=frequency)).diff().iloc[1:].median()
+    days = step / pd.Timedelta(days=1)
+    return [cycle for cycle in _CYCLES if days < cycle[1] and cycle[4] <= days <= cycle[5]]
 
 
 def _pandas_frequency(timestamps: pd.DatetimeIndex) -> BaseOffset | None:
@@ -93,24 +79,25 @@ def _pandas_frequency(timestamps: pd.DatetimeIndex) -> BaseOffset | None:
     return None if inferred is None else to_offset(inferred)
 
 
+# The calendars a most common step of (low, high) days suggests.
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_CALENDARS = (
+    (1, 1, ["B"]),
+    (7, 7, [f"W-{day}" for day in ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")]),
+    (28, 31, ["MS", "ME"]),
+    (89, 92, [f"Q{edge}-{month}" for edge in ("S", "E") for month in _MONTHS]),
+    (365, 366, ["YS", "YE"]),
+)
+
+
 def _best_fitting_frequency(timestamps: pd.DatetimeIndex) -> BaseOffset:
     """For data with gaps, where pandas infers nothing: the calendar that fits every timestamp with the fewest
     missing steps, among those suggested by the most common step; that step itself when none fits."""
     steps = pd.Series(timestamps).diff().iloc[1:]
     usual = steps.mode().iloc[0]
-    candidates = [to_offset(usual)]
     days = usual / pd.Timedelta(days=1)
-    if days == 1:
-        candidates.append(to_offset("B"))
-    elif days == 7:
-        candidates += [to_offset(f"W-{day}") for day in ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")]
-    elif 28 <= days <= 31:
-        candidates += [to_offset("MS"), to_offset("ME")]
-    elif 89 <= days <= 92:
-        months = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
-        candidates += [to_offset(f"Q{edge}-{month}") for edge in ("S", "E") for month in months]
-    elif 365 <= days <= 366:
-        candidates += [to_offset("YS"), to_offset("YE")]
+    suggested = [name for low, high, names in _CALENDARS if low <= days <= high for name in names]
+    candidates = [to_offset(usual), *map(to_offset, suggested)]
     fitting = [(len(_grid(timestamps, c)), c) for c in candidates if timestamps.isin(_grid(timestamps, c)).all()]
     return min(fitting, key=lambda pair: pair[0])[1] if fitting else candidates[0]
 

@@ -1,10 +1,5 @@
-"""The LightningDataModule: one series or thousands, with covariates, as forecasting windows.
-
-It reads and checks a long-format table (``project.data.table``), turns it into one matrix of every series' rows
-(``project.data.panel``, memory-mapped from a cache), splits each series chronologically, fits the scaling on
-training rows only (``project.data.scaling``, saved in every checkpoint) and serves windows that never straddle two
-series (``project.data.windows``, whose docstring documents the batch format).
-"""
+"""The LightningDataModule: one series or thousands, with covariates, as forecasting windows (``project.data.windows``
+documents the batch format)."""
 
 from __future__ import annotations
 
@@ -62,9 +57,8 @@ class WindowDataModule(L.LightningDataModule):
         eval_stride: Step between consecutive validation and test windows (1: every window, as benchmarks do).
         batch_size: Windows per batch and per device.
         num_workers: DataLoader worker processes; they share the memory-mapped matrix.
-        split: How each series' rows are split (``project.data.splits``, by class_path): ``Fractions`` (shares of
-            its rows, from its start; empty: 70/10/20%), ``Dates`` (the same dates for every series) or ``LastRows``
-            (the test rows at the end, the validation rows before them).
+        split: How each series' rows are split, by class_path: ``Fractions`` (empty: 70/10/20% of each series' rows),
+            ``Dates`` (the same dates for every series) or ``LastRows`` (the last rows of each series).
         fill_missing: What to do with missing or infinite values in observed rows: ``none`` (an error naming the
             column, row and series), ``ffill`` (carry the last valid value forward) or ``interpolate``.
         scaling: Fitted on training rows: ``per_series`` standardisation (each series by its own mean and standard
@@ -107,8 +101,7 @@ class WindowDataModule(L.LightningDataModule):
         self.hparams["source"] = (
             None if source is None or isinstance(source, pd.DataFrame) else str(Path(source).absolute())
         )
-        arguments = {name: value for name, value in self.hparams.items() if name != "source"}
-        check_arguments(WindowDataModule, arguments)
+        check_arguments(WindowDataModule, self.hparams)
         if target_columns is not None and not target_columns:
             raise InputError("target_columns must name at least one column, or be left out to use every numeric one")
         self.context_length, self.horizon = context_length, horizon
@@ -156,9 +149,8 @@ class WindowDataModule(L.LightningDataModule):
 
     @property
     def input_sizes(self) -> InputSizes:
-        """What the network is told about its inputs (linked into its ``sizes``): target channels, covariates (the
-        calendar features among the future ones) and static covariates (each categorical one's categories; the
-        model adds one "unknown" embedding to each)."""
+        """What the network is told about its inputs (linked into its ``sizes``); the calendar features count among
+        the future covariates, and the model adds an "unknown" embedding to each categorical static covariate."""
         roles = self.panel.roles
         return InputSizes(
             n_targets=len(roles.targets),
@@ -262,15 +254,15 @@ class WindowDataModule(L.LightningDataModule):
     def _read(self, source, synthetic: str, settings: PanelSettings, cache_dir) -> Panel:
         if source is None:
             frame = synthetic_series() if synthetic == "series" else synthetic_panel()
-            return build_panel(frame, settings, self.source_name)
-        if isinstance(source, pd.DataFrame) or not cache_dir:
+        elif isinstance(source, pd.DataFrame) or not cache_dir:
             frame, self.source_name = read_table(source)
-            return build_panel(frame, settings, self.source_name)
-        path = check_file(source)
-        self.source_name = str(path)
-        return cached_panel(
-            path, settings, Path(cache_dir), lambda: build_panel(read_table(path)[0], settings, str(path))
-        )
+        else:
+            path = check_file(source)
+            self.source_name = str(path)
+            return cached_panel(
+                path, settings, Path(cache_dir), lambda: build_panel(read_table(path)[0], settings, str(path))
+            )
+        return build_panel(frame, settings, self.source_name)
 
     def _split_rows(self, split: Split) -> np.ndarray:
         """(series, 3) local rows ending the train, validation and test targets of each series."""
@@ -305,9 +297,9 @@ class WindowDataModule(L.LightningDataModule):
                 f"context_length + 3 * horizon = {window + 2 * self.horizon}"
             )
         starts = np.column_stack([np.zeros(len(rows), dtype=np.int64), rows[:, :2]])
+        counts = [split_windows(rows[:, c], starts[:, c], self.context_length, self.horizon, 1)[1] for c in range(3)]
         for column, (name, needed) in enumerate((("train", window), ("val", self.horizon), ("test", self.horizon))):
-            _, count = split_windows(rows[:, column], starts[:, column], self.context_length, self.horizon, 1)
-            if count.sum() == 0:
+            if counts[column].sum() == 0:
                 split_rows = int((rows[:, column] - starts[:, column]).max())
                 amount = (
                     f"{max(0, split_rows)} of {longest} rows" if single else f"at most {split_rows} rows in a series"
@@ -316,10 +308,9 @@ class WindowDataModule(L.LightningDataModule):
                     f"{self.source_name}: the {name} split ({described}) has {amount}; it needs at least {needed} "
                     f"(context_length={self.context_length}, horizon={self.horizon})"
                 )
-        _, train_windows = split_windows(rows[:, 0], starts[:, 0], self.context_length, self.horizon, 1)
-        if not single and (train_windows == 0).any():
+        if not single and (counts[0] == 0).any():
             warnings.warn(
-                f"{self.source_name}: {int((train_windows == 0).sum())} of {len(rows)} series have fewer than "
+                f"{self.source_name}: {int((counts[0] == 0).sum())} of {len(rows)} series have fewer than "
                 f"context_length + horizon = {window} training rows and give no training window",
                 stacklevel=3,
             )
@@ -345,8 +336,7 @@ class WindowDataModule(L.LightningDataModule):
             self.panel.categories[column] = list(vocabulary)
 
     def _process(self) -> tuple[int, int]:
-        trainer = self.trainer
-        return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        return (0, 1) if self.trainer is None else (self.trainer.global_rank, self.trainer.world_size)
 
     def _batches_done(self) -> int:
         trainer = self.trainer

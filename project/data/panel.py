@@ -1,12 +1,8 @@
 """Many series in one array: a long-format table becomes one float32 matrix, per-series offsets and static values.
 
-Every row of every series sits in ``values`` (rows, columns), series after series, so a window is a slice of
-consecutive rows and no window is ever copied ahead of time. With a ``cache_dir`` the matrix is written once to
-a ``.npy`` file and memory-mapped, so DataLoader workers and DDP ranks share its pages instead of holding copies.
-
-Columns of ``values``, in order: targets, past covariates, future covariates (the user's, then calendar features).
-Rows after a series' last row with a target are *future rows*: their targets are empty and they carry the known
-future covariates that ``predict`` needs.
+Series after series in ``values``, so a window is a slice of consecutive rows, never a copy made ahead of time. With
+a ``cache_dir`` the matrix is written once to a ``.npy`` file and memory-mapped, so DataLoader workers and DDP ranks
+share its pages instead of holding copies.
 """
 
 from __future__ import annotations
@@ -16,7 +12,6 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -31,6 +26,7 @@ from project.data.table import (
     check_columns_exist,
     check_float32_range,
     check_numeric,
+    is_numeric,
     numeric_columns,
     parse_timestamps,
 )
@@ -53,11 +49,6 @@ class ColumnRoles:
     ids: list[str] = field(default_factory=list)
 
     @property
-    def value_columns(self) -> list[str]:
-        """Columns of ``Panel.values``, in order."""
-        return [*self.targets, *self.past, *self.future, *self.calendar]
-
-    @property
     def scaled_columns(self) -> int:
         """Leading columns of ``values`` that are standardised (the calendar is already in [-1, 1])."""
         return len(self.targets) + len(self.past) + len(self.future)
@@ -67,10 +58,12 @@ class ColumnRoles:
 class Panel:
     """The rows of every series in one matrix, and what is constant per series.
 
-    ``values`` (rows, columns) float32; rows of series s are ``series_start[s]:series_start[s + 1]``, of which the
-    first ``observed[s]`` have targets. ``timestamps`` (rows,) datetime64[ns] or None (in UTC when ``timezone``).
-    ``ids`` has one row per series (no columns for a single series); ``static_categorical`` (series, C) holds
-    codes into ``categories`` starting at 1 (0 is "unknown"); ``static_real`` (series, C) raw numbers.
+    ``values`` (rows, columns) float32, columns in the order targets, past and future covariates, calendar; rows of
+    series s are ``series_start[s]:series_start[s + 1]``, of which the first ``observed[s]`` have targets; the rest are
+    future rows, empty targets with the known future covariates that ``predict`` reads. ``timestamps`` (rows,)
+    datetime64[ns] or None (in UTC when ``timezone``). ``ids`` has one row per series (no columns for a single
+    series); ``static_categorical`` (series, C) holds codes into ``categories`` starting at 1 (0 is "unknown");
+    ``static_real`` (series, C) raw numbers.
     """
 
     values: np.ndarray
@@ -84,7 +77,6 @@ class Panel:
     roles: ColumnRoles
     frequency: str | None
     timezone: str | None = None
-    source_rows: np.ndarray | None = None  # row of the original table for every row here, for error messages
 
     @property
     def n_series(self) -> int:
@@ -104,7 +96,6 @@ class Panel:
         return index if self.timezone is None else index.tz_localize("UTC").tz_convert(self.timezone)
 
     def describe_series(self, series: int) -> str:
-        """How messages name a series: `` in series 'a'`` (empty for a single series)."""
         return series_name(self.ids, series)
 
     # Pickling for DataLoader workers started with "spawn": a memory-mapped matrix travels as its path, so each
@@ -138,7 +129,8 @@ class PanelSettings:
 def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) -> Panel:
     """Check ``frame`` and turn it into a ``Panel``; every problem is an ``InputError`` of one line."""
     roles = _column_roles(frame, settings, source_name)
-    order, series_start, ids = _group_rows(frame, roles.ids, source_name)
+    rows = _group_rows(frame, roles.ids, source_name)
+    order, series_start = rows.order, rows.series_start
     timestamps, timezone = None, None
     if settings.time_column is not None:
         parsed = pd.DatetimeIndex(parse_timestamps(source_name, frame, settings.time_column))
@@ -146,14 +138,14 @@ def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) 
         # Stored as UTC without a zone, so that the matrix and its cache hold plain datetime64 values.
         timestamps = (parsed.tz_convert("UTC").tz_localize(None) if timezone else parsed).to_numpy("datetime64[ns]")
         timestamps = timestamps[order]
-        _check_increasing(timestamps, series_start, ids, order, source_name, settings.time_column)
+        _check_increasing(timestamps, rows, settings.time_column)
 
     numeric_names = [*roles.targets, *roles.past, *roles.future]
     numeric = frame[numeric_names].to_numpy(dtype=np.float64)
-    check_float32_range(source_name, numeric_names, numeric, _series_of_table_row(order, series_start, ids))
+    check_float32_range(source_name, numeric_names, numeric, rows.series_of_table_row)
     numeric = numeric[order]
     observed = _observed_rows(numeric[:, : len(roles.targets)], series_start)
-    numeric = _fill_missing(numeric, series_start, observed, roles, order, ids, source_name, settings.fill_missing)
+    numeric = _fill_missing(numeric, observed, numeric_names, rows, settings.fill_missing)
 
     frequency, calendar = None, np.zeros((len(numeric), 0), dtype=np.float32)
     if timestamps is not None:
@@ -167,21 +159,20 @@ def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) 
             roles.calendar = calendar_feature_names(offset)
             calendar = calendar_features(index, offset)
 
-    static_categorical, categories, static_real = _static_values(frame, roles, order, series_start, ids, source_name)
+    static_categorical, categories, static_real = _static_values(frame, roles, rows)
     values = np.concatenate([numeric.astype(np.float32), calendar], axis=1)
     return Panel(
         values=np.ascontiguousarray(values),
         series_start=series_start,
         observed=observed,
         timestamps=timestamps,
-        ids=ids,
+        ids=rows.ids,
         static_categorical=static_categorical,
         categories=categories,
         static_real=static_real,
         roles=roles,
         frequency=frequency,
         timezone=timezone,
-        source_rows=order,
     )
 
 
@@ -189,13 +180,12 @@ def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) 
 
 
 def cached_panel(path: Path, settings: PanelSettings, cache_dir: Path, build) -> Panel:
-    """The panel of the file ``path``: read from ``cache_dir`` when this file and these settings were read before,
-    otherwise built by ``build()`` and written there once. ``values`` is memory-mapped either way.
+    """The panel of the file ``path`` from ``cache_dir``, built by ``build()`` and written there the first time;
+    ``values`` is memory-mapped either way.
 
-    The cache key is the file's path, size, inode and modification and change times, and every setting that shapes
-    the matrix, so an edited file or another column choice gets its own entry: an edit that keeps the size and sets
-    the modification time back still moves the change time, which no program can set, and a file replaced by another
-    has another inode. The file is not read to tell. Entries are written to a temporary folder and renamed, so a
+    The key is every setting that shapes the matrix and the file's path, size, inode, modification and change times,
+    not its contents: an edit that sets the modification time back still moves the change time, and a replaced file
+    has another inode. Entries are written to a temporary folder and renamed, so a
     reader never sees half of one and two processes writing the same entry do not collide.
     """
     stat = path.resolve().stat()
@@ -215,27 +205,21 @@ def cached_panel(path: Path, settings: PanelSettings, cache_dir: Path, build) ->
     return _read_entry(entry)
 
 
+_ARRAYS = ("series_start", "observed", "static_categorical", "static_real")
+_META = ("categories", "frequency", "timezone")
+
+
 def _write_entry(panel: Panel, entry: Path) -> None:
     entry.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", dir=entry.parent))
     try:
         np.save(staging / "values.npy", panel.values)
-        arrays = {
-            "series_start": panel.series_start,
-            "observed": panel.observed,
-            "static_categorical": panel.static_categorical,
-            "static_real": panel.static_real,
-        }
+        arrays = {name: getattr(panel, name) for name in _ARRAYS}
         if panel.timestamps is not None:
             arrays["timestamps"] = panel.timestamps.astype("datetime64[ns]").view(np.int64)
         np.savez(staging / "arrays.npz", **arrays)
         panel.ids.to_json(staging / "ids.json", orient="split", index=False)
-        meta = {
-            "roles": panel.roles.__dict__,
-            "categories": panel.categories,
-            "frequency": panel.frequency,
-            "timezone": panel.timezone,
-        }
+        meta = {"roles": panel.roles.__dict__, **{name: getattr(panel, name) for name in _META}}
         (staging / "meta.json").write_text(json.dumps(meta))
         try:
             os.replace(staging, entry)
@@ -249,20 +233,13 @@ def _write_entry(panel: Panel, entry: Path) -> None:
 def _read_entry(entry: Path) -> Panel:
     meta = json.loads((entry / "meta.json").read_text())
     arrays = np.load(entry / "arrays.npz")
-    ids = pd.read_json(entry / "ids.json", orient="split", dtype=False)
-    timestamps = arrays["timestamps"].view("datetime64[ns]") if "timestamps" in arrays else None
     return Panel(
         values=np.load(entry / "values.npy", mmap_mode="r"),
-        series_start=arrays["series_start"],
-        observed=arrays["observed"],
-        timestamps=timestamps,
-        ids=ids,
-        static_categorical=arrays["static_categorical"],
-        categories=meta["categories"],
-        static_real=arrays["static_real"],
+        timestamps=arrays["timestamps"].view("datetime64[ns]") if "timestamps" in arrays else None,
+        ids=pd.read_json(entry / "ids.json", orient="split", dtype=False),
         roles=ColumnRoles(**meta["roles"]),
-        frequency=meta["frequency"],
-        timezone=meta["timezone"],
+        **{name: arrays[name] for name in _ARRAYS},
+        **{name: meta[name] for name in _META},
     )
 
 
@@ -271,15 +248,9 @@ def _read_entry(entry: Path) -> Panel:
 
 def _column_roles(frame: pd.DataFrame, settings: PanelSettings, source_name: str) -> ColumnRoles:
     """Each named column exists and has one role; targets default to every other numeric column."""
-    time = [settings.time_column] if settings.time_column else []
-    named = {
-        "id_columns": list(settings.id_columns),
-        "target_columns": list(settings.target_columns),
-        "past_covariates": list(settings.past_covariates),
-        "future_covariates": list(settings.future_covariates),
-        "static_covariates": list(settings.static_covariates),
-    }
-    seen: dict[str, str] = {column: "time_column" for column in time}
+    roles = ("id_columns", "target_columns", "past_covariates", "future_covariates", "static_covariates")
+    named = {role: list(getattr(settings, role)) for role in roles}
+    seen: dict[str, str] = {settings.time_column: "time_column"} if settings.time_column else {}
     for role, columns in named.items():
         check_columns_exist(source_name, frame, columns)
         for column in columns:
@@ -301,7 +272,7 @@ def _column_roles(frame: pd.DataFrame, settings: PanelSettings, source_name: str
 
         rank_zero_info(f"{source_name}: forecasting every numeric column: {', '.join(targets)}{note}")
     static = named["static_covariates"]
-    categorical = [c for c in static if not pd.api.types.is_numeric_dtype(frame[c]) or _is_category(frame[c])]
+    categorical = [c for c in static if not is_numeric(frame[c])]  # text, category and boolean columns
     return ColumnRoles(
         targets=[str(c) for c in targets],
         past=named["past_covariates"],
@@ -312,30 +283,37 @@ def _column_roles(frame: pd.DataFrame, settings: PanelSettings, source_name: str
     )
 
 
-def _is_category(column: pd.Series) -> bool:
-    return isinstance(column.dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(column)
+@dataclass
+class _Rows:
+    """The table's rows put series after series: position i holds table row ``order[i]``; how messages name them."""
+
+    source_name: str
+    order: np.ndarray
+    series_start: np.ndarray
+    ids: pd.DataFrame
+
+    def series_at(self, position: int) -> str:
+        """The series of a sorted position, as messages name it (`` in series 'b'``)."""
+        return series_name(self.ids, int(np.searchsorted(self.series_start, position, side="right") - 1))
+
+    def series_of_table_row(self, row: int) -> str:
+        return "" if self.ids.shape[1] == 0 else self.series_at(int(np.flatnonzero(self.order == row)[0]))
 
 
-def _group_rows(
-    frame: pd.DataFrame, id_columns: list[str], source_name: str
-) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+def _group_rows(frame: pd.DataFrame, id_columns: list[str], source_name: str) -> _Rows:
     """A stable order putting each series' rows together (series sorted by id), the offsets, and the ids."""
     if not id_columns:
-        return np.arange(len(frame)), np.array([0, len(frame)], dtype=np.int64), pd.DataFrame(index=range(1))
+        one_series = np.array([0, len(frame)], dtype=np.int64)
+        return _Rows(source_name, np.arange(len(frame)), one_series, pd.DataFrame(index=range(1)))
     for column in id_columns:
         if frame[column].isna().any():
             row = int(np.flatnonzero(frame[column].isna().to_numpy())[0])
             raise InputError(f"{source_name}: column '{column}' identifies series but row {row} has no value")
     codes = frame.groupby(id_columns, sort=True, observed=True).ngroup().to_numpy()
     order = np.argsort(codes, kind="stable")
-    counts = np.bincount(codes)
-    series_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    series_start = np.concatenate([[0], np.cumsum(np.bincount(codes))]).astype(np.int64)
     ids = frame[id_columns].iloc[order[series_start[:-1]]].reset_index(drop=True)
-    return order, series_start, ids
-
-
-def _series_of_row(series_start: np.ndarray, row: int) -> int:
-    return int(np.searchsorted(series_start, row, side="right") - 1)
+    return _Rows(source_name, order, series_start, ids)
 
 
 def series_name(ids: pd.DataFrame, series: int) -> str:
@@ -346,164 +324,124 @@ def series_name(ids: pd.DataFrame, series: int) -> str:
     return f" in series {values[0]!r}" if len(values) == 1 else f" in series {tuple(values)!r}"
 
 
-def _check_increasing(
-    timestamps: np.ndarray,
-    series_start: np.ndarray,
-    ids: pd.DataFrame,
-    order: np.ndarray,
-    source_name: str,
-    column: str,
-) -> None:
+def _check_increasing(timestamps: np.ndarray, rows: _Rows, column: str) -> None:
     steps = np.diff(timestamps)
     same_series = np.ones(len(steps), dtype=bool)
-    same_series[series_start[1:-1] - 1] = False  # a step from one series to the next is not a step in time
+    same_series[rows.series_start[1:-1] - 1] = False  # a step from one series to the next is not a step in time
     zero = np.timedelta64(0, "ns")
-    for problem, mask in (("duplicate", same_series & (steps == zero)), ("unsorted", same_series & (steps < zero))):
-        if mask.any():
-            position = int(np.flatnonzero(mask)[0]) + 1
-            row, where = int(order[position]), series_name(ids, _series_of_row(series_start, position))
-            when = pd.Timestamp(timestamps[position])
-            if problem == "duplicate":
-                raise InputError(
-                    f"{source_name}: column '{column}' has duplicate timestamps{where}; row {row} repeats {when}"
-                )
-            before = int(order[position - 1])
-            raise InputError(
-                f"{source_name}: column '{column}' must be sorted in increasing time{where}; row {row} ({when}) comes "
-                f"before row {before} ({pd.Timestamp(timestamps[position - 1])})"
-            )
+    if (duplicate := same_series & (steps == zero)).any():
+        at = int(np.flatnonzero(duplicate)[0]) + 1
+        raise InputError(
+            f"{rows.source_name}: column '{column}' has duplicate timestamps{rows.series_at(at)}; row "
+            f"{int(rows.order[at])} repeats {pd.Timestamp(timestamps[at])}"
+        )
+    if (unsorted := same_series & (steps < zero)).any():
+        at = int(np.flatnonzero(unsorted)[0]) + 1
+        raise InputError(
+            f"{rows.source_name}: column '{column}' must be sorted in increasing time{rows.series_at(at)}; row "
+            f"{int(rows.order[at])} ({pd.Timestamp(timestamps[at])}) comes before row {int(rows.order[at - 1])} "
+            f"({pd.Timestamp(timestamps[at - 1])})"
+        )
 
 
 def _observed_rows(targets: np.ndarray, series_start: np.ndarray) -> np.ndarray:
     """Rows of each series up to its last row with any target; the rest are future rows."""
-    has_target = np.isfinite(targets).any(axis=1)
-    observed = np.zeros(len(series_start) - 1, dtype=np.int64)
-    for series in range(len(observed)):
-        present = np.flatnonzero(has_target[series_start[series] : series_start[series + 1]])
-        observed[series] = present[-1] + 1 if len(present) else 0
-    return observed
+    # Each series' largest (row + 1) with a target, 0 without one; no series is empty, as reduceat needs.
+    ends = np.where(np.isfinite(targets).any(axis=1), np.arange(1, len(targets) + 1), 0)
+    return np.maximum(np.maximum.reduceat(ends, series_start[:-1]) - series_start[:-1], 0).astype(np.int64)
 
 
 def _fill_missing(
-    numeric: np.ndarray,
-    series_start: np.ndarray,
-    observed: np.ndarray,
-    roles: ColumnRoles,
-    order: np.ndarray,
-    ids: pd.DataFrame,
-    source_name: str,
-    fill_missing: FillMissing,
+    numeric: np.ndarray, observed: np.ndarray, columns: list[str], rows: _Rows, fill_missing: FillMissing
 ) -> np.ndarray:
     """Missing or infinite values of observed rows: an error naming column and row, or filled within each series.
 
     Future rows keep their gaps: their targets are unknown by definition, and a missing future covariate there is
     reported by ``predict``, which is the only step that reads it.
     """
-    columns = [*roles.targets, *roles.past, *roles.future]
+    starts = rows.series_start[:-1]
     observed_row = np.zeros(len(numeric), dtype=bool)
-    for series, count in enumerate(observed):
-        observed_row[series_start[series] : series_start[series] + count] = True
+    for start, count in zip(starts, observed, strict=True):
+        observed_row[start : start + count] = True
     missing = ~np.isfinite(numeric) & observed_row[:, None]
     if not missing.any():
         return numeric
     if fill_missing == "none":
         position, column = (int(i) for i in np.argwhere(missing)[0])
-        where = series_name(ids, _series_of_row(series_start, position))
         raise InputError(
-            f"{source_name}: column '{columns[column]}' has a missing or infinite value at row {int(order[position])}"
-            f"{where}; set fill_missing to ffill or interpolate, or clean the data"
+            f"{rows.source_name}: column '{columns[column]}' has a missing or infinite value at row "
+            f"{int(rows.order[position])}{rows.series_at(position)}; set fill_missing to ffill or interpolate, or "
+            "clean the data"
         )
     filled = numeric.copy()
-    for series, count in enumerate(observed):
-        rows = slice(series_start[series], series_start[series] + count)
-        block = pd.DataFrame(np.where(np.isfinite(numeric[rows]), numeric[rows], np.nan))
+    for series, (start, count) in enumerate(zip(starts, observed, strict=True)):
+        own = slice(start, start + count)
+        block = pd.DataFrame(np.where(np.isfinite(numeric[own]), numeric[own], np.nan))
         if fill_missing == "interpolate":
             block = block.interpolate(method="linear", limit_direction="both")
         # Leading gaps have nothing to carry forward: take the first valid value instead.
-        filled[rows] = block.ffill().bfill().to_numpy()
-        if not np.isfinite(filled[rows]).all():
-            column = int(np.flatnonzero(~np.isfinite(filled[rows]).all(axis=0))[0])
+        filled[own] = block.ffill().bfill().to_numpy()
+        if not np.isfinite(filled[own]).all():
+            column = int(np.flatnonzero(~np.isfinite(filled[own]).all(axis=0))[0])
             raise InputError(
-                f"{source_name}: column '{columns[column]}' has no valid value to fill from{series_name(ids, series)}"
+                f"{rows.source_name}: column '{columns[column]}' has no valid value to fill from"
+                f"{series_name(rows.ids, series)}"
             )
     return filled
 
 
 def _static_values(
-    frame: pd.DataFrame,
-    roles: ColumnRoles,
-    order: np.ndarray,
-    series_start: np.ndarray,
-    ids: pd.DataFrame,
-    source_name: str,
+    frame: pd.DataFrame, roles: ColumnRoles, rows: _Rows
 ) -> tuple[np.ndarray, list[list[str]], np.ndarray]:
     """Per-series static covariates: category codes (1-based, vocabulary sorted) and numbers; each must be present
     on every row and constant within a series."""
-    n_series = len(series_start) - 1
-    where = _series_of_table_row(order, series_start, ids)
-    codes = np.zeros((n_series, len(roles.static_categorical)), dtype=np.int64)
+    first_rows = rows.series_start[:-1]
+    codes = np.zeros((len(first_rows), len(roles.static_categorical)), dtype=np.int64)
     categories = []
     for index, column in enumerate(roles.static_categorical):
         text = frame[column].astype(str)
         # A blank cell is as missing as NaN, not a category "" of its own; looked for among the distinct labels.
         label_codes, distinct = pd.factorize(text)
         blank = [code for code, label in enumerate(distinct) if not str(label).strip()]
-        _check_present(source_name, column, frame[column].isna().to_numpy() | np.isin(label_codes, blank), where)
-        labels = text.to_numpy()[order]
-        _check_constant(labels, series_start, ids, source_name, column, order)
-        vocabulary = sorted(set(labels[series_start[:-1]].tolist()))
+        _check_present(column, frame[column].isna().to_numpy() | np.isin(label_codes, blank), rows)
+        labels = text.to_numpy()[rows.order]
+        _check_constant(labels, column, rows)
+        vocabulary = sorted(set(labels[first_rows].tolist()))
         lookup = {label: code + 1 for code, label in enumerate(vocabulary)}
-        codes[:, index] = [lookup[label] for label in labels[series_start[:-1]]]
+        codes[:, index] = [lookup[label] for label in labels[first_rows]]
         categories.append(vocabulary)
-    static_real = np.zeros((n_series, 0), dtype=np.float32)
+    static_real = np.zeros((len(first_rows), 0), dtype=np.float32)
     if roles.static_real:
         reals = frame[roles.static_real].to_numpy(dtype=np.float64)
         # Before the constant check, which would call a series-wide 1e39 constant and a single one a change.
-        check_float32_range(source_name, roles.static_real, reals, where)
+        check_float32_range(rows.source_name, roles.static_real, reals, rows.series_of_table_row)
         for index, column in enumerate(roles.static_real):
-            _check_present(source_name, column, ~np.isfinite(reals[:, index]), where, "missing or infinite")
-        reals = reals[order]
+            _check_present(column, ~np.isfinite(reals[:, index]), rows, "missing or infinite")
+        reals = reals[rows.order]
         for index, column in enumerate(roles.static_real):
-            _check_constant(reals[:, index], series_start, ids, source_name, column, order)
-        static_real = reals[series_start[:-1]].astype(np.float32)
+            _check_constant(reals[:, index], column, rows)
+        static_real = reals[first_rows].astype(np.float32)
     return codes, categories, static_real
 
 
-def _series_of_table_row(order: np.ndarray, series_start: np.ndarray, ids: pd.DataFrame) -> Callable[[int], str]:
-    """How messages name the series of a row of the original table (`` in series 'b'``; empty for one series)."""
-
-    def where(row: int) -> str:
-        if ids.shape[1] == 0:
-            return ""
-        position = int(np.flatnonzero(order == row)[0])
-        return series_name(ids, _series_of_row(series_start, position))
-
-    return where
-
-
-def _check_present(
-    source_name: str, column: str, missing: np.ndarray, where: Callable[[int], str], what: str = "missing"
-) -> None:
+def _check_present(column: str, missing: np.ndarray, rows: _Rows, what: str = "missing") -> None:
     """``missing`` (rows of the original table) is all False; otherwise name the first such row and its series."""
     if missing.any():
         row = int(np.flatnonzero(missing)[0])
         raise InputError(
-            f"{source_name}: static covariate '{column}' is {what} at row {row}{where(row)}; expected the series' "
-            "value on every one of its rows"
+            f"{rows.source_name}: static covariate '{column}' is {what} at row {row}{rows.series_of_table_row(row)}; "
+            "expected the series' value on every one of its rows"
         )
 
 
-def _check_constant(
-    values: np.ndarray, series_start: np.ndarray, ids: pd.DataFrame, source_name: str, column: str, order: np.ndarray
-) -> None:
-    first_of_own_series = np.repeat(values[series_start[:-1]], np.diff(series_start))
+def _check_constant(values: np.ndarray, column: str, rows: _Rows) -> None:
+    first_of_own_series = np.repeat(values[rows.series_start[:-1]], np.diff(rows.series_start))
     differs = values != first_of_own_series
     if differs.any():
         position = int(np.flatnonzero(differs)[0])
-        series = _series_of_row(series_start, position)
         # As Python values: numpy scalars would print as np.float64(3.0).
         before, after = (array[position : position + 1].tolist()[0] for array in (first_of_own_series, values))
         raise InputError(
-            f"{source_name}: static covariate '{column}' must be constant within each series; it changes from "
-            f"{before!r} to {after!r} at row {int(order[position])}{series_name(ids, series)}"
+            f"{rows.source_name}: static covariate '{column}' must be constant within each series; it changes from "
+            f"{before!r} to {after!r} at row {int(rows.order[position])}{rows.series_at(position)}"
         )

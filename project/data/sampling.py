@@ -1,12 +1,7 @@
 """Which windows each process reads, in which order, and where a resumed run picks up.
 
-- ``TrainingOrder``: a shuffle that depends only on (seed, epoch), split evenly across processes; a run resumed
-  from a mid-epoch checkpoint skips the batches it already trained on, so it reaches the same parameters as a run
-  that was never interrupted.
-- ``EvaluationShard``: every window exactly once across processes, none repeated. ``DistributedSampler`` pads the
-  last shard with repeated windows, which makes metrics under DDP differ from a single process.
-
-Both subclass ``DistributedSampler`` so that Lightning keeps them instead of putting its own in their place.
+A resumed run skips the batches it already trained on, so it reaches the parameters of a run never interrupted.
+Both samplers subclass ``DistributedSampler`` so that Lightning keeps them instead of putting its own in their place.
 """
 
 from __future__ import annotations
@@ -19,7 +14,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 
 class TrainingOrder(DistributedSampler):
-    """A permutation of the dataset drawn from ``seed + epoch``; process ``rank`` takes every ``world_size``-th
+    """A permutation of the dataset drawn from ``seed + epoch`` only; process ``rank`` takes every ``world_size``-th
     index, the list padded with its own start so that every process has as many batches (as DDP needs)."""
 
     def __init__(self, dataset: Dataset, seed: int, rank: int = 0, world_size: int = 1) -> None:
@@ -36,17 +31,13 @@ class TrainingOrder(DistributedSampler):
         shard = order[self.rank :: self.num_replicas]
         shard = torch.cat([shard, padding]) if len(padding) else shard
         skip, self.skip = self.skip, 0
-        return _one_by_one(shard[skip:])
-
-
-def _one_by_one(indices: torch.Tensor, chunk: int = 4096) -> Iterator[int]:
-    for part in indices.split(chunk):
-        yield from part.tolist()
+        return (index for part in shard[skip:].split(4096) for index in part.tolist())
 
 
 class EvaluationShard(DistributedSampler):
     """Windows ``rank, rank + world_size, …`` in order: each window once over all processes, shards may differ
-    in length by one."""
+    in length by one. (``DistributedSampler`` pads with repeated windows, so DDP metrics would differ from one
+    process's.)"""
 
     def __init__(self, dataset: Dataset, rank: int = 0, world_size: int = 1) -> None:
         super().__init__(dataset, num_replicas=world_size, rank=rank, shuffle=False, drop_last=False)

@@ -1,9 +1,5 @@
-"""Scaling fitted on training rows only: standardisation per series or with one set of statistics for all series,
-or, per series, division by the mean absolute value (DeepAR's and GluonTS's mean scaling), which stays finite for
-series that are near constant or mostly zero in their training rows.
-
-The statistics travel in every checkpoint (``state_dict``), keyed by series id, so that ``validate``, ``test`` and
-``predict`` scale exactly as training did, on the same data or on new data with the same series.
+"""Scaling fitted on training rows only; the statistics travel in every checkpoint, keyed by series id, so that
+``validate``, ``test`` and ``predict`` scale exactly as training did, on the same data or new data of the same series.
 """
 
 from __future__ import annotations
@@ -22,10 +18,8 @@ PER_SERIES: tuple[Scaling, ...] = ("per_series", "mean_abs")  # modes whose stat
 
 @dataclass
 class Scaler:
-    """``(x - loc[s]) / scale[s]`` for the first ``loc.shape[1]`` columns of the panel, per series ``s``.
-
-    ``static_loc``/``static_scale`` standardise the numeric static covariates across series.
-    """
+    """``(x - loc[s]) / scale[s]`` for the first ``loc.shape[1]`` columns of the panel, per series ``s``;
+    ``static_loc``/``static_scale`` standardise the numeric static covariates across series."""
 
     mode: Scaling
     loc: np.ndarray  # (series, scaled columns) float64
@@ -35,11 +29,9 @@ class Scaler:
 
     @classmethod
     def fit(cls, panel: Panel, train_rows: np.ndarray, mode: Scaling) -> Scaler:
-        """Statistics of the first ``train_rows[s]`` rows of each series s (its training rows).
-
-        A series with fewer than two training rows (it starts after the training period) is scaled with the
-        statistics of all series' training rows, which never include its own later rows.
-        """
+        """Statistics of the first ``train_rows[s]`` rows of each series s (its training rows). A series with fewer
+        than two (it starts after the training period) takes those of all series' training rows, never its own later
+        rows."""
         columns = panel.roles.scaled_columns
         means, squared_deviations = np.zeros((panel.n_series, columns)), np.zeros((panel.n_series, columns))
         absolute_means, counts = np.zeros((panel.n_series, columns)), np.zeros(panel.n_series)
@@ -72,31 +64,23 @@ class Scaler:
             own_std = _std(squared_deviations / np.maximum(counts, 1)[:, None], means)
             scale = np.where(enough, own_std, overall_std)
         static = panel.static_real.astype(np.float64)
-        static_loc = static.mean(0) if len(static) else np.zeros(static.shape[1])
-        static_scale = _std(static.var(0), static_loc) if len(static) else np.ones(static.shape[1])
-        if mode == "none":
-            static_loc, static_scale = np.zeros_like(static_loc), np.ones_like(static_scale)
+        static_loc, static_scale = np.zeros(static.shape[1]), np.ones(static.shape[1])
+        if mode != "none" and len(static):
+            static_loc, static_scale = static.mean(0), _std(static.var(0), static.mean(0))
         return cls(mode, loc, scale, static_loc, static_scale)
 
     def state_dict(self, panel: Panel) -> dict:
-        state = {
-            "mode": self.mode,
-            "static_loc": self.static_loc.tolist(),
-            "static_scale": self.static_scale.tolist(),
-        }
+        kept = slice(None) if self.mode in PER_SERIES else slice(1)  # one row when every series shares it
+        state = {"mode": self.mode, "static_loc": self.static_loc.tolist(), "static_scale": self.static_scale.tolist()}
+        state["loc"], state["scale"] = self.loc[kept].tolist(), self.scale[kept].tolist()
         if self.mode in PER_SERIES:
             state["series"] = [series_key(panel, s) for s in range(panel.n_series)]
-            state["loc"], state["scale"] = self.loc.tolist(), self.scale.tolist()
-        else:
-            state["loc"], state["scale"] = self.loc[:1].tolist(), self.scale[:1].tolist()
         return state
 
     @classmethod
     def from_state(cls, state: dict, panel: Panel, train_rows: np.ndarray) -> Scaler:
-        """The checkpoint's statistics for ``panel``'s series, matched by id.
-
-        A series the checkpoint has not seen is scaled by its own training rows, with a warning.
-        """
+        """The checkpoint's statistics for ``panel``'s series, matched by id; an unseen series is scaled by its own
+        training rows, with a warning."""
         loc, scale = np.asarray(state["loc"], dtype=np.float64), np.asarray(state["scale"], dtype=np.float64)
         static = (np.asarray(state["static_loc"]), np.asarray(state["static_scale"]))
         if state["mode"] not in PER_SERIES:

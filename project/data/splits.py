@@ -1,10 +1,6 @@
-"""How each series' rows are split into training, validation and test: a component given by ``class_path``.
-
-``data.split: {class_path: project.data.LastRows, init_args: {val_size: 48, test_size: 48}}`` (M4's rule),
-``project.data.Dates`` (the same dates for every series, as ETTh1's benchmarks) or ``project.data.Fractions`` (shares
-of each series' rows, the default). A split returns, per series, the local rows that end its train, validation and
-test targets; the data module checks that every split holds a window. Yours is a subclass with ``rows`` and
-``description``.
+"""How each series' rows are split into training, validation and test: a component given by ``class_path``, e.g.
+``data.split: {class_path: project.data.LastRows, init_args: {val_size: 48, test_size: 48}}``. Yours is a subclass
+with ``rows`` and ``description``; the data module checks that every split holds a window.
 """
 
 from __future__ import annotations
@@ -32,9 +28,9 @@ class Split(ABC):
         ``observed`` rows and ``rows_before(date)`` (each series' observed rows strictly before a timestamp; None when
         the data has no time column)."""
 
-    @abstractmethod
     def description(self) -> str:
-        """The split as the messages name it (``fractions 0.7/0.1/0.2``)."""
+        """The split as the messages name it: its arguments (``val_size=48, test_size=48``)."""
+        return ", ".join(f"{name}={value}" for name, value in self.init_args.items())
 
 
 class Fractions(Split):
@@ -71,17 +67,16 @@ class Dates(Split):
     """
 
     def __init__(self, val_start: str, test_start: str, test_end: str | None = None) -> None:
-        self.init_args = {"val_start": val_start, "test_start": test_start, "test_end": test_end}
-        for name, date in (("val_start", val_start), ("test_start", test_start), ("test_end", test_end)):
+        self.init_args = given = {"val_start": val_start, "test_start": test_start, "test_end": test_end}
+        ordered = []
+        for name, date in given.items():
             if date is not None:
                 try:
-                    pd.Timestamp(date)
+                    ordered.append((name, pd.Timestamp(date)))
                 except (ValueError, TypeError):
                     raise InputError(f"{name} must be a date or timestamp; got {date!r}") from None
-        ordered = [(name, pd.Timestamp(date)) for name, date in self.init_args.items() if date is not None]
         for (earlier, first), (later, second) in itertools.pairwise(ordered):
             if first >= second:
-                given = self.init_args
                 raise InputError(f"{earlier}={given[earlier]} must be before {later}={given[later]}")
         self.dates = (val_start, test_start, test_end)
 
@@ -91,10 +86,6 @@ class Dates(Split):
         val_start, test_start, test_end = self.dates
         end = observed if test_end is None else np.minimum(rows_before(test_end), observed)
         return [rows_before(val_start), rows_before(test_start), end]
-
-    def description(self) -> str:
-        val_start, test_start, test_end = self.dates
-        return f"val_start={val_start}, test_start={test_start}, test_end={test_end}"
 
 
 class LastRows(Split):
@@ -113,9 +104,6 @@ class LastRows(Split):
     def rows(self, observed: np.ndarray, rows_before) -> list[np.ndarray]:
         val_size, test_size = self.sizes
         return [observed - test_size - val_size, observed - test_size, observed]
-
-    def description(self) -> str:
-        return f"val_size={self.sizes[0]}, test_size={self.sizes[1]}"
 
 
 def as_split(split: Split | dict | None) -> Split:

@@ -1,8 +1,6 @@
-"""The embedded data: a deterministic hourly series with five related channels (the default), and a panel.
-
-It exists so that the quickstart needs no download, and it is built so that a forecaster has something to learn
-that a repeat-last forecast cannot: daily and weekly cycles, a slow trend, channels that follow other channels
-with a lag, autocorrelated noise, and a regime change two thirds of the way through.
+"""The embedded data, so that the quickstart needs no download: a deterministic hourly series and a panel, built
+so that a forecaster has something to learn that a repeat-last forecast cannot (daily and weekly cycles, a trend,
+channels that follow others with a lag, autocorrelated noise, a regime change two thirds of the way through).
 """
 
 from __future__ import annotations
@@ -45,10 +43,6 @@ def _autoregressive(rng: np.random.Generator, length: int, coefficient: float, s
     return series
 
 
-PANEL_STORES, PANEL_PRODUCTS = 12, ("bread", "coffee", "cheese")
-PANEL_REGIONS = ("north", "south", "east", "west")
-
-
 def synthetic_panel(seed: int = 0, future_days: int = 14) -> pd.DataFrame:
     """Daily sales of 3 products in 12 stores (36 series of 545 to 910 days), in long format.
 
@@ -62,8 +56,8 @@ def synthetic_panel(seed: int = 0, future_days: int = 14) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     end = pd.Timestamp("2024-06-30")
     frames = []
-    for store in range(PANEL_STORES):
-        region = PANEL_REGIONS[store % len(PANEL_REGIONS)]
+    for store in range(12):
+        region = ("north", "south", "east", "west")[store % 4]
         size = round(float(rng.uniform(1.0, 3.0)), 2)
         opened = int(rng.integers(545, 911))
         dates = pd.date_range(end=end + pd.Timedelta(days=future_days), periods=opened + future_days, freq="D")
@@ -71,7 +65,7 @@ def synthetic_panel(seed: int = 0, future_days: int = 14) -> pd.DataFrame:
         weekly = 1 + 0.3 * np.sin(2 * np.pi * (dates.day_of_week.to_numpy() - 1) / 7)
         yearly = 1 + 0.15 * np.sin(2 * np.pi * dates.day_of_year.to_numpy() / 365.25)
         footfall = 400 * size * weekly * yearly * np.exp(_autoregressive(rng, len(day), 0.9, 0.05))
-        for product_index, product in enumerate(PANEL_PRODUCTS):
+        for product_index, product in enumerate(("bread", "coffee", "cheese")):
             base_price = (2.0, 5.0, 9.0)[product_index]
             promotion = (rng.random(len(day) // 7 + 1) < 0.12).repeat(7)[: len(day)].astype(np.float64)
             drift = np.exp(np.cumsum(rng.normal(0, 0.004, len(day))))

@@ -1,7 +1,4 @@
-"""Reading a table and checking its columns: every problem is one line naming the file, column, row or series.
-
-Nothing here knows about windows or models; ``project.data.panel`` turns the checked table into arrays.
-"""
+"""Reading a table and checking its columns: every problem is one line naming the file, column, row or series."""
 
 from __future__ import annotations
 
@@ -16,7 +13,6 @@ import pandas as pd
 from project.errors import InputError
 from project.files import check_name_lengths
 
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 # What errors call a source given as a DataFrame (a path is named by itself).
 DATAFRAME_SOURCE = "the DataFrame"
 
@@ -72,11 +68,8 @@ def check_numeric(source_name: str, frame: pd.DataFrame, columns: list[str]) -> 
 
 
 def numeric_columns(source_name: str, frame: pd.DataFrame, excluded: set[str]) -> list[str]:
-    """Every numeric column not in ``excluded``, for when the user names no targets.
-
-    A column that is mostly numbers but has a stray text cell (``n/a``, ``-``) would otherwise be left out without a
-    word; it is an error naming the row instead.
-    """
+    """Every numeric column not in ``excluded``, for when the user names no targets. A column of numbers with a stray
+    text cell (``n/a``, ``-``) is an error naming the row, not left out without a word."""
     chosen = []
     for column in frame.columns:
         if column in excluded:
@@ -161,10 +154,8 @@ _OFFSET = re.compile(
 
 
 def _utc_offsets(raw: pd.Series) -> np.ndarray:
-    """Each cell's UTC offset in minutes; NaN where it has none (a naive time, a missing or unreadable cell).
-
-    Read from the text, which for a Timestamp or datetime cell ends in its offset too.
-    """
+    """Each cell's UTC offset in minutes, read from its text (a Timestamp's ends in its offset too); NaN where it
+    has none (a naive time, a missing or unreadable cell)."""
     parts = raw.astype(str).str.extract(_OFFSET)
     hours = pd.to_numeric(parts["hours"], errors="coerce").to_numpy(dtype=np.float64)
     minutes = pd.to_numeric(parts["minutes"], errors="coerce").fillna(0).to_numpy(dtype=np.float64)
@@ -172,19 +163,16 @@ def _utc_offsets(raw: pd.Series) -> np.ndarray:
     return np.where(parts["utc"].notna().to_numpy(), 0.0, sign * (hours * 60 + minutes))
 
 
-def check_float32_range(
-    source_name: str, columns: list[str], values: np.ndarray, where: Callable[[int], str] | None = None
-) -> None:
+def check_float32_range(source_name: str, columns: list[str], values: np.ndarray, where: Callable[[int], str]) -> None:
     """Training runs in float32: a value finite in float64 but infinite once cast would surface only as a diverged
     training. ``where(row)`` names the series of a row (`` in series 'b'``) when the table holds several."""
     with np.errstate(over="ignore"):
         too_large = np.isfinite(values) & ~np.isfinite(values.astype(np.float32))
     if too_large.any():
         row, column = (int(i) for i in np.argwhere(too_large)[0])
-        series = where(row) if where else ""
         raise InputError(
-            f"{source_name}: column '{columns[column]}' has {values[row, column]:g} at row {row}{series}, beyond "
-            f"float32's range (±{FLOAT32_MAX:.3g}); rescale the column"
+            f"{source_name}: column '{columns[column]}' has {values[row, column]:g} at row {row}{where(row)}, beyond "
+            f"float32's range (±{np.finfo(np.float32).max:.3g}); rescale the column"
         )
 
 

@@ -1,8 +1,7 @@
 """Forecasting windows over a ``Panel``, as batches of named tensors.
 
-A window is ``context_length`` rows of one series followed by ``horizon`` rows of the same series: windows never
-straddle two series. They are not stored: a split keeps, per series, where its first window starts and how many
-it has, and ``__getitem__`` slices the panel's matrix (a view) and standardises that slice.
+A window is ``context_length`` rows of one series followed by ``horizon`` rows of the same series, never straddling
+two series. Windows are not stored: ``__getitem__`` slices the panel's matrix (a view) and standardises that slice.
 
 The batch format, documented once (every tensor float32 unless noted; N windows, S context, T horizon, F targets):
 
@@ -110,43 +109,39 @@ class ForecastOrigins(Dataset):
     def __getitem__(self, index: int) -> dict[str, Tensor]:
         series = int(self.series[index])
         end = int(self.panel.series_start[series] + self.panel.observed[series])
-        context_rows = _scaled_rows(self.panel, self.scaler, series, end - self.context_length, end)
-        item = _split_columns(self.panel, context_rows, self.context_length)
-        if self.panel.roles.future or self.panel.roles.calendar:
-            future = _scaled_rows(self.panel, self.scaler, series, end, end + self.horizon, clip=True)
-            known = np.zeros((self.horizon, len(self.panel.roles.value_columns)), dtype=np.float32)
+        roles = self.panel.roles
+        context = _scaled_rows(self.panel, self.scaler, series, end - self.context_length, end)
+        item = _split_columns(self.panel, context, self.context_length)
+        if roles.future or roles.calendar:
+            # The series' rows after its last target; the calendar comes from the dates and may reach past them.
+            future_end = min(end + self.horizon, int(self.panel.series_start[series + 1]))
+            future = _scaled_rows(self.panel, self.scaler, series, end, future_end)
+            future = future[:, len(roles.targets) + len(roles.past) :]
+            known = np.zeros((self.horizon, future.shape[1]), dtype=np.float32)
             known[: len(future)] = future
-            first_calendar = len(self.panel.roles.value_columns) - len(self.panel.roles.calendar)
-            if self.panel.roles.calendar:
-                known[:, first_calendar:] = calendar_features(self.target_timestamps(index), self.panel.offset)
-            first_future = len(self.panel.roles.targets) + len(self.panel.roles.past)
-            item["future_covariates"] = torch.cat(
-                [item["future_covariates"], torch.from_numpy(known[:, first_future:])], dim=0
-            )
+            if roles.calendar:
+                known[:, -len(roles.calendar) :] = calendar_features(self.target_timestamps(index), self.panel.offset)
+            item["future_covariates"] = torch.cat([item["future_covariates"], torch.from_numpy(known)], dim=0)
         return _with_series_fields(item, self.panel, self.scaler, series, index)
 
     def _check_future_covariates(self, source_name: str) -> None:
         roles = self.panel.roles
-        if not roles.future:
-            return
         first = len(roles.targets) + len(roles.past)
-        for series in self.series:
+        for index, series in enumerate(self.series if roles.future else ()):
             end = int(self.panel.series_start[series] + self.panel.observed[series])
-            available = min(self.horizon, int(self.panel.series_start[series + 1]) - end)
-            block = np.asarray(self.panel.values[end : end + available, first : first + len(roles.future)])
-            missing = np.flatnonzero(~np.isfinite(block).all(axis=1))
-            if available == self.horizon and not len(missing):
+            known = np.full((self.horizon, len(roles.future)), np.nan)  # steps past the series' last row are missing
+            block = self.panel.values[end : min(end + self.horizon, int(self.panel.series_start[series + 1]))]
+            known[: len(block)] = block[:, first : first + len(roles.future)]
+            missing = np.argwhere(~np.isfinite(known))
+            if not len(missing):
                 continue
-            step = int(missing[0]) if len(missing) else available
-            column = (
-                roles.future[int(np.flatnonzero(~np.isfinite(block[step]))[0])] if len(missing) else roles.future[0]
-            )
-            when = self.target_timestamps(int(np.searchsorted(self.series, series)))
+            step, column = (int(i) for i in missing[0])
+            when = self.target_timestamps(index)
             date = "" if when is None else f" ({when[step]})"
             raise InputError(
-                f"{source_name}: future covariate '{column}' is missing for step {step + 1} of the {self.horizon} to "
-                f"forecast{date}{self.panel.describe_series(int(series))}; add rows after the last target with the "
-                "known covariates and empty targets"
+                f"{source_name}: future covariate '{roles.future[column]}' is missing for step {step + 1} of the "
+                f"{self.horizon} to forecast{date}{self.panel.describe_series(int(series))}; add rows after the last "
+                "target with the known covariates and empty targets"
             )
 
 
@@ -166,10 +161,8 @@ def split_windows(
     return first.astype(np.int64), count.astype(np.int64)
 
 
-def _scaled_rows(panel: Panel, scaler: Scaler, series: int, start: int, end: int, clip: bool = False) -> np.ndarray:
+def _scaled_rows(panel: Panel, scaler: Scaler, series: int, start: int, end: int) -> np.ndarray:
     """Rows ``[start, end)`` of the matrix, the scaled columns standardised with the series' statistics (a copy)."""
-    if clip:
-        end = min(end, int(panel.series_start[series + 1]))
     rows = np.array(panel.values[start:end], dtype=np.float32)
     scaled = panel.roles.scaled_columns
     rows[:, :scaled] = (rows[:, :scaled] - scaler.loc[series]) / scaler.scale[series]
