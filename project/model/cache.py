@@ -218,12 +218,10 @@ class _AttendOverCache(torch.autograd.Function):
         # The positions the previous call's placeholders stand for: first..start-1, less any decoded since
         # without gradients (those have no graph to reach).
         ctx.earlier = 0 if earlier_keys is None else earlier_keys.shape[2]
-        # keys/values are views of the cache's buffers: every step saves the same two storages, not a copy each.
-        ctx.save_for_backward(query, log_normaliser, keys, values)
-        batch, nhead, length, head_dim = keys.shape
-        # Placeholders for the gradients of positions first..length-1, summed in at least float32 along the
-        # unroll: expanded scalars, no memory.
-        shape, carried = (batch, nhead, length - first, head_dim), _softmax_dtype(query)
+        ctx.save_for_backward(query, log_normaliser, keys, values)  # keys/values: views of the cache's buffers
+        # Placeholders for the gradients of positions first..L-1, summed in at least float32 along the unroll:
+        # expanded scalars, no memory.
+        shape, carried = (*keys.shape[:2], keys.shape[2] - first, keys.shape[3]), _softmax_dtype(query)
         placeholders = (query.new_zeros((), dtype=carried).expand(shape) for _ in range(2))
         return output, *placeholders
 
