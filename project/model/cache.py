@@ -1,7 +1,5 @@
-"""The decoder's key/value cache and the attention that reads it.
-
-Decoding one position at a time only needs the *new* position's query, key and value: the keys and values of
-earlier positions do not change (the decoder is causal), so they are kept here instead of being recomputed.
+"""The decoder's key/value cache and the attention that reads it: the decoder is causal, so the keys and values of
+earlier positions never change, and one decode step computes only its new position's.
 
 Shapes: N batch, H heads, D head dim, L cached positions, k new positions (usually 1).
 """
@@ -20,18 +18,12 @@ from torch.nn import functional as F
 class LayerCache:
     """What one decoder layer keeps between decode calls.
 
-    ``keys``/``values``: the self-attention keys and values of every position decoded so far, ``(N, H, L, D)``,
-    as views of buffers written without autograd. The buffers are sized for the whole forecast when the caller
-    says how long it will be (``capacity``), otherwise they grow by doubling; either way a step writes only its own
-    position.
-
-    In a differentiable unroll, attention also takes the newest keys and values as the autograd graph made them
-    (``new_keys``/``new_values``), the inputs through which its gradients reach the projections of this call; the
-    gradients of earlier positions travel back through the previous call's attention (``_AttendOverCache``), which
-    started at position ``differentiable_from`` (positions before it were decoded without gradients).
-
-    ``memory_keys``/``memory_values``: the cross-attention keys and values of the encoder output ``(N, H, S, D)``.
-    They depend only on the memory, so they are computed on the first decode call and reused.
+    ``keys``/``values``: the self-attention keys and values of every position decoded so far, ``(N, H, L, D)``, views
+    of buffers written without autograd, sized by ``capacity`` when given and grown by doubling otherwise.
+    ``new_keys``/``new_values``: in a differentiable unroll, the newest keys and values as the graph made them, through
+    which gradients reach this call's projections (``_AttendOverCache``); ``differentiable_from`` is the first
+    position decoded with gradients. ``memory_keys``/``memory_values``: the cross-attention keys and values of the
+    encoder output ``(N, H, S, D)``, computed on the first call.
     """
 
     def __init__(self, capacity: int | None = None) -> None:
@@ -86,12 +78,11 @@ class LayerCache:
         self.length = end
 
     def _grown(self, buffer: Tensor | None, new: Tensor, needed: int) -> Tensor:
-        batch, nhead, _, head_dim = new.shape
         if buffer is None and self.capacity:
             capacity = max(needed, self.capacity)
         else:
             capacity = max(16, needed, 2 * (0 if buffer is None else buffer.shape[2]))
-        grown = new.new_empty(batch, nhead, capacity, head_dim)
+        grown = new.new_empty(*new.shape[:2], capacity, new.shape[3])
         if buffer is not None:
             grown[:, :, : self.length] = buffer[:, :, : self.length]
         return grown
@@ -100,11 +91,10 @@ class LayerCache:
 class KVCache:
     """Keys and values of the decoder positions already decoded, for every decoder layer.
 
-    Who owns it: the caller of ``ForecastTransformer.decode``. Make one with ``model.new_cache()`` for each batch
-    you forecast, pass it to every ``decode`` call of that forecast, and drop it afterwards; a cache is never
-    reset or shared between batches. ``capacity``, the number of positions the forecast will decode, sizes the
-    buffers once. ``length`` is the number of positions decoded so far: the next call's positional offset.
-    ``encoded`` is the encoder output the cache was filled for; passing another one is an error.
+    Owned by the caller of ``decode``: one per batch's forecast from ``model.new_cache()``, passed to every ``decode``
+    call of that forecast and then dropped, never reset or shared. ``capacity`` (positions to decode) sizes the
+    buffers once; ``length`` (positions decoded) is the next call's positional offset; ``encoded`` is the encoder
+    output it was filled for, and passing another one is an error.
     """
 
     def __init__(self, num_layers: int, capacity: int | None = None) -> None:
@@ -163,13 +153,12 @@ class _SecondDerivativeRefused(torch.autograd.Function):
 
 
 def _first_order_only(backward: Callable) -> Callable:
-    """Run a hand-written ``backward`` without building a graph and, when the caller asked for one
-    (``create_graph=True``), make its gradients raise ``SECOND_DERIVATIVE_REFUSED`` if differentiated again.
+    """Run a hand-written ``backward`` without building a graph and, under ``create_graph=True``, make its gradients
+    raise ``SECOND_DERIVATIVE_REFUSED`` if differentiated again.
 
-    The refusal is reached through the incoming gradients' graph. In the model that graph holds the attention
-    call itself, and through it every input the gradients depend on (query, keys, values): the attention output
-    always passes through a LayerNorm, whose backward depends on it. Where no incoming gradient carries a graph at
-    all, nothing would reach the refusal, so it is raised at once.
+    The refusal hangs off the incoming gradients' graph, which in the model holds every input the gradients depend on
+    (the attention output always passes through a LayerNorm, whose backward depends on it). Where no incoming gradient
+    carries a graph, nothing would reach the refusal, so it is raised at once.
     """
 
     @functools.wraps(backward)
@@ -184,11 +173,8 @@ def _first_order_only(backward: Callable) -> Callable:
         present = [i for i, output in enumerate(outputs) if output is not None]
         if not present:
             return outputs
-        refused = _SecondDerivativeRefused.apply(len(present), *(outputs[i] for i in present), *anchors)
-        wrapped = list(outputs)
-        for i, output in zip(present, refused):
-            wrapped[i] = output
-        return tuple(wrapped)
+        refused = iter(_SecondDerivativeRefused.apply(len(present), *(outputs[i] for i in present), *anchors))
+        return tuple(None if output is None else next(refused) for output in outputs)
 
     return wrapper
 
@@ -196,21 +182,16 @@ def _first_order_only(backward: Callable) -> Callable:
 class _AttendOverCache(torch.autograd.Function):
     """Differentiable attention over the cache that saves one step's query, not a copy of the past.
 
-    Plain autograd would save the concatenated ``keys``/``values`` of every step for backward: a fresh copy of
-    all past positions per step, O(T²) memory over a T-step unroll. Here each step saves its query, each query
-    row's log-sum-exp, and views of positions 0..L-1 of the cache's buffers: every step shares the same two
-    storages, which later steps only extend (they write positions after L), so the whole unroll keeps O(T) alive.
-    Backward recomputes the attention weights from the log-sum-exp.
+    Plain autograd would save every step's concatenated keys/values, O(T²) memory over a T-step unroll. Each step here
+    saves its query, each query row's log-sum-exp (backward recomputes the weights from it) and views of positions
+    0..L-1 of the cache's buffers, which later steps only extend: the whole unroll keeps O(T) alive.
 
-    Gradients of the keys and values travel backwards along the unroll, as one tensor per step instead of one per
-    earlier position: besides its output, each call returns two placeholder outputs standing for the keys and
-    values of positions ``first..end-1`` (``first``: the first position decoded with gradients), and takes the
-    previous call's placeholders as inputs. In backward a call adds the gradient it receives for its placeholders
-    (everything later calls found for those positions) to its own, returns the part for the positions it appended
-    (``new_keys``/``new_values``) to the projections that made them, and hands the rest to the previous call. Each
-    step thus does O(1) operations instead of one per earlier position, and the autograd engine runs the calls in
-    reverse order, so every position's gradient is complete before it is returned. First-order only: a second
-    derivative raises instead of being silently wrong (``_first_order_only``).
+    Key/value gradients travel backwards along the unroll as one tensor per step, not one per earlier position: each
+    call also returns two placeholders standing for positions ``first..end-1`` and takes the previous call's as
+    inputs. In backward it adds what later calls found for its placeholders to its own gradients, returns the part
+    for the positions it appended (``new_keys``/``new_values``) to their projections and hands the rest to the
+    previous call; the engine runs the calls in reverse, so each position's gradient is complete when returned.
+    First-order only (``_first_order_only``).
     """
 
     @staticmethod
@@ -237,12 +218,10 @@ class _AttendOverCache(torch.autograd.Function):
         # The positions the previous call's placeholders stand for: first..start-1, less any decoded since
         # without gradients (those have no graph to reach).
         ctx.earlier = 0 if earlier_keys is None else earlier_keys.shape[2]
-        # keys/values are views of the cache's buffers: every step saves the same two storages, not a copy each.
-        ctx.save_for_backward(query, log_normaliser, keys, values)
-        batch, nhead, length, head_dim = keys.shape
-        # Placeholders for the gradients of positions first..length-1, summed in at least float32 along the
-        # unroll: expanded scalars, no memory.
-        shape, carried = (batch, nhead, length - first, head_dim), _softmax_dtype(query)
+        ctx.save_for_backward(query, log_normaliser, keys, values)  # keys/values: views of the cache's buffers
+        # Placeholders for the gradients of positions first..L-1, summed in at least float32 along the unroll:
+        # expanded scalars, no memory.
+        shape, carried = (*keys.shape[:2], keys.shape[2] - first, keys.shape[3]), _softmax_dtype(query)
         placeholders = (query.new_zeros((), dtype=carried).expand(shape) for _ in range(2))
         return output, *placeholders
 
@@ -268,17 +247,10 @@ class _AttendOverCache(torch.autograd.Function):
         key_grads = grad_keys[:, :, first:].to(later_key_grads.dtype).add_(later_key_grads)
         value_grads = grad_values[:, :, first:].to(later_value_grads.dtype).add_(later_value_grads)
         new, earlier = start - first, ctx.earlier
-        return (
-            grad_query,
-            None,
-            None,
-            None,
-            None,
-            key_grads[:, :, new:].to(ctx.new_dtypes[0]) if ctx.needs_input_grad[5] else None,
-            value_grads[:, :, new:].to(ctx.new_dtypes[1]) if ctx.needs_input_grad[6] else None,
-            key_grads[:, :, :earlier] if earlier else None,
-            value_grads[:, :, :earlier] if earlier else None,
-        )
+        new_keys = key_grads[:, :, new:].to(ctx.new_dtypes[0]) if ctx.needs_input_grad[5] else None
+        new_values = value_grads[:, :, new:].to(ctx.new_dtypes[1]) if ctx.needs_input_grad[6] else None
+        earlier_grads = (key_grads[:, :, :earlier], value_grads[:, :, :earlier]) if earlier else (None, None)
+        return grad_query, None, None, None, None, new_keys, new_values, *earlier_grads
 
 
 def _softmax_dtype(query: Tensor) -> torch.dtype:
@@ -294,12 +266,11 @@ def _scores(query: Tensor, keys: Tensor) -> Tensor:
 
 
 class FixedShapeLayerCache:
-    """``LayerCache`` with fixed shapes: buffers sized for the whole forecast and the position as a tensor.
+    """``LayerCache`` with fixed shapes, without gradients: buffers sized for the whole forecast, the position a tensor.
 
-    Attention reads every slot of the buffers and masks the ones not yet written, so a step's shapes never change
-    and the step can be captured as a CUDA graph (``in_place``: slots written with ``index_copy_``) or exported
-    with the cache as explicit inputs and outputs (functional: ``keys``/``values`` become new tensors). Without
-    gradients only.
+    Attention reads every slot and masks those not yet written, so a step's shapes never change: it can be captured
+    as a CUDA graph (``in_place``: slots written with ``index_copy_``) or exported with the cache as explicit inputs
+    and outputs (functional: ``keys``/``values`` become new tensors).
     """
 
     def __init__(self, keys: Tensor, values: Tensor, position: Tensor, in_place: bool) -> None:
@@ -327,11 +298,8 @@ class FixedShapeLayerCache:
 
 
 class FixedShapeKVCache:
-    """The decoder's cache with fixed shapes (see ``FixedShapeLayerCache``); ``length`` is the position tensor.
-
-    Made by ``ForecastTransformer.new_fixed_shape_cache`` with every layer's cross-attention keys/values computed
-    once; the caller advances ``position`` (in place) between steps.
-    """
+    """The decoder's cache with fixed shapes, from ``ForecastTransformer.new_fixed_shape_cache`` with every layer's
+    cross-attention keys/values computed; the caller advances ``position`` (in place) between steps."""
 
     def __init__(self, layers: list[FixedShapeLayerCache], position: Tensor) -> None:
         self.layers, self.position = layers, position

@@ -1,8 +1,6 @@
 """Free-running decoding, written once for every ``ForecastNetwork``: the cached rollout, sampling, CUDA graphs.
 
-A network provides ``encode``, ``decode`` with a cache, ``new_cache`` and ``start_of`` (``project.model.network``);
-these functions feed each step's forecast back as the next input. Shapes: N series, K sample paths, F targets,
-P patch length.
+Shapes: N series, K sample paths, F targets, P patch length.
 """
 
 from __future__ import annotations
@@ -27,21 +25,19 @@ def rollout(
     generator: torch.Generator | None = None,
     cuda_graph: bool = False,
 ) -> tuple[Tensor, Tensor]:
-    """Free-running forecast: feed each step's point forecast (or a draw) back as the next input, decoding with
-    a cache. Returns the parameters (N, horizon, F, n_parameters) and the fed-back values (N, horizon, F).
+    """Free-running forecast from the first decoder input ``start`` (N, P, F): each step's point forecast (or a draw)
+    fed back as the next input, decoding with a cache. Returns the parameters (N, horizon, F, n_parameters) and the
+    fed-back values (N, horizon, F); differentiable when gradients are enabled (draws are reparameterised).
 
-    ``start`` (N, P, F) is the first decoder input, usually ``network.start_of(context)``. Differentiable when
-    gradients are enabled (back-propagation through the fed-back values; draws are reparameterised).
-    ``cuda_graph`` decodes with fixed shapes (the network's ``new_fixed_shape_cache``) and, on a GPU, captures the
-    step once as a CUDA graph and replays it: the same values, without a kernel launch per operation. Without
-    gradients only.
+    ``cuda_graph`` (without gradients) decodes with the network's ``new_fixed_shape_cache`` and, on a GPU, replays
+    the step captured once as a CUDA graph: the same values, without a kernel launch per operation.
     """
     if horizon <= 0:
         raise ValueError(f"horizon must be a positive integer; got {horizon}")
     if cuda_graph and torch.is_grad_enabled():
         raise ValueError("decoding with cuda_graph records no gradients; use it under torch.no_grad()")
     tokens = math.ceil(horizon / network.patch_length)
-    cache = fixed_shape_cache(network, encoded, horizon) if cuda_graph else network.new_cache(horizon)
+    cache = network.new_fixed_shape_cache(encoded, horizon) if cuda_graph else network.new_cache(horizon)
     step_input = start.clone() if cuda_graph else start
     decode_step = _captured_step(network, step_input, encoded, cache) if cuda_graph else None
     parameters, values = [], []
@@ -94,16 +90,6 @@ def encode_for_samples(network: ForecastNetwork, samples: int, context: Tensor, 
         return network.share_encoded(network.encode(context, **covariates), samples)
     repeated = {name: value.repeat_interleave(samples, dim=0) for name, value in covariates.items()}
     return network.encode(context.repeat_interleave(samples, dim=0), **repeated)
-
-
-def fixed_shape_cache(network: ForecastNetwork, encoded: Any, steps: int) -> Any:
-    """The network's fixed-shape cache (``new_fixed_shape_cache``), or a one-line refusal for a network without one."""
-    if not hasattr(network, "new_fixed_shape_cache"):
-        raise ValueError(
-            f"{type(network).__name__} has no new_fixed_shape_cache, which fixed-shape decoding (cuda_graph, export) "
-            "needs"
-        )
-    return network.new_fixed_shape_cache(encoded, steps)
 
 
 def _captured_step(network: ForecastNetwork, step_input: Tensor, encoded: Any, cache: Any) -> Callable[[], Tensor]:

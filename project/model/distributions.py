@@ -1,17 +1,10 @@
 """What the decoder's head predicts for each target value, and how it is trained: a component given by class_path.
 
-A ``Distribution`` turns the head's raw outputs into valid parameters (``constrain``) and owns its training loss, its
-point forecast (what is fed back with ``feedback: mean``), how to draw from it (``sample``, reparameterised
-where the distribution allows, so that BPTT can differentiate through the draws) and how to undo a scaling
-(``affine``). Parameters have shape (…, n_parameters); values have the shape of (…).
-
 The network owns its distribution (it sizes the head), given in a config as
 ``model.network.init_args.distribution: {class_path: project.model.Quantiles, init_args: {levels: [0.1, 0.5, 0.9]}}``;
-the ``Forecaster`` trains with its loss. Adding one is a subclass of ``Distribution`` in your own module, named by
-its class path, with no edit here (``tests/test_distributions.py`` trains one from a temporary module).
-
-Draws take an optional ``torch.Generator`` so that a rollout and a hand-written loop with the same generator draw
-exactly the same paths.
+yours is a subclass of ``Distribution`` in your own module, with no edit here. Parameters have shape
+(…, n_parameters); values have the shape of (…). Draws take an optional ``torch.Generator`` so that a rollout and a
+hand-written loop with the same generator draw exactly the same paths.
 """
 
 from __future__ import annotations
@@ -28,19 +21,13 @@ from project.errors import InputError
 
 PointLoss = Literal["mse", "mae", "huber"]
 _MIN_SCALE = 1e-3  # in scaled units: keeps the likelihood finite when a window is nearly constant
-# The quantile levels a quantile head predicts, and predict reports, unless told others: the 80% interval and the
-# median.
-DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
-
-
-# The head's outputs per target value a distribution may ask for: far above any of these (a quantile head of 99
-# levels), far below a size that would take the machine's memory.
+DEFAULT_QUANTILES = (0.1, 0.5, 0.9)  # the 80% interval and the median
+# The most head outputs per target value: far above a quantile head of 99 levels, far below what takes the memory.
 MAX_PARAMETERS = 1024
 
 
 def check_distribution(distribution: object, owner: str) -> None:
-    """``owner``'s distribution is a ``Distribution`` whose ``n_parameters`` is an integer in 1..``MAX_PARAMETERS``
-    (it sizes the head): one line otherwise, before any layer is allocated."""
+    """Refuse in one line, before any layer is allocated, a distribution that cannot size the head."""
     if not isinstance(distribution, Distribution):
         raise InputError(
             f"{owner}'s distribution is a {type(distribution).__name__}, not a project.model.distributions.Distribution"
@@ -54,7 +41,8 @@ def check_distribution(distribution: object, owner: str) -> None:
 
 
 class Distribution(ABC):
-    """The contract of an output head's distribution (subclass it for your own).
+    """The contract of an output head's distribution: valid parameters from the head's raw outputs (``constrain``),
+    the training loss, the point forecast, draws (``sample``) and undoing a scaling (``affine``).
 
     Attributes:
         n_parameters: Head outputs per target value.
@@ -62,8 +50,8 @@ class Distribution(ABC):
             and the ``Forecaster``'s sampling and interval options do not apply).
         reparameterised: Whether ``sample`` is differentiable in the parameters (needed by ``bptt`` with
             ``feedback: sample``).
-        point_index: The parameter that is the point forecast (``point(p) == p[..., point_index]``), which an
-            exported decoder feeds back (``project.tools.export``).
+        point_index: The parameter that is the point forecast (``point``'s default), which an exported decoder feeds
+            back (``project.tools.export``).
         init_args: The constructor's arguments, recorded in checkpoints so that they can rebuild it.
     """
 
@@ -84,9 +72,9 @@ class Distribution(ABC):
     def loss(self, parameters: Tensor, target: Tensor) -> Tensor:
         """The mean training loss of ``parameters`` (…, n_parameters) for ``target`` (…)."""
 
-    @abstractmethod
     def point(self, parameters: Tensor) -> Tensor:
         """The point forecast (…) of each value: what ``feedback: mean`` feeds back."""
+        return parameters[..., self.point_index]
 
     @abstractmethod
     def sample(self, parameters: Tensor, generator: torch.Generator | None = None) -> Tensor:
@@ -137,9 +125,6 @@ class PointForecast(Distribution):
             return F.huber_loss(value, target, delta=self.huber_delta)
         return F.mse_loss(value, target)
 
-    def point(self, parameters: Tensor) -> Tensor:
-        return parameters[..., 0]
-
     def sample(self, parameters: Tensor, generator: torch.Generator | None = None) -> Tensor:
         return parameters[..., 0]
 
@@ -155,9 +140,6 @@ class Normal(Distribution):
     def loss(self, parameters: Tensor, target: Tensor) -> Tensor:
         loc, scale = parameters.unbind(-1)
         return -torch.distributions.Normal(loc, scale, validate_args=False).log_prob(target).mean()
-
-    def point(self, parameters: Tensor) -> Tensor:
-        return parameters[..., 0]
 
     def sample(self, parameters: Tensor, generator: torch.Generator | None = None) -> Tensor:
         # Not torch.distributions.Normal.rsample: it takes no generator, and paths must be reproducible.
@@ -181,9 +163,6 @@ class StudentT(Distribution):
     def loss(self, parameters: Tensor, target: Tensor) -> Tensor:
         loc, scale, df = parameters.unbind(-1)
         return -torch.distributions.StudentT(df, loc, scale, validate_args=False).log_prob(target).mean()
-
-    def point(self, parameters: Tensor) -> Tensor:
-        return parameters[..., 0]
 
     def sample(self, parameters: Tensor, generator: torch.Generator | None = None) -> Tensor:
         loc, scale, df = parameters.unbind(-1)
@@ -214,10 +193,8 @@ class Quantiles(Distribution):
     def __init__(self, levels: UnitLevels = DEFAULT_QUANTILES) -> None:
         check_arguments(Quantiles, {"levels": levels})
         levels = [float(level) for level in levels]
-        if sorted(set(levels)) != levels or 0.5 not in levels:
-            raise InputError(f"levels must be increasing and include the median 0.5; got {levels}")
-        if len(levels) < 2:
-            raise InputError(f"levels needs at least two levels; got {levels}")
+        if sorted(set(levels)) != levels or 0.5 not in levels or len(levels) < 2:
+            raise InputError(f"levels must be increasing and include the median 0.5 and another level; got {levels}")
         self.levels = levels
         self.median_index = self.point_index = levels.index(0.5)
         self.n_parameters = len(levels)
@@ -238,16 +215,10 @@ class Quantiles(Distribution):
         error = target.unsqueeze(-1) - parameters
         return torch.maximum(levels * error, (levels - 1) * error).mean()
 
-    def point(self, parameters: Tensor) -> Tensor:
-        return parameters[..., self.median_index]
-
     def sample(self, parameters: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        shape, dtype, device = parameters.shape[:-1], parameters.dtype, parameters.device
-        uniform = torch.rand(shape, generator=generator, dtype=dtype, device=device)
-        return self.quantile_function(parameters, uniform)
-
-    def quantile_function(self, parameters: Tensor, probability: Tensor) -> Tensor:
-        """The piecewise-linear quantile function through the predicted quantiles, at ``probability``."""
+        probability = torch.rand(
+            parameters.shape[:-1], generator=generator, dtype=parameters.dtype, device=parameters.device
+        )
         levels = parameters.new_tensor(self.levels)
         segment = (torch.searchsorted(levels, probability.contiguous()) - 1).clamp(0, len(self.levels) - 2)
         lower_level, upper_level = levels[segment], levels[segment + 1]

@@ -1,12 +1,10 @@
 """A GRU encoder–decoder forecaster: the second ``ForecastNetwork``, and the smallest one to copy from.
 
-The encoder GRU reads the context (targets, past and future covariates of each step); its last hidden state starts
-the decoder GRU, which reads the previous target value and the future covariates of the step it forecasts. Static
-covariates are embedded once per series and added to every input of both. A recurrent decoder is causal by
-construction, and its cache is just its hidden state. Pure PyTorch.
+The encoder's last hidden state starts the decoder, which reads the previous target value and the future covariates
+of the step it forecasts; the static embedding is added to every input of both. A recurrent decoder is causal by
+construction, and its cache is just its hidden state.
 
-Shapes: N batch (times K sample paths), S context length, T decoder length, F targets, C covariates, L layers,
-H hidden size.
+Shapes: N batch (times K sample paths), S context, T decoder length, F targets, C covariates, L layers, H hidden size.
 """
 
 from __future__ import annotations
@@ -26,8 +24,8 @@ from project.model.static import StaticEmbedding
 
 @dataclass
 class GRUEncoded:
-    """What the decoder conditions on: the encoder's last hidden state (L, N, H), the static embedding (N, 1, H)
-    and the future covariates of the forecast steps (N, T, C_f)."""
+    """The encoder's last hidden state (L, N, H), the static embedding (N, 1, H) and the forecast steps' future
+    covariates (N, T, C_f)."""
 
     hidden: Tensor
     static: Tensor | None = None
@@ -35,12 +33,8 @@ class GRUEncoded:
 
 
 class GRUCache:
-    """The decoder's hidden state after the positions decoded so far, (L, N, H), and how many there were.
-
-    Owned by the caller of ``decode``: one per batch's forecast, from ``new_cache()``, passed to every ``decode``
-    call of that forecast and dropped afterwards. Empty (``hidden`` None) until the first call, which starts from
-    the encoder's state.
-    """
+    """The decoder's hidden state after the positions decoded so far, (L, N, H), and how many there were; owned like a
+    ``KVCache``. Empty (``hidden`` None) until the first call, which starts from the encoder's state."""
 
     def __init__(self) -> None:
         self.hidden: Tensor | None = None
@@ -55,9 +49,8 @@ class GRUForecaster(nn.Module):
         hidden_size: Width H of the hidden state of both GRUs.
         num_layers: Stacked GRU layers in the encoder and in the decoder.
         dropout: Dropout between stacked layers (off in ``eval()``).
-        distribution: What the head predicts per target value, and the loss it trains with (a
-            ``project.model.distributions.Distribution`` by class_path: ``PointForecast`` (the default, MSE),
-            ``Normal``, ``StudentT``, ``Quantiles`` or yours); it sizes the head.
+        distribution: What the head predicts per target value and trains with, by class_path (it sizes the head):
+            ``PointForecast`` (the default, MSE), ``Normal``, ``StudentT``, ``Quantiles`` or your ``Distribution``.
     """
 
     patch_length = 1  # a recurrent decoder steps through time one value at a time
@@ -71,15 +64,9 @@ class GRUForecaster(nn.Module):
         distribution: Distribution | None = None,
     ) -> None:
         super().__init__()
-        set_up(self, locals())  # its arguments recorded and checked, its distribution
-        self.n_targets, self.n_past_covariates, self.n_future_covariates = (
-            sizes.n_targets,
-            sizes.n_past_covariates,
-            sizes.n_future_covariates,
-        )
+        set_up(self, locals())
         self.static_embedding = StaticEmbedding(sizes, hidden_size) if sizes.has_static else None
-        inputs = sizes.n_targets + sizes.n_past_covariates + sizes.n_future_covariates
-        self.encoder_input = nn.Linear(inputs, hidden_size)
+        self.encoder_input = nn.Linear(self.n_targets + self.n_past_covariates + self.n_future_covariates, hidden_size)
         self.decoder_input = nn.Linear(sizes.n_targets + sizes.n_future_covariates, hidden_size)
         self.encoder = nn.GRU(hidden_size, hidden_size, num_layers, batch_first=True, dropout=dropout)
         self.decoder = nn.GRU(hidden_size, hidden_size, num_layers, batch_first=True, dropout=dropout)
@@ -102,8 +89,6 @@ class GRUForecaster(nn.Module):
         return GRUEncoded(hidden, static, future[:, length:] if self.n_future_covariates else None)
 
     def decode(self, tgt: Tensor, encoded: GRUEncoded, cache: GRUCache | None = None) -> Tensor:
-        """Decoder inputs (N, T, F) → parameters (N, T, F, n_parameters) of the next values; with ``cache``, ``tgt``
-        holds only the positions after those already decoded."""
         self._check("tgt", tgt, self.n_targets)
         offset, steps = (0 if cache is None else cache.length), tgt.shape[1]
         inputs = [tgt]
@@ -125,7 +110,6 @@ class GRUForecaster(nn.Module):
         return GRUCache()
 
     def start_of(self, context: Tensor) -> Tensor:
-        """The first decoder input (N, 1, F): the last observed value."""
         return context[:, -1:]
 
     def _check(self, name: str, values: Tensor | None, width: int, length: int | None = None) -> Tensor:

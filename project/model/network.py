@@ -1,10 +1,8 @@
 """What the training code asks of a network: the ``ForecastNetwork`` protocol.
 
-``Forecaster`` (``project.training.module``), the regimes (``project.training``), the tests' naive reference loops,
-the free-running decoding (``project.model.decoding``), the benchmark and export (``project.tools``) call only what is
-listed here. A network is an ``nn.Module`` that implements these few members; rollouts, sampling and CUDA graphs are
-written once, in ``project.model.decoding``, for every network. ``tests/test_network_contract.py`` checks a class
-against the contract: add yours to its ``NETWORKS`` table.
+The training code, the decoding (``project.model.decoding``: rollouts, sampling, CUDA graphs, written once for every
+network) and the tools call only what is listed here. ``tests/test_network_contract.py`` checks a class against the
+contract: add yours to its ``NETWORKS`` table.
 
 Shapes: N series, S context length, T decoder length, F = ``n_targets`` target channels, P = ``patch_length``.
 """
@@ -26,8 +24,7 @@ from project.model.distributions import Distribution, PointForecast, check_distr
 @dataclass(frozen=True)
 class InputSizes:
     """What the data decides about a network's inputs, linked from the data module (``data.input_sizes``) into the
-    network's ``sizes`` argument: one argument, so that a new column role is a field here, in the data package and
-    in the networks that use it. A checkpoint records it as a dict (``asdict``), rebuilt by ``build_network``.
+    network's ``sizes`` argument; a checkpoint records it as a dict, rebuilt by ``build_network``.
 
     Attributes:
         n_targets: Target channels F: forecast, and fed back as decoder inputs.
@@ -98,7 +95,6 @@ class ForecastNetwork(Protocol):
             inputs repeated ``samples`` times: the same paths, more work.
         ``new_fixed_shape_cache(encoded, steps)``: a cache of fixed shapes with a ``position`` tensor (0-dim, long) that
             the caller sets before each one-token ``decode``: what CUDA graphs (``cuda_graph``) and export need.
-            Without it, those refuse the network in one line.
     """
 
     n_targets: int
@@ -108,37 +104,34 @@ class ForecastNetwork(Protocol):
 
     def encode(self, context: Tensor, **covariates: Unpack[Covariates]) -> Any:
         """Context targets (N, S, F) and the batch's ``Covariates`` → what ``decode`` conditions on."""
-        ...
 
     def decode(self, tgt: Tensor, encoded: Any, cache: Any = None) -> Tensor:
         """Decoder inputs (N, T, F) → parameters (N, T, F, n_parameters) of the values P steps later. With a
         ``cache``, ``tgt`` holds only the positions after those already decoded into it."""
-        ...
 
     def new_cache(self, steps: int | None = None) -> Any:
         """An empty cache for one batch's incremental decoding of (up to) ``steps`` time steps."""
-        ...
 
     def start_of(self, context: Tensor) -> Tensor:
         """The first decoder input (N, P, F), taken from the context: usually its last patch."""
-        ...
 
 
 def set_up(network: nn.Module, frame_locals: dict[str, Any]) -> None:
     """What every network's ``__init__`` starts with, right after ``super().__init__()``, as ``set_up(self,
-    locals())``: its constructor's arguments recorded in ``init_args`` (so that checkpoints can rebuild it),
-    refused in one line when outside the domains its signature declares, and its ``distribution`` (a
-    ``PointForecast`` when none is given)."""
+    locals())``: its arguments recorded in ``init_args`` and checked against the domains its signature declares, its
+    ``distribution`` (a ``PointForecast`` when none is given) and the input widths of its ``sizes``."""
     network.init_args = init_args(frame_locals)
     check_arguments(type(network), network.init_args)
     network.distribution = frame_locals.get("distribution") or PointForecast()
     check_distribution(network.distribution, type(network).__name__)
+    sizes = frame_locals["sizes"]
+    network.n_targets, network.n_past_covariates = sizes.n_targets, sizes.n_past_covariates
+    network.n_future_covariates = sizes.n_future_covariates
 
 
 def init_args(frame_locals: dict[str, Any]) -> dict[str, Any]:
-    """A constructor's arguments from its ``locals()``, as a checkpoint records them (tuples as lists, a component
-    such as the distribution as its class_path and init_args): ``self.init_args = init_args(locals())`` before any
-    other local is made."""
+    """A constructor's arguments from its ``locals()`` (before any other local is made), as a checkpoint records them:
+    tuples as lists, a component such as the distribution as its class_path and init_args."""
     return {name: _recorded(value) for name, value in frame_locals.items() if name not in ("self", "__class__")}
 
 
@@ -166,11 +159,9 @@ def component_spec(component: object) -> dict[str, Any]:
 
 
 def build_network(spec: object, where: str = "", allow_imported: bool = False) -> nn.Module:
-    """The untrained network that ``spec`` (``{"class_path": ..., "init_args": {...}}``, as a checkpoint records it)
-    names, with the components among its arguments (the distribution) rebuilt the same way: each class imported
-    under ``project.imports``' rule (the project's own or one the user trusted; with ``allow_imported``, also one
-    whose module the caller imported) and of the expected base class. ``where`` prefixes the one-line errors (a
-    checkpoint's path)."""
+    """The untrained network that a ``component_spec`` names, its distribution rebuilt the same way, each class imported
+    under ``project.imports``' rule (with ``allow_imported``, also one whose module the caller imported). ``where``
+    prefixes the one-line errors (a checkpoint's path)."""
     if not is_component_spec(spec):
         raise InputError(f"{where}it records no network (a class_path and init_args); was it written by this template?")
     arguments = dict(spec.get("init_args") or {})
@@ -183,6 +174,4 @@ def build_network(spec: object, where: str = "", allow_imported: bool = False) -
     return built_component({**spec, "init_args": arguments}, "network", nn.Module, where, allow_imported)
 
 
-def network_spec(network: ForecastNetwork) -> dict[str, Any]:
-    """How a checkpoint and a config name a network: its ``component_spec``."""
-    return component_spec(network)
+network_spec = component_spec  # how a checkpoint and a config name a network

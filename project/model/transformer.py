@@ -1,18 +1,12 @@
-"""An encoder–decoder transformer forecaster whose decoder can run one position at a time.
+"""An encoder–decoder transformer forecaster (Vaswani et al.) whose causal decoder can run one position at a time.
 
-Pure PyTorch: no Lightning here. The encoder reads the context window with its covariates; the decoder is causal
-and emits, at every position, the distribution (or point) of the next target value. Decoding with a ``KVCache``
-computes only the new positions and reuses the keys/values of the earlier ones.
-
-Inputs of the two streams (Vaswani et al.'s encoder–decoder; covariates as in the forecasting literature):
 - encoder token at context step t: targets, past covariates and future covariates of step t;
 - decoder token at forecast step j: the targets of step j−1 (true or fed back) and the future covariates of step j,
   so the decoder sees the prices or holidays of the step it forecasts;
 - static covariates: one embedding per series, added to every token of both streams.
 
-A token is one time step by default, P consecutive steps with ``patch_length`` P, and with ``channel_independent``
-each target channel is its own sequence (sharing the covariates). The public methods take and return series in
-time steps, (N, length, F).
+A token is P = ``patch_length`` consecutive steps, and with ``channel_independent`` each target channel is its own
+sequence (sharing the covariates); the public methods take and return series in time steps, (N, length, F).
 
 Shapes: N batch, S context length, T decoder length, F target channels, C covariates, P patch length, B token
 batch (N or N·F, times the sample paths K when sampling), H heads, D head dim, d_model = H * D.
@@ -39,12 +33,9 @@ from project.model.static import StaticEmbedding
 
 @dataclass
 class Encoded:
-    """Everything the decoder conditions on for one batch, made once by ``ForecastTransformer.encode``.
-
-    ``memory`` is the encoder output (B, S / P, d_model); ``static`` the static-covariate embedding of each token
-    row (B, 1, d_model); ``future`` the known covariates of the forecast steps (N, steps, C), which ``decode``
-    slices at its position. ``samples`` is the number of sample paths per series: token rows are ordered (series,
-    channel, sample), and the K paths of a series share its memory row instead of copies of it.
+    """What the decoder conditions on: the encoder output ``memory`` (B, S / P, d_model), the static embedding of each
+    token row (B, 1, d_model) and the forecast steps' future covariates (N, steps, C). With ``samples`` paths per
+    series, token rows are ordered (series, channel, sample) and the K paths share their series' memory row.
     """
 
     memory: Tensor
@@ -53,7 +44,6 @@ class Encoded:
     samples: int = 1
 
     def with_samples(self, samples: int) -> Encoded:
-        """The same conditioning for ``samples`` paths per series (the memory is shared, not repeated)."""
         if self.samples != 1:
             raise ValueError(f"these encoder outputs already serve {self.samples} sample paths per series")
         repeat = lambda t: None if t is None else t.repeat_interleave(samples, dim=0)  # noqa: E731
@@ -151,34 +141,38 @@ class FeedForward(nn.Sequential):
         super().__init__(nn.Linear(d_model, dim_feedforward), nn.GELU(), nn.Linear(dim_feedforward, d_model))
 
 
-class EncoderLayer(nn.Module):
+class PreNormLayer(nn.Module):
+    """A stack of pre-norm residual blocks, ``x + dropout(block(norm(x)))``: the given attention blocks in order, then
+    a feed-forward block; block ``name``'s norm is ``name_norm``. These names, in this order, are the parameters a
+    checkpoint (and its optimiser state) holds."""
+
+    def __init__(self, d_model: int, dim_feedforward: int, dropout: float, **attention: nn.Module) -> None:
+        super().__init__()
+        for name, block in {**attention, "feed_forward": FeedForward(d_model, dim_feedforward)}.items():
+            self.add_module(f"{name}_norm", nn.LayerNorm(d_model))
+            self.add_module(name, block)
+        self.dropout = nn.Dropout(dropout)
+
+
+class EncoderLayer(PreNormLayer):
     """Pre-norm encoder layer: every position attends to every context position."""
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int, dropout: float) -> None:
-        super().__init__()
-        self.attention_norm = nn.LayerNorm(d_model)
-        self.attention = SelfAttention(d_model, nhead, causal=False)
-        self.feed_forward_norm = nn.LayerNorm(d_model)
-        self.feed_forward = FeedForward(d_model, dim_feedforward)
-        self.dropout = nn.Dropout(dropout)
+        super().__init__(d_model, dim_feedforward, dropout, attention=SelfAttention(d_model, nhead, causal=False))
 
     def forward(self, x: Tensor) -> Tensor:
         x = x + self.dropout(self.attention(self.attention_norm(x)))
         return x + self.dropout(self.feed_forward(self.feed_forward_norm(x)))
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(PreNormLayer):
     """Pre-norm decoder layer: causal self-attention, cross-attention to the memory, feed-forward."""
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int, dropout: float) -> None:
-        super().__init__()
-        self.self_attention_norm = nn.LayerNorm(d_model)
-        self.self_attention = SelfAttention(d_model, nhead, causal=True)
-        self.cross_attention_norm = nn.LayerNorm(d_model)
-        self.cross_attention = CrossAttention(d_model, nhead)
-        self.feed_forward_norm = nn.LayerNorm(d_model)
-        self.feed_forward = FeedForward(d_model, dim_feedforward)
-        self.dropout = nn.Dropout(dropout)
+        self_attention, cross_attention = SelfAttention(d_model, nhead, causal=True), CrossAttention(d_model, nhead)
+        super().__init__(
+            d_model, dim_feedforward, dropout, self_attention=self_attention, cross_attention=cross_attention
+        )
 
     def forward(self, x: Tensor, memory: Tensor, samples: int = 1, cache: LayerCache | None = None) -> Tensor:
         x = x + self.dropout(self.self_attention(self.self_attention_norm(x), cache))
@@ -187,9 +181,8 @@ class DecoderLayer(nn.Module):
 
 
 # `patch_length: auto` decodes a horizon in at most this many steps where the lengths allow: in the decoder-depth
-# study on ETTh1 and M4 Hourly (results/depth_*.md) every regime's validation error is lowest at 2 or 4 steps and
-# higher from 8 on; 4, the most of those, keeps the decoder autoregressive, and the defaults' round four chose it on
-# validation with the rest of configs/base.yaml (results/search/base_defaults.md).
+# study (results/depth_*.md) validation error is lowest at 2 or 4 steps; 4 keeps the decoder autoregressive, and
+# the defaults' search chose it with the rest of configs/base.yaml (results/search/base_defaults.md).
 AUTO_DECODER_STEPS = 4
 
 
@@ -203,19 +196,14 @@ def auto_patch_length(context_length: int, horizon: int, max_decoder_steps: int 
 
 
 def resolved_patch_length(patch_length: int | str, context_length: int, horizon: int) -> int:
-    """A ``patch_length`` setting as the network is built with it: ``auto`` resolved for the lengths, an integer as
-    it is."""
+    """A ``patch_length`` setting as the network is built with it: ``auto`` resolved for the lengths."""
     return auto_patch_length(context_length, horizon) if patch_length == "auto" else patch_length
 
 
 class ForecastTransformer(nn.Module):
     """Encoder–decoder transformer forecaster with covariates and an incremental (cached) decoder: a
     ``ForecastNetwork`` (``project.model.network``) with its optional ``share_encoded`` and ``new_fixed_shape_cache``.
-
-    ``decode(tgt, encoded)[:, t]`` holds the parameters of the forecast of the target P steps after ``tgt[:, t]``
-    (the next value for the default P = 1), and depends only on ``encoded`` and the patches of ``tgt`` up to and
-    including the one holding step t. Attention weights are not dropped out, so decoding with a cache computes
-    exactly the same function as decoding the whole sequence at once.
+    Attention weights are not dropped out, so decoding with a cache computes exactly what a whole-sequence pass does.
 
     Args:
         sizes: The sizes of its inputs (target channels, covariates, static covariates), linked from the data.
@@ -229,18 +217,14 @@ class ForecastTransformer(nn.Module):
             from the data's context length and the model's ``max_horizon``).
         patch_length: Time steps per token P, in the encoder and the decoder: each decoder step then forecasts
             P steps at once, so a horizon H needs H / P sequential steps instead of H. Context and decoder
-            lengths must be multiples of P. ``auto`` is resolved by ``python -m project.cli``
-            from the data's context length and horizon, before the network is built, to ``auto_patch_length``'s
-            integer: the shortest P dividing both that decodes the horizon in at most 4 steps. In Python, pass the
-            integer.
+            lengths must be multiples of P. ``auto`` is resolved by ``python -m project.cli`` from the data's
+            lengths (``auto_patch_length``); in Python, pass the integer.
         channel_independent: Model every target channel as its own univariate sequence with shared weights (as in
             PatchTST), covariates shared by all channels, instead of one token per time step holding all channels.
-        checkpoint_layers: Recompute each layer's activations in backward instead of storing them (activation
-            checkpointing): less memory for more compute. Applies to whole-sequence passes in training; cached
-            decoding is never checkpointed because it appends to the cache.
-        distribution: What the head predicts per target value, and the loss it trains with (a
-            ``project.model.distributions.Distribution`` by class_path: ``PointForecast`` (the default, MSE),
-            ``Normal``, ``StudentT``, ``Quantiles`` or yours); it sizes the head.
+        checkpoint_layers: Recompute each layer's activations in backward instead of storing them: less memory for
+            more compute, in training's whole-sequence passes (cached decoding appends to the cache, so it is not).
+        distribution: What the head predicts per target value and trains with, by class_path (it sizes the head):
+            ``PointForecast`` (the default, MSE), ``Normal``, ``StudentT``, ``Quantiles`` or your ``Distribution``.
     """
 
     def __init__(
@@ -259,7 +243,7 @@ class ForecastTransformer(nn.Module):
         distribution: Distribution | None = None,
     ) -> None:
         super().__init__()
-        set_up(self, locals())  # its arguments recorded and checked, its distribution
+        set_up(self, locals())
         if d_model % nhead:
             raise InputError(f"d_model must be divisible by nhead; got d_model={d_model}, nhead={nhead}")
         if patch_length == "auto":
@@ -267,13 +251,11 @@ class ForecastTransformer(nn.Module):
                 "patch_length='auto' is resolved from the data by python -m project.cli; in Python give an integer: "
                 "project.model.auto_patch_length(context_length, horizon)"
             )
-        self.n_targets = n_targets = sizes.n_targets
-        self.n_past_covariates, self.n_future_covariates = sizes.n_past_covariates, sizes.n_future_covariates
         self.d_model = d_model
         self.patch_length = patch_length
         self.channel_independent = channel_independent
         self.checkpoint_layers = checkpoint_layers
-        channels_per_token = 1 if channel_independent else n_targets
+        channels_per_token = 1 if channel_independent else sizes.n_targets
         encoder_width = patch_length * (channels_per_token + sizes.n_past_covariates + sizes.n_future_covariates)
         decoder_width = patch_length * (channels_per_token + sizes.n_future_covariates)
         self.max_length = max_length
@@ -290,18 +272,14 @@ class ForecastTransformer(nn.Module):
         self.head = nn.Linear(d_model, patch_length * channels_per_token * self.distribution.n_parameters)
 
     def new_cache(self, steps: int | None = None) -> KVCache:
-        """An empty cache for one batch's incremental decoding; ``steps`` (time steps to decode, when known) sizes
-        its buffers once instead of growing them."""
         capacity = None if steps is None else math.ceil(steps / self.patch_length)
         return KVCache(len(self.decoder_layers), capacity)
 
     def new_fixed_shape_cache(self, encoded: Encoded, steps: int, in_place: bool = True) -> FixedShapeKVCache:
-        """A cache of fixed shapes for decoding ``steps`` time steps one token at a time, without gradients: the
-        form a CUDA graph can capture and an exporter can trace (``FixedShapeLayerCache``)."""
-        capacity = math.ceil(steps / self.patch_length)
+        """A ``FixedShapeKVCache`` for decoding ``steps`` time steps one token at a time, without gradients."""
         memory, rows = encoded.memory, encoded.memory.shape[0] * encoded.samples
         nhead = self.decoder_layers[0].self_attention.nhead
-        shape = (rows, nhead, capacity, self.d_model // nhead)
+        shape = (rows, nhead, math.ceil(steps / self.patch_length), self.d_model // nhead)
         position = torch.zeros((), dtype=torch.long, device=memory.device)
         device = memory.device.type
         # Keys are written in the dtype the projections produce: autocast's, when it is on.
@@ -315,7 +293,6 @@ class ForecastTransformer(nn.Module):
         return FixedShapeKVCache(layers, position)
 
     def encode(self, context: Tensor, **covariates: Unpack[Covariates]) -> Encoded:
-        """Context targets (N, S, F) and the batch's ``Covariates`` → what the decoder conditions on."""
         batch, length = context.shape[0], context.shape[1]
         future = self._covariates("future_covariates", covariates, self.n_future_covariates, batch)
         past = self._covariates("past_covariates", covariates, self.n_past_covariates, batch)
@@ -335,11 +312,6 @@ class ForecastTransformer(nn.Module):
         return Encoded(self.encoder_norm(x), static, None if future is None else future[:, length:])
 
     def decode(self, tgt: Tensor, encoded: Encoded, cache: KVCache | None = None) -> Tensor:
-        """Decoder inputs ``tgt`` (N, T, F) → parameters (N, T, F, n_parameters) of the values P steps later.
-
-        With ``cache``, ``tgt`` holds only the new positions; their keys/values are appended to the cache, and
-        their position (and the future covariates they read) starts after the positions already in it.
-        """
         offset = 0 if cache is None else cache.length  # a tensor for a fixed-shape cache
         tokens = self._tokens("tgt", tgt, self._future_steps(encoded, offset, tgt.shape[1]), encoded.samples)
         if not isinstance(cache, FixedShapeKVCache):
@@ -357,14 +329,10 @@ class ForecastTransformer(nn.Module):
         return self.distribution.constrain(raw)
 
     def start_of(self, context: Tensor) -> Tensor:
-        """The first decoder input (N, P, F): the last observed patch of the context's targets."""
         return context[:, -self.patch_length :]
 
     def share_encoded(self, encoded: Encoded, samples: int) -> Encoded:
-        """The conditioning of ``samples`` sample paths per series: the K paths read their series' memory row."""
         return encoded.with_samples(samples)
-
-    # -- Tokens ----------------------------------------------------------------------------------------------------
 
     def _tokens(self, name: str, series: Tensor, covariates: Tensor | None, samples: int = 1) -> Tensor:
         """Series (N·K, length, F) and covariates (N·K, length, C) → tokens (B, length / P, token width).
