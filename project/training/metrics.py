@@ -66,8 +66,7 @@ def forecast_scores(
     interval); with ``loc`` and ``scale`` (N, 1, F) the same point scores and CRPS in original units, named
     ``*_original_units``.
     """
-    error = point - target
-    scores = {"mse": error.square(), "mae": error.abs(), "smape": symmetric_percentage_errors(point, target)}
+    scores = _point_scores(point, target)
     if samples is not None:
         if interval is None:
             raise ValueError("forecast_scores needs the interval (the model's hparams.interval) to score samples")
@@ -76,13 +75,13 @@ def forecast_scores(
         scores["coverage"] = ((lower <= target) & (target <= upper)).to(point.dtype)
         scores["width"] = upper - lower
     if loc is not None and scale is not None:
-        forecast, actual = unscale(point, loc, scale), unscale(target, loc, scale)
-        original = {
-            "mse": (forecast - actual).square(),
-            "mae": (forecast - actual).abs(),
-            "smape": symmetric_percentage_errors(forecast, actual),
-        }
+        original = _point_scores(unscale(point, loc, scale), unscale(target, loc, scale))
         if samples is not None:  # CRPS moves with a shift of every value and scales with their scale (> 0)
             original["crps"] = scores["crps"] * scale
         scores.update({f"{name}_original_units": values for name, values in original.items()})
     return scores
+
+
+def _point_scores(forecast: Tensor, actual: Tensor) -> dict[str, Tensor]:
+    error = forecast - actual
+    return {"mse": error.square(), "mae": error.abs(), "smape": symmetric_percentage_errors(forecast, actual)}
