@@ -17,9 +17,8 @@ class IntervalCalibration(L.Callback):
     its central ``interval`` would have held that share of the validation's targets (split conformal): a model that
     learned too narrow or too wide intervals is corrected without looking at test data.
 
-    The scale is the model's ``interval_scale`` buffer, which ``forecast`` applies and checkpoints keep: test and
-    ``predict`` of a loaded checkpoint use the scale it was calibrated to, with or without this callback. Logged as
-    ``val/interval_scale``. A model without a distribution forecasts points and is left as it is.
+    The scale is the model's ``interval_scale`` buffer, which checkpoints keep; logged as ``val/interval_scale``. A
+    model without a distribution is left as it is.
 
     Args:
         enabled: Calibrate after every validation; false (``--interval_calibration.enabled=false``) draws the paths
@@ -36,8 +35,7 @@ class IntervalCalibration(L.Callback):
 
     @staticmethod
     def enabled_in(checkpoint: dict) -> bool:
-        """Whether the fit that wrote ``checkpoint`` calibrated its intervals (a checkpoint without the callback's
-        state: yes, the default)."""
+        """Whether the fit that wrote ``checkpoint`` calibrated its intervals (yes, the default, without its state)."""
         return bool(checkpoint.get("callbacks", {}).get(IntervalCalibration.__qualname__, {}).get("enabled", True))
 
     def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
