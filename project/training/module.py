@@ -92,9 +92,9 @@ class Forecaster(L.LightningModule):
             encoding is sized for it; steps beyond ``horizon`` were never trained on). Empty: 4 × horizon.
         instance_norm: Normalise each window by its context's per-channel mean and std, and undo it on the
             forecast (RevIN without the affine part). Statistics never use the target.
-        regime: How the decoder is driven in training: in a config, ``class_path: project.training.TeacherForcing``,
-            ``project.training.FreeRunning`` (``gradient``: ``detach`` at teacher-forcing memory, or ``bptt``),
-            ``project.training.ScheduledSampling``, or yours, with its ``init_args``.
+        regime: How the decoder is driven in training: ``project.training.FreeRunning`` (``gradient``: ``detach`` at
+            teacher-forcing memory, or ``bptt``), ``project.training.TeacherForcing``,
+            ``project.training.ScheduledSampling``, or yours, as a config's ``class_path`` and ``init_args``.
         num_samples: Sample paths drawn per window for evaluation and ``predict`` with a distribution.
         prediction_quantiles: Quantiles ``predict`` reports (and figures draw) from the sample paths.
         interval: Coverage of a distribution's central prediction interval, which evaluation scores (``coverage``,
