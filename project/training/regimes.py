@@ -87,19 +87,10 @@ class Regime(ABC):
         (None outside fit)."""
         return 0.0
 
-    def options(
-        self,
-        step: int = 0,
-        run_steps: float | None = None,
-        cuda_graph: bool = False,
-        generator: torch.Generator | None = None,
-    ) -> RegimeOptions:
+    def options(self, step: int = 0, run_steps: float | None = None, cuda_graph: bool = False) -> RegimeOptions:
         """The settings ``forecast`` reads at optimizer step ``step``."""
-        return RegimeOptions(
-            teacher_forcing_probability=self.teacher_forcing_probability(step, run_steps),
-            generator=generator,
-            cuda_graph=cuda_graph,
-        )
+        probability = self.teacher_forcing_probability(step, run_steps)
+        return RegimeOptions(teacher_forcing_probability=probability, cuda_graph=cuda_graph)
 
     @abstractmethod
     def forecast(
@@ -143,21 +134,17 @@ class _FeedsBack(Regime):
                 "yours)"
             )
 
-    def options(self, step=0, run_steps=None, cuda_graph=False, generator=None) -> RegimeOptions:
-        return replace(
-            super().options(step, run_steps, cuda_graph, generator),
-            feedback_value=self.feedback,
-            rollout_dropout=self.rollout_dropout,
-        )
+    def options(self, step=0, run_steps=None, cuda_graph=False) -> RegimeOptions:
+        options = super().options(step, run_steps, cuda_graph)
+        return replace(options, feedback_value=self.feedback, rollout_dropout=self.rollout_dropout)
 
 
 class FreeRunning(_FeedsBack):
     """The model's own predictions fed back, as at prediction time.
 
     Args:
-        gradient: ``detach``: no gradient through fed-back predictions, computed as a no-grad cached rollout plus one
-            parallel pass, at teacher-forcing memory; ``bptt``: gradient through every fed-back prediction, a
-            differentiable cached unroll.
+        gradient: ``detach``: no gradient through fed-back predictions (a no-grad rollout plus one parallel pass, at
+            teacher-forcing memory); ``bptt``: gradient through every one (a differentiable cached unroll).
         feedback: ``mean``: the point forecast (the mean, or the median of a quantile head); ``sample``: a draw from
             the predicted distribution.
         rollout_dropout: Keep dropout on in ``detach``'s no-grad rollout, so that training feeds back what the naive
