@@ -6,7 +6,6 @@ import math
 
 import lightning as L
 import torch
-from torch import Tensor
 from torchmetrics import CatMetric
 
 from project.training.metrics import central_interval
@@ -48,8 +47,10 @@ class IntervalCalibration(L.Callback):
         if not self.enabled or trainer.sanity_checking or getattr(forecast, "samples", None) is None:
             return
         lower, upper = central_interval(forecast.samples, pl_module.hparams.interval)
-        needed = needed_scale(pl_module.interval_scale, forecast.point, lower, upper, batch["target"])
-        self.needed_scale.update(needed.flatten())
+        point, target = forecast.point, batch["target"]
+        # Per target value, the scale at which the central interval, drawn at the current scale, would just cover it.
+        gap = torch.where(target < point, point - lower, upper - point).clamp_min(1e-12)
+        self.needed_scale.update((pl_module.interval_scale * (target - point).abs() / gap).flatten())
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.needed_scale.update_count:
@@ -58,11 +59,3 @@ class IntervalCalibration(L.Callback):
             pl_module.interval_scale.fill_(needed.float().kthvalue(rank).values.clamp(1e-3, 1e3))
             pl_module.log("val/interval_scale", pl_module.interval_scale)
         self.needed_scale.reset()
-
-
-def needed_scale(scale: Tensor, point: Tensor, lower: Tensor, upper: Tensor, target: Tensor) -> Tensor:
-    """Per target value, the interval scale at which the central interval (``lower``, ``upper``), drawn at ``scale``,
-    would just cover it."""
-    below = target < point
-    gap = torch.where(below, point - lower, upper - point).clamp_min(1e-12)
-    return scale * (target - point).abs() / gap
