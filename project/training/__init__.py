@@ -1,8 +1,5 @@
-"""How the network is trained: regimes, the LightningModule, its callbacks (checkpoints, interval calibration, the
-naive comparison), metrics and baselines.
-
-The regimes and the learning-rate schedule are importable from here, as a config names them
-(``project.training.FreeRunning``, ``project.training.WarmupCosine``)."""
+"""How the network is trained: regimes, the LightningModule, its callbacks, metrics and baselines. The regimes and
+the learning-rate schedule are importable from here, as a config names them (``project.training.FreeRunning``)."""
 
 from project.training.regimes import FreeRunning, Regime, ScheduledSampling, TeacherForcing
 from project.training.schedules import WarmupCosine

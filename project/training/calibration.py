@@ -6,7 +6,6 @@ import math
 
 import lightning as L
 import torch
-from torch import Tensor
 from torchmetrics import CatMetric
 
 from project.training.metrics import central_interval
@@ -17,9 +16,8 @@ class IntervalCalibration(L.Callback):
     its central ``interval`` would have held that share of the validation's targets (split conformal): a model that
     learned too narrow or too wide intervals is corrected without looking at test data.
 
-    The scale is the model's ``interval_scale`` buffer, which ``forecast`` applies and checkpoints keep: test and
-    ``predict`` of a loaded checkpoint use the scale it was calibrated to, with or without this callback. Logged as
-    ``val/interval_scale``. A model without a distribution forecasts points and is left as it is.
+    The scale is the model's ``interval_scale`` buffer, which checkpoints keep; logged as ``val/interval_scale``. A
+    model without a distribution is left as it is.
 
     Args:
         enabled: Calibrate after every validation; false (``--interval_calibration.enabled=false``) draws the paths
@@ -36,8 +34,7 @@ class IntervalCalibration(L.Callback):
 
     @staticmethod
     def enabled_in(checkpoint: dict) -> bool:
-        """Whether the fit that wrote ``checkpoint`` calibrated its intervals (a checkpoint without the callback's
-        state: yes, the default)."""
+        """Whether the fit that wrote ``checkpoint`` calibrated its intervals (yes, the default, without its state)."""
         return bool(checkpoint.get("callbacks", {}).get(IntervalCalibration.__qualname__, {}).get("enabled", True))
 
     def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -50,8 +47,10 @@ class IntervalCalibration(L.Callback):
         if not self.enabled or trainer.sanity_checking or getattr(forecast, "samples", None) is None:
             return
         lower, upper = central_interval(forecast.samples, pl_module.hparams.interval)
-        needed = needed_scale(pl_module.interval_scale, forecast.point, lower, upper, batch["target"])
-        self.needed_scale.update(needed.flatten())
+        point, target = forecast.point, batch["target"]
+        # Per target value, the scale at which the central interval, drawn at the current scale, would just cover it.
+        gap = torch.where(target < point, point - lower, upper - point).clamp_min(1e-12)
+        self.needed_scale.update((pl_module.interval_scale * (target - point).abs() / gap).flatten())
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.needed_scale.update_count:
@@ -60,11 +59,3 @@ class IntervalCalibration(L.Callback):
             pl_module.interval_scale.fill_(needed.float().kthvalue(rank).values.clamp(1e-3, 1e3))
             pl_module.log("val/interval_scale", pl_module.interval_scale)
         self.needed_scale.reset()
-
-
-def needed_scale(scale: Tensor, point: Tensor, lower: Tensor, upper: Tensor, target: Tensor) -> Tensor:
-    """Per target value, the interval scale at which the central interval (``lower``, ``upper``), drawn at ``scale``,
-    would just cover it."""
-    below = target < point
-    gap = torch.where(below, point - lower, upper - point).clamp_min(1e-12)
-    return scale * (target - point).abs() / gap

@@ -20,45 +20,41 @@ EXIT_SIGTERM = 143  # 128 + SIGTERM's number: what schedulers expect of a termin
 def exit_after_sigterm(stopped: SIGTERMException) -> NoReturn:
     """End a run stopped by SIGTERM with one line and exit code 143: where ``ForecastCheckpoint`` saved the current
     step (the ``latest_checkpoint`` it noted on the exception), or that no checkpoint holds it."""
-    saved = getattr(stopped, "latest_checkpoint", None)
-    resume = f"; {saved} holds the current step; continue with --ckpt_path last" if saved else ""
-    print(f"error: stopped by SIGTERM{resume or '; no checkpoint holds the current step'}", file=sys.stderr)
+    print(f"error: stopped by SIGTERM; {_resume(getattr(stopped, 'latest_checkpoint', None))}", file=sys.stderr)
     raise SystemExit(EXIT_SIGTERM) from None
+
+
+def _resume(latest_checkpoint: str | None) -> str:
+    if latest_checkpoint:
+        return f"{latest_checkpoint} holds the current step; continue with --ckpt_path last"
+    return "no checkpoint holds the current step"
 
 
 class ForecastCheckpoint(ModelCheckpoint):
     """``ModelCheckpoint`` whose ``last.ckpt`` is the latest state, not the latest *best* one.
 
     Lightning writes ``last.ckpt`` only at a step where it also saved a top-k checkpoint, so resuming from it could
-    silently repeat work. Here ``save_last`` writes it after every validation, at the end of every training epoch
-    and of ``fit``, and when the run is stopped by SIGTERM (a scheduler's pre-emption) or Ctrl-C, at the step where
-    the run stands. It is written with the Trainer's public ``save_checkpoint``, so nothing here depends on
-    ``ModelCheckpoint``'s private members; the top-k checkpoints are ``ModelCheckpoint``'s own. The arguments are
-    ``ModelCheckpoint``'s; ``save_last`` is ``true`` (the latest state, a file) or ``false`` (no ``last.ckpt``).
-    ``save_last: link`` is refused in one line: a link to the newest top-k checkpoint is not the latest state.
+    silently repeat work. Here ``save_last`` (``true`` or ``false``; ``link`` is refused) writes it after every
+    validation, at the end of every training epoch and of ``fit``, and when SIGTERM or Ctrl-C stops the run, with
+    the Trainer's public ``save_checkpoint``. The arguments are ``ModelCheckpoint``'s.
     """
 
-    # save_last as the user gave it, which _save_latest follows; the attribute save_last itself is set to False at
-    # setup so that Lightning's own last.ckpt (written only beside a top-k checkpoint) never replaces ours.
+    # save_last as the user gave it; save_last itself is set to False at setup so that Lightning's own last.ckpt
+    # (written only beside a top-k checkpoint) never replaces ours.
     keep_latest: bool | None = None
     _latest_step: int | None = None
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         if self.keep_latest is None:  # setup runs again for the test after fit: take save_last once
-            self.check_save_last(self.save_last)
+            if self.save_last == "link":
+                raise InputError(
+                    "checkpoint.save_last=link would make last.ckpt a link to the newest top-k checkpoint, not the "
+                    "latest state ForecastCheckpoint keeps; use save_last: true (the latest state) or false (none)"
+                )
             # A name too long for the file system is refused now, not when the first checkpoint is saved.
             check_name_lengths(f"{self.filename or 'checkpoint'}{self.FILE_EXTENSION}", "checkpoint.filename")
             self.keep_latest, self.save_last = bool(self.save_last), False
-
-    @staticmethod
-    def check_save_last(save_last: object) -> None:
-        """``save_last`` is true or false, never ``link`` (checked by the CLI at start-up, and at setup)."""
-        if save_last == "link":
-            raise InputError(
-                "checkpoint.save_last=link would make last.ckpt a link to the newest top-k checkpoint, not the "
-                "latest state ForecastCheckpoint keeps; use save_last: true (the latest state) or false (none)"
-            )
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_validation_end(trainer, pl_module)  # a best checkpoint first, then the latest state
@@ -80,20 +76,12 @@ class ForecastCheckpoint(ModelCheckpoint):
                 exception.latest_checkpoint = self.last_model_path
         elif isinstance(exception, KeyboardInterrupt) and trainer.state.fn == "fit":
             self._save_latest(trainer)  # Ctrl-C: Lightning then exits with its own line; this one says what is kept
-            saved = self.keep_latest and self.last_model_path
             if trainer.is_global_zero:
-                resume = f"{self.last_model_path} holds the current step; continue with --ckpt_path last"
-                print(f"stopped by Ctrl-C; {resume if saved else 'no checkpoint holds the current step'}",
-                      file=sys.stderr)  # fmt: skip
+                print(f"stopped by Ctrl-C; {_resume(self.keep_latest and self.last_model_path)}", file=sys.stderr)
 
     def _save_latest(self, trainer: L.Trainer) -> None:
-        if (
-            not self.keep_latest
-            or trainer.fast_dev_run
-            or trainer.sanity_checking
-            or trainer.state.fn != "fit"
-            or self._latest_step == trainer.global_step
-        ):
+        fitting = trainer.state.fn == "fit" and not (trainer.fast_dev_run or trainer.sanity_checking)
+        if not self.keep_latest or not fitting or self._latest_step == trainer.global_step:
             return
         path = Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}"
         trainer.save_checkpoint(path, weights_only=self.save_weights_only)  # as ModelCheckpoint saves its own

@@ -1,9 +1,5 @@
-"""Pictures of forecasts: context, truth and free-running forecast per channel, with the central interval of a
-distribution.
-
-Logged to TensorBoard during training (``ForecastFigures``); drawn from a checkpoint by the optional tool
-``python -m project.tools.figure``.
-"""
+"""Pictures of forecasts, logged to TensorBoard during training (``ForecastFigures``) and drawn from a checkpoint by
+the optional tool ``python -m project.tools.figure``."""
 
 from __future__ import annotations
 

@@ -40,8 +40,7 @@ def crps_from_samples(samples: Tensor, target: Tensor) -> Tensor:
 def central_interval(samples: Tensor, coverage: float) -> tuple[Tensor, Tensor]:
     """Lower and upper ends of the central ``coverage`` interval of the draws (dimension 1), interpolated."""
     tail = (1 - coverage) / 2
-    levels = samples.new_tensor([tail, 1 - tail])
-    lower, upper = torch.quantile(samples, levels, dim=1)
+    lower, upper = torch.quantile(samples, samples.new_tensor([tail, 1 - tail]), dim=1)
     return lower, upper
 
 
@@ -58,16 +57,11 @@ def forecast_scores(
     samples: Tensor | None = None,
     interval: float | None = None,
 ) -> dict[str, Tensor]:
-    """Every score of a batch of forecasts, per value: the mean of each is the metric of that name.
-
-    ``point`` and ``target`` (N, T, F) and ``samples`` (N, K, T, F) are on the batch's scaled values. Keys: ``mse``,
-    ``mae`` and ``smape`` (squared and absolute errors, sMAPE in percent); with ``samples`` also ``crps``,
-    ``coverage`` (1 where the target is inside the central ``interval`` of the draws) and ``width`` (of that
-    interval); with ``loc`` and ``scale`` (N, 1, F) the same point scores and CRPS in original units, named
-    ``*_original_units``.
-    """
-    error = point - target
-    scores = {"mse": error.square(), "mae": error.abs(), "smape": symmetric_percentage_errors(point, target)}
+    """Every score of a batch of forecasts on scaled values, per value: the mean of each is the metric of that name.
+    With ``samples`` (N, K, T, F) also ``crps``, ``coverage`` (1 where the target is inside the central ``interval``
+    of the draws) and ``width``; with ``loc`` and ``scale`` (N, 1, F) the point scores and CRPS in original units,
+    named ``*_original_units``."""
+    scores = _point_scores(point, target)
     if samples is not None:
         if interval is None:
             raise ValueError("forecast_scores needs the interval (the model's hparams.interval) to score samples")
@@ -76,13 +70,13 @@ def forecast_scores(
         scores["coverage"] = ((lower <= target) & (target <= upper)).to(point.dtype)
         scores["width"] = upper - lower
     if loc is not None and scale is not None:
-        forecast, actual = unscale(point, loc, scale), unscale(target, loc, scale)
-        original = {
-            "mse": (forecast - actual).square(),
-            "mae": (forecast - actual).abs(),
-            "smape": symmetric_percentage_errors(forecast, actual),
-        }
+        original = _point_scores(unscale(point, loc, scale), unscale(target, loc, scale))
         if samples is not None:  # CRPS moves with a shift of every value and scales with their scale (> 0)
             original["crps"] = scores["crps"] * scale
         scores.update({f"{name}_original_units": values for name, values in original.items()})
     return scores
+
+
+def _point_scores(forecast: Tensor, actual: Tensor) -> dict[str, Tensor]:
+    error = forecast - actual
+    return {"mse": error.square(), "mae": error.abs(), "smape": symmetric_percentage_errors(forecast, actual)}

@@ -34,9 +34,8 @@ COVARIATES = ("past_covariates", "future_covariates", "static_categorical", "sta
 
 @dataclass
 class Forecast:
-    """A forecast in the units of the batch (scaled): the point forecast (N, T, F) (the mean of the sample paths,
-    or their median for a quantile head), the ``prediction_quantiles`` (N, T, F, Q) and the paths (N, K, T, F);
-    the last two only for a model with a distribution."""
+    """A forecast in the units of the batch (scaled): the point forecast (N, T, F), and for a model with a
+    distribution the ``prediction_quantiles`` (N, T, F, Q) and the sample paths (N, K, T, F)."""
 
     point: Tensor
     quantiles: Tensor | None = None
@@ -44,11 +43,8 @@ class Forecast:
 
 
 class ContextNorm:
-    """Instance normalisation with statistics of the context window only (RevIN without the affine part).
-
-    Each sample's channels are shifted and scaled by their mean and standard deviation over the *context*; the
-    target window never contributes, so nothing about the future leaks into the inputs.
-    """
+    """Instance normalisation by each sample's per-channel mean and std over the *context* only (RevIN without the
+    affine part): the target window never contributes, so nothing about the future leaks into the inputs."""
 
     def __init__(self, context: Tensor, eps: float = 1e-5) -> None:
         self.mean = context.mean(dim=1, keepdim=True)  # (N, 1, F)
@@ -85,12 +81,10 @@ class Forecaster(L.LightningModule):
     forecast free-running, as at prediction time; the teacher-forced loss is logged as a diagnostic.
 
     Args:
-        network: The network (a ``project.model.network.ForecastNetwork``: ``encode``, ``decode`` with a cache,
-            ``new_cache``, ``start_of``), with its architecture's hyperparameters and its head's ``distribution``,
-            which is also what the model trains with (its loss: a point's MSE, MAE or Huber, a likelihood, the
-            pinball loss); in a config, ``class_path: project.model.ForecastTransformer`` (or
-            ``project.model.GRUForecaster``, or yours) and its ``init_args``. Its sizes that the data decides are
-            linked from the data module.
+        network: The network (a ``project.model.network.ForecastNetwork``), with its architecture's hyperparameters
+            and its head's ``distribution``, whose loss the model trains with; in a config, ``class_path:
+            project.model.ForecastTransformer`` (or ``project.model.GRUForecaster``, or yours) and its
+            ``init_args``. Its sizes that the data decides are linked from the data module.
         context_length: Time steps of each input window (linked from the data module).
         horizon: Time steps to forecast in training and evaluation (linked from the data module).
         predict_horizon: Time steps ``predict`` forecasts (linked from the data module); empty: ``horizon``.
@@ -98,26 +92,19 @@ class Forecaster(L.LightningModule):
             encoding is sized for it; steps beyond ``horizon`` were never trained on). Empty: 4 × horizon.
         instance_norm: Normalise each window by its context's per-channel mean and std, and undo it on the
             forecast (RevIN without the affine part). Statistics never use the target.
-        regime: How the decoder is driven in training (``project.training.regimes``): in a config, ``class_path:
-            project.training.TeacherForcing`` (true previous values in, one parallel pass),
-            ``project.training.FreeRunning`` (the model's own predictions fed back, as at prediction time; its
-            ``gradient``: ``detach`` at teacher-forcing memory, or ``bptt``), ``project.training.ScheduledSampling``
-            (a per-position coin between the two, with a decaying teacher-forcing probability), or yours, with its
-            ``init_args``.
+        regime: How the decoder is driven in training: ``project.training.FreeRunning`` (``gradient``: ``detach`` at
+            teacher-forcing memory, or ``bptt``), ``project.training.TeacherForcing``,
+            ``project.training.ScheduledSampling``, or yours, as a config's ``class_path`` and ``init_args``.
         num_samples: Sample paths drawn per window for evaluation and ``predict`` with a distribution.
         prediction_quantiles: Quantiles ``predict`` reports (and figures draw) from the sample paths.
-        interval: Coverage of the central prediction interval of a distribution: what evaluation scores
-            (``coverage``, ``width``), calibration (the ``IntervalCalibration`` callback) aims at and figures draw;
-            0.8 is the 10%–90% interval.
-        cuda_graph: Decode the no-grad rollouts (free-running training's first pass, evaluation, predict) with
-            fixed shapes, capturing one decode step as a CUDA graph and replaying it: the same forecasts with
-            far fewer kernel launches. Needs a CUDA device.
-        optimizer: The optimizer, given the parameters as two groups: weight matrices, and biases and norms (with
-            ``weight_decay`` 0). In a config, ``class_path: torch.optim.AdamW`` and its ``init_args`` (the default:
-            ``lr`` 1e-3, ``weight_decay`` 0.01), as LightningCLI's ``OptimizerCallable``.
-        lr_scheduler: The learning-rate schedule, stepped once per optimizer step: by default
-            ``project.training.WarmupCosine`` (100 steps of linear warm-up, then cosine decay to zero at the run's
-            last step), or any ``LRSchedulerCallable``.
+        interval: Coverage of a distribution's central prediction interval, which evaluation scores (``coverage``,
+            ``width``), ``IntervalCalibration`` aims at and figures draw; 0.8 is the 10%–90% interval.
+        cuda_graph: Decode the no-grad rollouts (free-running training's first pass, evaluation, predict) by replaying
+            one decode step captured as a CUDA graph: the same forecasts, far fewer kernel launches. Needs CUDA.
+        optimizer: The optimizer (default: AdamW, ``lr`` 1e-3, ``weight_decay`` 0.01), given two parameter groups:
+            weight matrices, and biases and norms (``weight_decay`` 0).
+        lr_scheduler: The learning-rate schedule, stepped once per optimizer step (default:
+            ``project.training.WarmupCosine``).
     """
 
     def __init__(
@@ -137,8 +124,7 @@ class Forecaster(L.LightningModule):
         lr_scheduler: LRSchedulerCallable = WarmupCosine,
     ) -> None:
         super().__init__()
-        # A dict is the recorded class_path/init_args, as Lightning's load_from_checkpoint passes it back; Python code
-        # that imported the class itself.
+        # A dict is the recorded class_path/init_args, as Lightning's load_from_checkpoint passes it back.
         if isinstance(network, dict):
             network = build_network(network, allow_imported=True)
         if is_component_spec(regime):
@@ -151,8 +137,7 @@ class Forecaster(L.LightningModule):
         # is read with weights_only); as LightningCLI gives them, or from the objects built in Python.
         self.save_hyperparameters(ignore=["network", "regime"])
         recorded = {"network": network_spec(network), "regime": component_spec(regime)}
-        for name in ("optimizer", "lr_scheduler"):
-            recorded[name] = callable_spec(self.hparams[name])
+        recorded |= {name: callable_spec(self.hparams[name]) for name in ("optimizer", "lr_scheduler")}
         self.save_hyperparameters({**self.hparams, **recorded})  # logged with the others
         check_arguments(Forecaster, self.hparams)
         self.max_horizon = longest_forecast(horizon, max_horizon)
@@ -162,10 +147,8 @@ class Forecaster(L.LightningModule):
         self.optimizer, self.lr_scheduler = optimizer, lr_scheduler  # or their records, from a checkpoint
         self.run_steps: float | None = None  # the run's optimizer steps, once fit starts (on_fit_start)
         self.network: ForecastNetwork = network
-        check_cuda_graph(network, cuda_graph)
         # Every score as a sum and a count synchronised across processes: exact under DDP, unlike the mean of
-        # per-process means that self.log(..., sync_dist=True) would give. The point scores on scaled values and in
-        # original units (``forecast_scores``).
+        # per-process means that self.log(..., sync_dist=True) would give.
         scores = ["loss", "loss_teacher_forced", "mse", "mae", "smape"]
         scores += [f"{name}_original_units" for name in ("mse", "mae", "smape")]
         scores += ["crps", "coverage", "width", "crps_original_units"] if self.has_distribution else []
@@ -173,9 +156,8 @@ class Forecaster(L.LightningModule):
         # weights kept), not "disable": torchmetrics' "disable" drops the weights passed to update.
         self.val_scores = torch.nn.ModuleDict({name: MeanMetric(nan_strategy=math.nan) for name in scores})
         self.test_scores = torch.nn.ModuleDict({name: MeanMetric(nan_strategy=math.nan) for name in scores})
-        # The factor by which the sample paths' spread around the point forecast is scaled: 1 until the
-        # IntervalCalibration callback (project/training/calibration.py) sets it after a validation; kept in
-        # checkpoints, so that test and predict of a loaded checkpoint use the scale it was calibrated to.
+        # The sample paths' spread around the point forecast is scaled by it: 1 until IntervalCalibration sets it; a
+        # buffer, so that test and predict of a loaded checkpoint use the scale it was calibrated to.
         self.register_buffer("interval_scale", torch.ones(()))
         # The loss of one optimizer step: the mean over its accumulated micro-batches (and, under DDP, devices).
         self.step_loss = MeanMetric()
@@ -193,11 +175,9 @@ class Forecaster(L.LightningModule):
 
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path, *args, **kwargs):
-        """Lightning's ``load_from_checkpoint``, once every class the checkpoint records (the model's, the network's,
-        its distribution's, the regime's, …) passes ``project.imports``' rule: this project's, one the caller
-        trusted (``project.imports.trust``), or one whose module the caller imported itself. Lightning hands the
-        recorded settings to jsonargparse, which would import what they name first: a foreign class is one line,
-        and nothing is imported."""
+        """Lightning's ``load_from_checkpoint``, once every class the checkpoint records passes ``project.imports``'
+        rule. Lightning hands the recorded settings to jsonargparse, which would import what they name first: a
+        foreign class is one line, and nothing is imported."""
         recorded = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
         settings = recorded.get("hyper_parameters", {}) if isinstance(recorded, dict) else {}
         for what, class_path in recorded_class_paths(settings):
@@ -231,6 +211,9 @@ class Forecaster(L.LightningModule):
                     f"{name}={settings[name]} exceeds max_horizon={self.max_horizon}, the longest forecast the model "
                     "is set up for; raise max_horizon"
                 )
+        if settings["cuda_graph"] and not hasattr(network, "new_fixed_shape_cache"):
+            network_name = type(network).__name__
+            raise InputError(f"cuda_graph needs a network with new_fixed_shape_cache; {network_name} has none")
 
     # -- Forecasting -------------------------------------------------------------------------------------------
 
@@ -293,8 +276,7 @@ class Forecaster(L.LightningModule):
             raise InputError(f"cuda_graph needs a CUDA device; this run is on {self.device.type}")
 
     def on_fit_start(self) -> None:
-        # A regime may size itself to the run's optimizer steps (scheduled sampling's decay), which only the trainer
-        # knows.
+        # A regime may size itself to the run's optimizer steps, which only the trainer knows.
         self.run_steps = self.trainer.estimated_stepping_batches
         self.regime.check_run_length(self.run_steps)
 
@@ -340,15 +322,11 @@ class Forecaster(L.LightningModule):
     def predict_step(self, batch: dict[str, Tensor], batch_index: int) -> dict[str, Tensor]:
         """The forecast in original units, with the window and series it belongs to."""
         forecast = self.forecast(batch, self.hparams.predict_horizon or self.hparams.horizon)
-        prediction = {
-            "window": batch["window"],
-            "series": batch["series"],
-            "point": unscale(forecast.point, batch["loc"], batch["scale"]),
-        }
+        loc, scale = batch["loc"], batch["scale"]
+        point = unscale(forecast.point, loc, scale)
+        prediction = {"window": batch["window"], "series": batch["series"], "point": point}
         if forecast.quantiles is not None:
-            prediction["quantiles"] = unscale(
-                forecast.quantiles, batch["loc"].unsqueeze(-1), batch["scale"].unsqueeze(-1)
-            )
+            prediction["quantiles"] = unscale(forecast.quantiles, loc.unsqueeze(-1), scale.unsqueeze(-1))
         return prediction
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
@@ -360,8 +338,7 @@ class Forecaster(L.LightningModule):
             )
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        state = checkpoint.get("state_dict", {})
-        check_finite_weights(state)
+        check_finite_weights(checkpoint.get("state_dict", {}))
 
     def _stop_if_diverged(self, loss: Tensor) -> None:
         diverged = not torch.isfinite(loss).item()
@@ -411,7 +388,7 @@ class Forecaster(L.LightningModule):
 
 
 class _Identity:
-    """Stands in for ``ContextNorm`` when instance normalisation is off."""
+    """``ContextNorm`` when instance normalisation is off."""
 
     def __call__(self, values: Tensor) -> Tensor:
         return values
@@ -421,9 +398,8 @@ class _Identity:
 
 
 def callable_spec(value: Any) -> Any:
-    """An optimizer or scheduler argument as a checkpoint records it: ``{"class_path": ..., "init_args": {...}}`` for
-    a class or a ``functools.partial`` of one, with the class's defaults, as LightningCLI records a config's (which it
-    gives as a dict); else its name."""
+    """An optimizer or scheduler argument as a checkpoint records it: for a class or a ``functools.partial`` of one,
+    its class_path and init_args with the class's defaults, as LightningCLI records a config's; else its name."""
     if isinstance(value, dict):
         return value
     given: dict = {}
@@ -469,12 +445,6 @@ def recorded_class_paths(settings: dict, what: str = "model class") -> list[tupl
         if isinstance(value, dict):
             found += recorded_class_paths(value, name if name in CLI_TRUST else what)
     return found
-
-
-def check_cuda_graph(network: nn.Module, cuda_graph: bool) -> None:
-    """The network can decode as it is asked to: with CUDA graphs only through a fixed-shape cache."""
-    if cuda_graph and not hasattr(network, "new_fixed_shape_cache"):
-        raise InputError(f"cuda_graph needs a network with new_fixed_shape_cache; {type(network).__name__} has none")
 
 
 def check_finite_weights(state: dict[str, Tensor], where: str = "") -> None:

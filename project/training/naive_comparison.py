@@ -19,10 +19,9 @@ SPLITS = ("val", "test")
 
 
 class NaiveComparison(L.Callback):
-    """Validation and test score repeat-last (and seasonal naive, with ``season``) on the model's windows, in the
-    data's original units, and log their MAE beside the model's: ``{split}/mae_repeat_last_original_units`` and
-    ``{split}/mae_seasonal_naive_original_units`` next to ``{split}/mae_original_units``. ``test`` and
-    ``validate`` print the three in one line, and one warning line when the model is worse than any of them.
+    """Validation and test score repeat-last (and seasonal naive, with ``season``) on the model's windows and log
+    their MAE in original units beside the model's (``{split}/mae_repeat_last_original_units``, …). ``test`` and
+    ``validate`` print them in one line, and one warning line when the model is worse than any of them.
 
     Args:
         season: Season of the seasonal-naive forecast, in steps (24 for hourly data with a daily cycle, 12 for
@@ -41,16 +40,10 @@ class NaiveComparison(L.Callback):
         self.scores = {split: {name: MeanMetric(nan_strategy=math.nan) for name in self.naive} for split in SPLITS}
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if self.enabled:
-            self.check_season(self.season, pl_module.hparams.get("context_length"))
-
-    @staticmethod
-    def check_season(season: int | None, context_length: int | None) -> None:
-        """The seasonal-naive forecast repeats the context's last season: ``season`` is at most ``context_length``
-        (checked by the CLI at start-up, and here when a Trainer is set up from Python)."""
-        if season and context_length and season > context_length:
+        context_length = pl_module.hparams.get("context_length")
+        if self.enabled and self.season and context_length and self.season > context_length:
             raise InputError(
-                f"naive_comparison.season={season} must be at most model.context_length={context_length} (the "
+                f"naive_comparison.season={self.season} must be at most model.context_length={context_length} (the "
                 "seasonal-naive forecast repeats the context's last season)"
             )
 

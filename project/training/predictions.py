@@ -50,8 +50,7 @@ class ForecastWriter(BasePredictionWriter):
         path = self._path(trainer)
         write_atomically(path, lambda temporary: frame.to_csv(temporary, index=False))
         self.written = path
-        windows = frame["window"].nunique()
-        print(f"Wrote {windows} forecasts of {frame['step'].max()} steps to {path}")
+        print(f"Wrote {frame['window'].nunique()} forecasts of {frame['step'].max()} steps to {path}")
 
     def _path(self, trainer: L.Trainer) -> Path:
         return Path(self.output) if self.output else Path(trainer.log_dir or ".") / "predictions.csv"

@@ -1,12 +1,8 @@
 """How the decoder is driven in training: teacher forcing, free running, scheduled sampling.
 
 Every regime returns the forecast parameters (N, T, F, n_parameters) whose loss against the target has the
-regime's gradient. The classes below (``TeacherForcing``, ``FreeRunning``, ``ScheduledSampling``) are the
-``Forecaster``'s ``regime`` component: each holds its options and runs one of these functions; ``REGIMES`` names one
-instance per regime, the name the benchmark, the depth study, the ETTh1 and M4 scripts and the tests all use.
-``start`` (N, P, F) is the first decoder input: the last observed patch of the context (``model.start_of``);
-P = ``model.patch_length`` is 1 unless the model decodes patches. What a free-running decoder feeds back is the point
-forecast (``feedback: mean``; the median of a quantile head) or a draw from the predicted distribution (``sample``).
+regime's gradient. ``start`` (N, P, F) is the first decoder input, the last observed patch of the context
+(``model.start_of``); P = ``model.patch_length`` is 1 unless the model decodes patches.
 
 Why ``free_running_detach`` is exact: in the detached loop, the forecast at step j is the decoder's output at
 position j given inputs [start, ŷ_0, …, ŷ_{j-1}] that carry no gradient. A causal decoder's output at
@@ -21,7 +17,7 @@ import contextlib
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -40,16 +36,14 @@ TeacherForcingSchedule = Literal["linear", "exponential", "inverse_sigmoid"]
 
 @dataclass(frozen=True)
 class RegimeOptions:
-    """Settings a regime may read. ``rollout_dropout``: keep dropout on in the no-grad rollouts of ``detach`` and
-    scheduled sampling (as in the naive training loop), or feed back the dropout-free predictions that
-    ``predict`` makes. ``generator`` draws sampled feedback and scheduled sampling's coins. ``cuda_graph``: see
-    ``project.model.decoding.rollout``."""
+    """Settings a regime's ``forecast`` reads (``rollout_dropout``: see ``FreeRunning``). ``generator`` draws sampled
+    feedback and scheduled sampling's coins."""
 
     feedback_value: FeedbackValue = "mean"
     teacher_forcing_probability: float = 0.5
     rollout_dropout: bool = True
     generator: torch.Generator | None = None
-    cuda_graph: bool = False  # decode the no-grad rollouts with fixed shapes (CUDA graphs on a GPU)
+    cuda_graph: bool = False  # decode the no-grad rollouts with fixed shapes (project.model.decoding.rollout)
 
 
 def teacher_forcing(
@@ -59,62 +53,17 @@ def teacher_forcing(
     return model.decode(torch.cat([start, target[:, : -model.patch_length]], dim=1), encoded)
 
 
-def free_running_detach(
-    model: ForecastNetwork, encoded: Any, start: Tensor, target: Tensor, options: RegimeOptions
-) -> Tensor:
-    """The model's own predictions are fed back without gradient: no-grad cached rollout + one parallel pass."""
-    fed_back = _no_grad_rollout(model, encoded, start, target.shape[1], options)
-    return model.decode(torch.cat([start, fed_back], dim=1), encoded)
-
-
-def free_running_bptt(
-    model: ForecastNetwork, encoded: Any, start: Tensor, target: Tensor, options: RegimeOptions
-) -> Tensor:
-    """The model's own predictions are fed back with gradient: a differentiable cached unroll."""
-    return rollout(model, encoded, start, target.shape[1], options.feedback_value, options.generator)[0]
-
-
-def scheduled_sampling(
-    model: ForecastNetwork, encoded: Any, start: Tensor, target: Tensor, options: RegimeOptions
-) -> Tensor:
-    """Scheduled sampling (Bengio et al. 2015) in the two-pass form of Mihaylova & Martins (2019).
-
-    Pass one is the free-running cached rollout without gradient; then, for every sample and decoder position,
-    a coin picks the true previous value (with ``teacher_forcing_probability``) or the rolled-out prediction as
-    the decoder input of one parallel pass. Probability 1 is teacher forcing, 0 is ``free_running_detach``.
-    """
-    if options.teacher_forcing_probability >= 1.0:
-        return teacher_forcing(model, encoded, start, target, options)
-    predictions = _no_grad_rollout(model, encoded, start, target.shape[1], options)
-    batch, horizon, _ = target.shape
-    patch = model.patch_length
-    coin = torch.rand(batch, horizon // patch, 1, generator=options.generator, device=target.device)
-    use_truth = (coin < options.teacher_forcing_probability).repeat_interleave(patch, dim=1)[:, :-patch]
-    fed_back = torch.where(use_truth, target[:, :-patch], predictions)
-    return model.decode(torch.cat([start, fed_back], dim=1), encoded)
-
-
-RegimeFunction = Callable[[ForecastNetwork, Any, Tensor, Tensor, RegimeOptions], Tensor]
-FEEDBACK_CHOICES = ("mean", "sample")
-
-
 class Regime(ABC):
     """A way of driving the decoder in training: a component given by class_path, as the distribution is
-    (``model.regime: {class_path: project.training.FreeRunning, init_args: {gradient: detach}}``).
-
-    A regime checks its own arguments when built, and what it needs of the network's distribution in ``check``,
-    which the ``Forecaster`` calls once. ``forecast`` runs one of the functions above with the ``RegimeOptions`` that
-    ``options`` fills from the regime's arguments. Your own is a subclass in your own module, named by its class
-    path (``tests/test_regimes.py`` trains one from a temporary module).
+    (``model.regime: {class_path: project.training.FreeRunning, init_args: {gradient: detach}}``). Your own is a
+    subclass in your own module (``tests/test_regimes.py`` trains one from a temporary module).
 
     Attributes:
-        feeds_back: Whether it feeds the model's own predictions back (everything but teacher forcing).
         scheduled: Whether its share of true previous values follows a schedule over the run (then logged as
             ``train/teacher_forcing_probability``).
         init_args: The constructor's arguments, recorded in checkpoints so that they can rebuild it.
     """
 
-    feeds_back: bool = True
     scheduled: bool = False
 
     @property
@@ -138,19 +87,10 @@ class Regime(ABC):
         (None outside fit)."""
         return 0.0
 
-    def options(
-        self,
-        step: int = 0,
-        run_steps: float | None = None,
-        cuda_graph: bool = False,
-        generator: torch.Generator | None = None,
-    ) -> RegimeOptions:
-        """The settings ``forecast`` passes to the regime's function at optimizer step ``step``."""
-        return RegimeOptions(
-            teacher_forcing_probability=self.teacher_forcing_probability(step, run_steps),
-            generator=generator,
-            cuda_graph=cuda_graph,
-        )
+    def options(self, step: int = 0, run_steps: float | None = None, cuda_graph: bool = False) -> RegimeOptions:
+        """The settings ``forecast`` reads at optimizer step ``step``."""
+        probability = self.teacher_forcing_probability(step, run_steps)
+        return RegimeOptions(teacher_forcing_probability=probability, cuda_graph=cuda_graph)
 
     @abstractmethod
     def forecast(
@@ -172,8 +112,6 @@ class Regime(ABC):
 class TeacherForcing(Regime):
     """True previous values in, one parallel pass."""
 
-    feeds_back = False
-
     def teacher_forcing_probability(self, step: int, run_steps: float | None = None) -> float:
         return 1.0
 
@@ -185,7 +123,7 @@ class _FeedsBack(Regime):
     """What free running and scheduled sampling share: what they feed back, and the rollout's dropout."""
 
     def __init__(self, feedback: FeedbackValue = "mean", rollout_dropout: bool = True) -> None:
-        _check_choice(self, "feedback", feedback, FEEDBACK_CHOICES)
+        _check_choice(self, "feedback", feedback, ("mean", "sample"))
         self.feedback, self.rollout_dropout = feedback, rollout_dropout
 
     def check(self, distribution: Distribution) -> None:
@@ -196,21 +134,17 @@ class _FeedsBack(Regime):
                 "yours)"
             )
 
-    def options(self, step=0, run_steps=None, cuda_graph=False, generator=None) -> RegimeOptions:
-        return replace(
-            super().options(step, run_steps, cuda_graph, generator),
-            feedback_value=self.feedback,
-            rollout_dropout=self.rollout_dropout,
-        )
+    def options(self, step=0, run_steps=None, cuda_graph=False) -> RegimeOptions:
+        options = super().options(step, run_steps, cuda_graph)
+        return replace(options, feedback_value=self.feedback, rollout_dropout=self.rollout_dropout)
 
 
 class FreeRunning(_FeedsBack):
     """The model's own predictions fed back, as at prediction time.
 
     Args:
-        gradient: ``detach``: no gradient through fed-back predictions, computed as a no-grad cached rollout plus one
-            parallel pass, at teacher-forcing memory; ``bptt``: gradient through every fed-back prediction, a
-            differentiable cached unroll.
+        gradient: ``detach``: no gradient through fed-back predictions (a no-grad rollout plus one parallel pass, at
+            teacher-forcing memory); ``bptt``: gradient through every one (a differentiable cached unroll).
         feedback: ``mean``: the point forecast (the mean, or the median of a quantile head); ``sample``: a draw from
             the predicted distribution.
         rollout_dropout: Keep dropout on in ``detach``'s no-grad rollout, so that training feeds back what the naive
@@ -253,25 +187,27 @@ class FreeRunning(_FeedsBack):
             )
 
     def forecast(self, network, encoded, start, target, options):
-        function = free_running_bptt if self.gradient == "bptt" else free_running_detach
-        return function(network, encoded, start, target, options)
+        if self.gradient == "bptt":
+            return rollout(network, encoded, start, target.shape[1], options.feedback_value, options.generator)[0]
+        fed_back = _no_grad_rollout(network, encoded, start, target.shape[1], options)
+        return network.decode(torch.cat([start, fed_back], dim=1), encoded)
 
 
 class ScheduledSampling(_FeedsBack):
     """A per-position coin between the true value and the rolled-out prediction (Bengio et al. 2015).
 
-    The coin's teacher-forcing probability decays over the run, from 1 to ``minimum``.
+    In the two-pass form of Mihaylova & Martins (2019): a no-grad rollout, then one parallel pass whose inputs are, per
+    sample and position, the true previous value (with the teacher-forcing probability, which decays over the run
+    from 1 to ``minimum``) or the rolled-out prediction. Probability 1 is teacher forcing, 0 is free running detach.
 
     Args:
         schedule: ``linear``, ``exponential`` or ``inverse_sigmoid`` decay of the teacher-forcing probability.
-        steps: Optimizer steps over which the probability decays. Empty: half of the run's optimizer steps
-            (``Trainer.estimated_stepping_batches`` when fit starts), the share the decoder-depth study used, so that
-            one config serves runs of any length; a run without a known length (``max_epochs: -1`` and no
-            ``max_steps``) must set it.
+        steps: Optimizer steps over which the probability decays. Empty: half of the run's optimizer steps, so that
+            one config serves runs of any length; a run of unknown length (``max_epochs: -1``, no ``max_steps``) must
+            set it.
         minimum: Floor of the teacher-forcing probability.
-        feedback: What is fed back where the coin says so: ``mean`` (the point forecast) or ``sample`` (a draw).
-        rollout_dropout: Keep dropout on in the no-grad rollout (as the naive loop), or feed back the dropout-free
-            predictions that ``predict`` makes.
+        feedback: What is fed back where the coin says so, as ``FreeRunning``'s.
+        rollout_dropout: Keep dropout on in the no-grad rollout, as ``FreeRunning``'s.
     """
 
     scheduled = True
@@ -315,7 +251,14 @@ class ScheduledSampling(_FeedsBack):
         return teacher_forcing_probability(step, self.schedule, self.decay_steps(run_steps), self.minimum)
 
     def forecast(self, network, encoded, start, target, options):
-        return scheduled_sampling(network, encoded, start, target, options)
+        if options.teacher_forcing_probability >= 1.0:
+            return teacher_forcing(network, encoded, start, target, options)
+        predictions = _no_grad_rollout(network, encoded, start, target.shape[1], options)
+        (batch, horizon, _), patch = target.shape, network.patch_length
+        coin = torch.rand(batch, horizon // patch, 1, generator=options.generator, device=target.device)
+        use_truth = (coin < options.teacher_forcing_probability).repeat_interleave(patch, dim=1)[:, :-patch]
+        fed_back = torch.where(use_truth, target[:, :-patch], predictions)
+        return network.decode(torch.cat([start, fed_back], dim=1), encoded)
 
 
 def _check_choice(regime: Regime, name: str, value: object, choices: tuple[str, ...]) -> None:
@@ -337,18 +280,12 @@ def regime_name(spec: dict) -> str | None:
     its class's name and the arguments that tell the registry's entries of that class apart; None for another
     class. Nothing is imported."""
     class_name = str(spec.get("class_path", "")).rpartition(".")[2]
-    arguments = spec.get("init_args") or {}
-    candidates = {name: r for name, r in REGIMES.items() if type(r).__name__ == class_name}
-    differing = {key for r in candidates.values() for key, value in r.init_args.items()
-                 if any(other.init_args.get(key) != value for other in candidates.values())}  # fmt: skip
-    return next(
-        (
-            name
-            for name, r in candidates.items()
-            if all(arguments.get(k, r.init_args[k]) == r.init_args[k] for k in differing)
-        ),
-        None,
-    )
+    given = spec.get("init_args") or {}
+    candidates = {name: r.init_args for name, r in REGIMES.items() if type(r).__name__ == class_name}
+    differing = {k for args in candidates.values() for k, v in args.items()
+                 if any(other.get(k) != v for other in candidates.values())}  # fmt: skip
+    matches = (name for name, args in candidates.items() if all(given.get(k, args[k]) == args[k] for k in differing))
+    return next(matches, None)
 
 
 def regime_arguments(name: str) -> list[str]:
