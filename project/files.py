@@ -6,7 +6,6 @@ all (``check_output``, ``check_output_folder``, ``write_atomically``). Settings 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Iterable
@@ -126,23 +125,6 @@ def bounded_yaml(text: str, source: str = "settings", load: Callable[[str], obje
         elif isinstance(item, list):
             pending.extend(item)
     return value
-
-
-def read_yaml(path: str | Path) -> object:
-    """The YAML file at ``path``, read by ``bounded_yaml`` (one line when missing)."""
-    path = check_name_lengths(path)
-    if not path.is_file():
-        raise InputError(f"{path}: file not found")
-    return bounded_yaml(path.read_text(), str(path))
-
-
-def sha256_of(path: str | Path) -> str:
-    """The SHA-256 of a file's bytes, read in blocks (a data file may be larger than memory)."""
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _umask() -> int:

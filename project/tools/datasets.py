@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import shutil
 import urllib.request
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from project.errors import InputError, reported_in_one_line
-from project.files import check_output, sha256_of, write_atomically
+from project.files import check_output, write_atomically
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,15 @@ M4_WEEKLY = (
 )
 M4 = {"m4_hourly": (M4_HOURLY, 48), "m4_weekly": (M4_WEEKLY, 13)}  # the files and the competition's horizon
 M4_HORIZON = 48
+
+
+def sha256_of(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes, read in blocks (a data file may be larger than memory)."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def fetch(download: Download, folder: Path, source: Path | None = None) -> Path:

@@ -29,7 +29,7 @@ from unittest import mock
 import yaml
 
 from project.errors import InputError, reported_in_one_line
-from project.files import bounded_yaml, check_output, read_yaml, write_atomically
+from project.files import bounded_yaml, check_name_lengths, check_output, write_atomically
 from project.training.callbacks import EXIT_SIGTERM
 
 SEARCH_SPACE = Path(__file__).resolve().parents[2] / "configs" / "search" / "default.yaml"  # from any folder
@@ -124,6 +124,14 @@ class StopSignals:
     def message(self, stopped: Stopped) -> str:
         trial = f"; trial {self.trial} recorded as failed" if self.trial is not None else ""
         return f"{stopped}{trial}; run the same command to resume the study"
+
+
+def read_yaml(path: str | Path) -> object:
+    """The YAML file at ``path``, read by ``bounded_yaml`` (one line when missing)."""
+    path = check_name_lengths(path)
+    if not path.is_file():
+        raise InputError(f"{path}: file not found")
+    return bounded_yaml(path.read_text(), str(path))
 
 
 def trial_seeded_sampler(seed: int):
