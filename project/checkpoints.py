@@ -67,7 +67,8 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
             else f"another version of {model_class.__module__}"
         )
         raise InputError(
-            f"{path}: written by {written_by}: its settings {', '.join(unknown)} are not {model_class.__name__}'s; "
+            f"{path}: written by {written_by}: its settings {', '.join(unknown)} are not {model_class.__name__}'s or "
+            f"{data_class.__name__}'s; "
             "retrain it, or use it with the version that wrote it"
         )
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
@@ -167,7 +168,11 @@ def settle_the_data(data, checkpoint: dict) -> None:
     """The checkpoint's choice of embedded data does not carry over to a file the run reads (``data``: the parsed
     data section, the user's settings over the checkpoint's): it takes its default again."""
     trained = checkpoint.get("datamodule_hyper_parameters", {})
-    if data.init_args.get("source") is not None and data.init_args.get("synthetic") == trained.get("synthetic"):
+    if (
+        data.init_args.get("source") is not None
+        and "synthetic" in data.init_args
+        and (data.init_args.synthetic == trained.get("synthetic"))
+    ):
         data.init_args.synthetic = default_of(data.get("class_path"), "synthetic")
 
 

@@ -71,7 +71,9 @@ def checkpoint_class(class_path: object, what: str, where: str, allow_imported: 
         for package in (OWN_PACKAGE, FRAMEWORK_PACKAGES.get(what, OWN_PACKAGE))
     )
     if not (own or class_path in _trusted or (allow_imported and module_name in sys.modules)):
-        how = f"pass {_how_to_trust[what]}={class_path}" if what in _how_to_trust else f"call trust(['{class_path}'])"
+        how = f"call project.imports.trust(['{class_path}'])"  # from Python; a command names its own option
+        if what in _how_to_trust:
+            how = f"pass {_how_to_trust[what]}={class_path}"
         raise InputError(
             f"{where}the checkpoint names the {what} {class_path}, outside this project; nothing was imported: {how} "
             "to trust it"

@@ -163,3 +163,8 @@ def test_an_unreadable_timestamp_among_offsets_is_named_as_such_not_as_an_offset
     times[6] = bad
     message = error_of(one_series(tmp_path, times), tmp_path, time_column="time")
     assert message.endswith(f"column 'time' must hold timestamps; row 6 has {shown}")
+
+
+def test_an_empty_dataframe_is_one_line():
+    with pytest.raises(InputError, match=r"^the DataFrame: has 0 rows;"):
+        WindowDataModule(pd.DataFrame({"value": pd.Series([], dtype=float)}), context_length=4, horizon=2)

@@ -139,7 +139,7 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
         (  # a checkpoint of the regime as a pair of options, before it was a component
             lambda c: c["hyper_parameters"].update(training_mode="free_running", feedback_gradient="detach"),
             "written by an earlier version of this project: its settings feedback_gradient, training_mode are not "
-            "Forecaster's; retrain it",
+            "Forecaster's or WindowDataModule's; retrain it",
         ),
         (
             lambda c: c["hyper_parameters"]["regime"].update(class_path="subprocess.Popen"),

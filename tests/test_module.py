@@ -295,3 +295,11 @@ def test_a_predict_horizon_ending_inside_a_patch_is_refused_with_future_covariat
         tiny_module(n_future_covariates=1, patch_length=2, predict_horizon=5)
     tiny_module(n_future_covariates=1, patch_length=2, predict_horizon=6)
     tiny_module(patch_length=2, predict_horizon=5)  # without covariates the last patch's extra steps are cut
+
+
+@pytest.mark.parametrize("quantiles", [None, [0.1, 0.5, 0.9]])
+def test_a_forecast_option_at_its_default_is_not_refused_for_points(quantiles):
+    """Switching to PointForecast needs no other edit: options left at their defaults, however spelled, pass."""
+    module = tiny_module(prediction_quantiles=quantiles, num_samples=100, interval=0.8)
+    assert not module.has_distribution
+    assert module.prediction_quantiles == [0.1, 0.5, 0.9]

@@ -347,6 +347,8 @@ def _check_increasing(timestamps: np.ndarray, rows: _Rows, column: str) -> None:
 def _observed_rows(targets: np.ndarray, series_start: np.ndarray) -> np.ndarray:
     """Rows of each series up to its last row with any target; the rest are future rows."""
     # Each series' largest (row + 1) with a target, 0 without one; no series is empty, as reduceat needs.
+    if not len(targets):  # an empty table: refused by the row counts, one line
+        return np.zeros(len(series_start) - 1, dtype=np.int64)
     ends = np.where(np.isfinite(targets).any(axis=1), np.arange(1, len(targets) + 1), 0)
     return np.maximum(np.maximum.reduceat(ends, series_start[:-1]) - series_start[:-1], 0).astype(np.int64)
 

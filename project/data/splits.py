@@ -1,6 +1,7 @@
 """How each series' rows are split into training, validation and test: a component given by ``class_path``, e.g.
 ``data.split: {class_path: project.data.LastRows, init_args: {val_size: 48, test_size: 48}}``. Yours is a subclass
-with ``rows`` and ``description``; the data module checks that every split holds a window.
+with ``rows`` and its arguments in ``init_args`` (what ``description`` names); the data module checks that every
+split holds a window.
 """
 
 from __future__ import annotations

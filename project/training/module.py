@@ -198,8 +198,11 @@ class Forecaster(L.LightningModule):
                 f"predict_horizon={predict_horizon} must be a multiple of patch_length={patch} with future "
                 "covariates: a patch's token holds the covariates of all its steps, beyond the last one asked for"
             )
-        forecast_options = {"num_samples": 100, "prediction_quantiles": None, "interval": 0.8}  # their defaults
-        changed = [name for name, default in forecast_options.items() if settings[name] != default]
+        # Set to other than their defaults (the default quantiles, however given, included): they would do nothing.
+        given = {**settings, "prediction_quantiles": self.prediction_quantiles}
+        defaults = {**default_arguments(Forecaster), "prediction_quantiles": list(DEFAULT_QUANTILES)}
+        options = ("num_samples", "prediction_quantiles", "interval")
+        changed = [name for name in options if given[name] != defaults[name]]
         if changed and not network.distribution.probabilistic:
             raise InputError(
                 f"{', '.join(changed)} apply to the sample paths of a distribution; the network's PointForecast "
@@ -421,6 +424,12 @@ def _callable(value: Any, what: str, base: type) -> Callable:
         return value
     cls = component_class(value, what, base, allow_imported=True)
     return functools.partial(cls, **(value.get("init_args") or {}))
+
+
+def default_arguments(cls: type) -> dict[str, Any]:
+    """The defaults of ``cls.__init__``'s arguments."""
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not p.empty}
 
 
 def check_network(network: nn.Module) -> None:
