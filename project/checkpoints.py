@@ -13,7 +13,7 @@ from project.errors import InputError
 from project.files import check_name_lengths
 from project.imports import built_component, checkpoint_class, component_class, default_of, is_component_spec
 from project.model.network import build_network
-from project.training.module import Forecaster, check_finite_weights
+from project.training.module import OPTIMIZATION_BASES, Forecaster, check_finite_weights
 from project.training.regimes import Regime
 
 CLASS_PATHS = {cls: f"{cls.__module__}.{cls.__qualname__}" for cls in (Forecaster, WindowDataModule)}
@@ -76,8 +76,7 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
     components = {"network": network}
     if "regime" in settings:
         components["regime"] = built_component(settings["regime"], "regime", Regime, f"{path}: ")
-    bases = {"optimizer": torch.optim.Optimizer, "lr_scheduler": torch.optim.lr_scheduler.LRScheduler}
-    for name, base in bases.items():  # nothing here builds them, but a command's parser imports what they name
+    for name, base in OPTIMIZATION_BASES.items():  # nothing here builds them, but a command's parser imports them
         if is_component_spec(settings.get(name)):
             component_class(settings[name], name, base, f"{path}: ")
     try:
@@ -168,11 +167,8 @@ def settle_the_data(data, checkpoint: dict) -> None:
     """The checkpoint's choice of embedded data does not carry over to a file the run reads (``data``: the parsed
     data section, the user's settings over the checkpoint's): it takes its default again."""
     trained = checkpoint.get("datamodule_hyper_parameters", {})
-    if (
-        data.init_args.get("source") is not None
-        and "synthetic" in data.init_args
-        and (data.init_args.synthetic == trained.get("synthetic"))
-    ):
+    user_file = data.init_args.get("source") is not None
+    if user_file and "synthetic" in data.init_args and data.init_args.synthetic == trained.get("synthetic"):
         data.init_args.synthetic = default_of(data.get("class_path"), "synthetic")
 
 

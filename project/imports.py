@@ -53,9 +53,10 @@ def imported_class(class_path: str) -> object | None:
         return None
 
 
-def default_of(class_path: str | None, argument: str) -> object:
-    """The default of the constructor ``argument`` of the class a config names; None when it has none."""
-    cls = imported_class(class_path) if class_path else None
+def default_of(class_path: type | str | None, argument: str) -> object:
+    """The default of the constructor ``argument`` of a class, or of the class a config names; None when it has
+    none."""
+    cls = class_path if isinstance(class_path, type) else imported_class(class_path) if class_path else None
     parameter = inspect.signature(cls).parameters.get(argument) if isinstance(cls, type) else None
     return None if parameter is None or parameter.default is parameter.empty else parameter.default
 

@@ -20,7 +20,14 @@ from torchmetrics import MeanMetric
 
 from project.domains import AtLeastTwo, OpenUnitInterval, PositiveInt, UnitLevels, check_arguments
 from project.errors import InputError, TrainingDiverged
-from project.imports import CLI_TRUST, built_component, checkpoint_class, component_class, is_component_spec
+from project.imports import (
+    CLI_TRUST,
+    built_component,
+    checkpoint_class,
+    component_class,
+    default_of,
+    is_component_spec,
+)
 from project.model.decoding import generate
 from project.model.distributions import DEFAULT_QUANTILES, Distribution, check_distribution
 from project.model.network import ForecastNetwork, build_network, component_spec, network_spec
@@ -30,6 +37,8 @@ from project.training.schedules import WarmupCosine
 
 DEFAULT_REGIME = FreeRunning()  # free-running detach: immutable, so one instance serves every model
 COVARIATES = ("past_covariates", "future_covariates", "static_categorical", "static_real")
+# The classes the optimizer and learning-rate scheduler a model records must be (checked where they are rebuilt).
+OPTIMIZATION_BASES = {"optimizer": torch.optim.Optimizer, "lr_scheduler": torch.optim.lr_scheduler.LRScheduler}
 
 
 @dataclass
@@ -199,9 +208,10 @@ class Forecaster(L.LightningModule):
                 "covariates: a patch's token holds the covariates of all its steps, beyond the last one asked for"
             )
         # Set to other than their defaults (the default quantiles, however given, included): they would do nothing.
-        given = {**settings, "prediction_quantiles": self.prediction_quantiles}
-        defaults = {**default_arguments(Forecaster), "prediction_quantiles": list(DEFAULT_QUANTILES)}
         options = ("num_samples", "prediction_quantiles", "interval")
+        defaults = {name: default_of(Forecaster, name) for name in options}
+        defaults["prediction_quantiles"] = DEFAULT_QUANTILES  # the argument's default is empty: these
+        given = {**settings, "prediction_quantiles": tuple(self.prediction_quantiles)}
         changed = [name for name in options if given[name] != defaults[name]]
         if changed and not network.distribution.probabilistic:
             raise InputError(
@@ -383,8 +393,8 @@ class Forecaster(L.LightningModule):
             {"params": [p for p in self.parameters() if p.dim() >= 2], "name": "weights"},
             {"params": [p for p in self.parameters() if p.dim() < 2], "weight_decay": 0.0, "name": "biases_and_norms"},
         ]
-        optimizer = _callable(self.optimizer, "optimizer", torch.optim.Optimizer)(groups)
-        scheduler = _callable(self.lr_scheduler, "lr_scheduler", torch.optim.lr_scheduler.LRScheduler)(optimizer)
+        optimizer = _callable(self.optimizer, "optimizer")(groups)
+        scheduler = _callable(self.lr_scheduler, "lr_scheduler")(optimizer)
         if isinstance(scheduler, WarmupCosine):  # it decays to zero at the run's last optimizer step
             scheduler.set_run_steps(self.trainer.estimated_stepping_batches)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
@@ -417,19 +427,13 @@ def callable_spec(value: Any) -> Any:
     return {"class_path": f"{value.__module__}.{value.__qualname__}", "init_args": recordable}
 
 
-def _callable(value: Any, what: str, base: type) -> Callable:
+def _callable(value: Any, what: str) -> Callable:
     """The optimizer or scheduler callable, rebuilt from its record when the model was built from a checkpoint's
     settings (Python code: classes of modules it imported, under ``project.imports``' rule)."""
     if not is_component_spec(value):
         return value
-    cls = component_class(value, what, base, allow_imported=True)
+    cls = component_class(value, what, OPTIMIZATION_BASES[what], allow_imported=True)
     return functools.partial(cls, **(value.get("init_args") or {}))
-
-
-def default_arguments(cls: type) -> dict[str, Any]:
-    """The defaults of ``cls.__init__``'s arguments."""
-    parameters = inspect.signature(cls.__init__).parameters.values()
-    return {p.name: p.default for p in parameters if p.default is not p.empty}
 
 
 def check_network(network: nn.Module) -> None:
