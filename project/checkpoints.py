@@ -16,24 +16,17 @@ from project.model.network import build_network
 from project.training.module import OPTIMIZATION_BASES, Forecaster, check_finite_weights
 from project.training.regimes import Regime
 
-CLASS_PATHS = {cls: f"{cls.__module__}.{cls.__qualname__}" for cls in (Forecaster, WindowDataModule)}
+SIZES = "init_args.sizes."  # the data's sizes among a network's flattened settings
 
 
-def read_checkpoint(path: str | Path) -> dict:
-    """The checkpoint at ``path`` (``load_checkpoint``): every command and script opens checkpoints through it,
-    ``load_forecaster`` or ``load_checkpoint``."""
-    return load_checkpoint(path)[0]
-
-
-def load_forecaster(path: str | Path) -> Forecaster:
-    """The ``Forecaster`` (or its subclass) of the checkpoint at ``path`` (``load_checkpoint``)."""
-    return load_checkpoint(path)[1]
+def class_path_of(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
-    """The checkpoint at ``path`` and its ``Forecaster`` (CPU, eval mode), checked to be a finite checkpoint of this
-    template whose weights fit the settings it records. Unpickled with ``weights_only=True`` (reading runs no code);
-    the classes it names are imported under ``project.imports``' rule."""
+    """The checkpoint at ``path`` and its ``Forecaster`` (CPU, eval mode), as every command and script opens one:
+    checked to be a finite checkpoint of this template whose weights fit the settings it records. Unpickled with
+    ``weights_only=True`` (reading runs no code); the classes it names are imported under ``project.imports``' rule."""
     path = check_name_lengths(path)
     if not path.is_file():
         raise InputError(f"{path}: checkpoint not found")
@@ -157,9 +150,9 @@ def checkpoint_defaults(checkpoint: dict, linked: tuple[str, ...]) -> dict:
     trained = checkpoint.get("datamodule_hyper_parameters", {})
     data = {k: v for k, v in trained.items() if not k.startswith("_") and k != "cache_dir"}
     return {
-        "model": {"class_path": checkpoint["hyper_parameters"].get("_class_path", CLASS_PATHS[Forecaster]),
+        "model": {"class_path": checkpoint["hyper_parameters"].get("_class_path", class_path_of(Forecaster)),
                   "init_args": model},
-        "data": {"class_path": trained.get("_class_path", CLASS_PATHS[WindowDataModule]), "init_args": data},
+        "data": {"class_path": trained.get("_class_path", class_path_of(WindowDataModule)), "init_args": data},
     }  # fmt: skip
 
 
@@ -178,13 +171,12 @@ def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: Forecaster,
     the normalisation and the scaling, each named with both values. What chooses only what is forecast or read
     (samples, quantiles, the data file, the batch size) may differ."""
     trained = checkpoint["hyper_parameters"]
-    given_network, trained_network = model.hparams["network"], trained.get("network", {})
-    given_sizes = given_network.get("init_args", {}).get("sizes") or {}
-    trained_sizes = trained_network.get("init_args", {}).get("sizes") or {}
+    given_network, trained_network = flattened(model.hparams["network"]), flattened(trained.get("network", {}))
+    sizes = {name.removeprefix(SIZES): name for name in given_network if name.startswith(SIZES)}
     differing = [
-        f"{name}={given_sizes[name]!r} (checkpoint: {trained_sizes[name]!r})"
-        for name in given_sizes
-        if name in trained_sizes and given_sizes[name] != trained_sizes[name]
+        f"{size}={given_network[name]!r} (checkpoint: {trained_network[name]!r})"
+        for size, name in sizes.items()
+        if name in trained_network and given_network[name] != trained_network[name]
     ]
     if differing:
         source = datamodule.hparams.get("source") or "the embedded data"
@@ -192,24 +184,19 @@ def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: Forecaster,
             f"{source} does not fit {path}: its columns give the network {', '.join(differing)}; use data with the "
             "checkpoint's targets, covariates and static categories"
         )
-    given = {"model.class_path": CLASS_PATHS.get(type(model), f"{type(model).__module__}.{type(model).__qualname__}")}
-    recorded = {"model.class_path": trained.get("_class_path", CLASS_PATHS[Forecaster])}
-    for name, value in flattened(given_network).items():
-        if not name.startswith(("init_args.sizes.", "init_args.max_length")):  # compared above; a table, no weight
-            given[f"model.network.{name}"] = value
-    recorded.update({f"model.network.{name}": value for name, value in flattened(trained_network).items()})
-    for name in ("context_length", "horizon"):
-        given[f"data.{name}"], recorded[f"data.{name}"] = model.hparams.get(name), trained.get(name)
-    given["model.instance_norm"], recorded["model.instance_norm"] = (
-        model.hparams.get("instance_norm"),
-        trained.get("instance_norm"),
-    )
+    given = {"model.class_path": class_path_of(type(model))}
+    recorded = {"model.class_path": trained.get("_class_path", class_path_of(Forecaster))}
+    for name, value in given_network.items():
+        if not name.startswith((SIZES, "init_args.max_length")):  # compared above; a table, no weight
+            given[f"model.network.{name}"], recorded[f"model.network.{name}"] = value, trained_network.get(name)
+    for section, name in (("data", "context_length"), ("data", "horizon"), ("model", "instance_norm")):
+        given[f"{section}.{name}"], recorded[f"{section}.{name}"] = model.hparams.get(name), trained.get(name)
     given["data.scaling"] = getattr(datamodule, "scaling", None)
     recorded["data.scaling"] = checkpoint.get(WindowDataModule.__qualname__, {}).get("scaler", {}).get("mode")
     mismatches = [
         f"{name}={value!r} (checkpoint: {recorded[name]!r})"
         for name, value in given.items()
-        if recorded.get(name) is not None and value != recorded[name]
+        if recorded[name] is not None and value != recorded[name]
     ]
     if mismatches:
         raise InputError(f"{path} was trained with other settings than the config: {', '.join(mismatches)}")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from jsonargparse import Namespace
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -19,7 +18,7 @@ from project.checkpoints import (
     check_checkpoint_fits,
     checkpoint_defaults,
     checkpoint_inputs,
-    read_checkpoint,
+    load_checkpoint,
     settle_the_data,
 )
 from project.data import WindowDataModule
@@ -58,19 +57,6 @@ CALLBACK_DEFAULTS = {
     "early_stopping.check_on_train_epoch_end": False,
     "lr_monitor.logging_interval": "step",
 }  # fmt: skip
-
-
-def resolve_auto_patch(config: Namespace) -> None:
-    """A network's ``patch_length: auto`` made the integer it means for the context length and horizon, before the
-    network is built and the config saved (which records the integer)."""
-    network, model = config.model.init_args.network.get("init_args"), config.model.init_args
-    if network is not None and network.get("patch_length") is not None:  # a network without patches has none
-        network.patch_length = resolved_patch_length(network.patch_length, model.context_length, model.horizon)
-
-
-def class_paths(config: Namespace) -> set[str]:
-    """Every class a parsed config names (the model, the data, the network, its distribution, …)."""
-    return {value for key, value in config.items() if key.endswith("class_path") and isinstance(value, str)}
 
 
 class ForecastCLI(LightningCLI):
@@ -113,8 +99,9 @@ class ForecastCLI(LightningCLI):
         run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
         ckpt_path = self.config[subcommand].get("ckpt_path")
         if ckpt_path:
-            trust(class_paths(self.config[subcommand]), CLI_TRUST)  # the classes the user's configs name
-            self.checkpoint = read_checkpoint(ckpt_path)
+            named = {v for k, v in self.config[subcommand].items() if k.endswith("class_path") and isinstance(v, str)}
+            trust(named, CLI_TRUST)  # the classes the user's configs name
+            self.checkpoint, _ = load_checkpoint(ckpt_path)
             self._parser(subcommand).set_defaults(checkpoint_defaults(self.checkpoint, LINKED_INTO_NETWORK))
             super().parse_arguments(parser, args)
             settle_the_data(self.config[subcommand].data, self.checkpoint)
@@ -128,7 +115,12 @@ class ForecastCLI(LightningCLI):
         pass
 
     def before_instantiate_classes(self) -> None:
-        resolve_auto_patch(self.config[self.subcommand])
+        """A network's ``patch_length: auto`` made the integer it means for the context length and horizon, before the
+        network is built and the config saved (which records the integer)."""
+        model = self.config[self.subcommand].model.init_args
+        network = model.network.get("init_args")
+        if network is not None and network.get("patch_length") is not None:  # a network without patches has none
+            network.patch_length = resolved_patch_length(network.patch_length, model.context_length, model.horizon)
 
     def instantiate_classes(self) -> None:
         with named_for_the_config(self.config[self.subcommand], CALLBACKS):

@@ -44,26 +44,23 @@ def at_least(low: int, description: str | None = None) -> Domain:
     return Domain(description or f"an integer >= {low}", lambda v: is_integer(v) and v >= low)
 
 
-POSITIVE = at_least(1, "a positive integer")
-NON_NEGATIVE = at_least(0, "a non-negative integer")
-FINITE = Domain("a finite number", is_number)
-NON_NEGATIVE_NUMBER = Domain("a finite number >= 0", lambda v: is_number(v) and v >= 0)
-POSITIVE_NUMBER = Domain("a finite number > 0", lambda v: is_number(v) and v > 0)
-FRACTION = Domain("a number in (0, 1]", lambda v: is_number(v) and 0 < v <= 1)
-PROBABILITY = Domain("a number in [0, 1]", lambda v: is_number(v) and 0 <= v <= 1)
-UNIT_LEVELS = Domain("a list of numbers in (0, 1)", lambda v: all(is_number(q) and 0 < q < 1 for q in v))
+def between(description: str, holds: Callable[[float], bool]) -> Domain:
+    """The finite numbers for which ``holds`` is true."""
+    return Domain(description, lambda v: is_number(v) and holds(v))
+
 
 # The types this project's signatures use.
-PositiveInt = Annotated[int, POSITIVE]
-NonNegativeInt = Annotated[int, NON_NEGATIVE]
+PositiveInt = Annotated[int, at_least(1, "a positive integer")]
+NonNegativeInt = Annotated[int, at_least(0, "a non-negative integer")]
 AtLeastTwo = Annotated[int, at_least(2)]
-PositiveFloat = Annotated[float, POSITIVE_NUMBER]
-NonNegativeFloat = Annotated[float, NON_NEGATIVE_NUMBER]
-Fraction = Annotated[float, FRACTION]
-Probability = Annotated[float, PROBABILITY]
-OpenUnitInterval = Annotated[float, Domain("a number in (0, 1)", lambda v: is_number(v) and 0 < v < 1)]
-DropoutRate = Annotated[float, Domain("a number in [0, 1)", lambda v: is_number(v) and 0 <= v < 1)]
-UnitLevels = Annotated[list[float], UNIT_LEVELS]
+PositiveFloat = Annotated[float, between("a finite number > 0", lambda v: v > 0)]
+Fraction = Annotated[float, between("a number in (0, 1]", lambda v: 0 < v <= 1)]
+Probability = Annotated[float, between("a number in [0, 1]", lambda v: 0 <= v <= 1)]
+OpenUnitInterval = Annotated[float, between("a number in (0, 1)", lambda v: 0 < v < 1)]
+DropoutRate = Annotated[float, between("a number in [0, 1)", lambda v: 0 <= v < 1)]
+UnitLevels = Annotated[
+    list[float], Domain("a list of numbers in (0, 1)", lambda v: all(is_number(q) and 0 < q < 1 for q in v))
+]
 # A patch length, or "auto": resolved from the data's look-back and horizon (project.model.auto_patch_length).
 PatchLength = Annotated[
     int | Literal["auto"], Domain("a positive integer or 'auto'", lambda v: v == "auto" or (is_integer(v) and v >= 1))
@@ -81,10 +78,14 @@ def check_arguments(cls: type, arguments: Mapping[str, Any], prefix: str = "") -
     it as ``prefix`` + its name (``model.network.init_args.d_model`` from the command line)."""
     domains = declared_domains(cls)
     for name, value in arguments.items():
+        if (domain := domains.get(name)) is None or value is None:
+            continue
         try:
-            check_value(name, value, domains.get(name))
-        except OptionError as error:
-            raise OptionError(prefix + name, error.expected, cls) from None
+            holds = domain.holds(value)
+        except TypeError:  # a value of the wrong kind altogether
+            holds = False
+        if not holds:
+            raise OptionError(prefix + name, f"must be {domain.description}; got {value!r}", cls)
 
 
 def _domain_of(hint: Any) -> Domain | None:
@@ -92,14 +93,3 @@ def _domain_of(hint: Any) -> Domain | None:
     if typing.get_origin(hint) is Annotated:
         return next((meta for meta in hint.__metadata__ if isinstance(meta, Domain)), None)
     return next((d for arg in typing.get_args(hint) if (d := _domain_of(arg)) is not None), None)
-
-
-def check_value(name: str, value: Any, domain: Domain | None) -> None:
-    if domain is None or value is None:
-        return
-    try:
-        holds = domain.holds(value)
-    except TypeError:  # a value of the wrong kind altogether
-        holds = False
-    if not holds:
-        raise OptionError(name, f"must be {domain.description}; got {value!r}")

@@ -8,6 +8,7 @@ fragment below to jsonargparse's wording.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator, Mapping
 
 from jsonargparse import get_loader, set_loader
@@ -27,7 +28,7 @@ ATTEMPT = "    - "
 ATTEMPTS_END = "\n  Given value type:"
 NONE_ATTEMPT = "Expected a <class 'NoneType'>"  # the attempt for `None`, never the user's problem
 CLASS_PROBLEM = "Problem with given class_path '"  # `Problem with given class_path 'X':`
-GIVEN_VALUE = "Given value: "  # the last line: what the user gave
+GIVEN_VALUE = "Given value: "
 NOT_ACCEPTED = "is not accepted"  # `Option 'hidden_size' is not accepted`: not an argument of the class
 # Why a network option is not accepted, when the user meant a checkpoint's network.
 NETWORK_OPTIONS = (
@@ -37,16 +38,8 @@ NETWORK_OPTIONS = (
 )
 
 
-def _bounded(load):
-    """jsonargparse's YAML loader (configs, inline configs and values) with ``bounded_yaml``'s bounds."""
-
-    def load_bounded(text: str) -> object:
-        return bounded_yaml(text, "a config", load)
-
-    return load_bounded
-
-
-set_loader("yaml", _bounded(get_loader("yaml")))
+# jsonargparse's YAML loader (configs, inline configs and values) with bounded_yaml's bounds.
+set_loader("yaml", functools.partial(bounded_yaml, source="a config", load=get_loader("yaml")))
 
 
 class ForecastArgumentParser(LightningArgumentParser):
@@ -81,7 +74,8 @@ def readable_error(message: str) -> str:
     first, *rest = errors[0]
     class_path = _quoted_class_path(first)
     if class_path is None:
-        return f"{KEY}{section}{KEY_END} {_given_value(message)}: {' '.join([first, *rest])}"
+        given = message.splitlines()[-1].partition(GIVEN_VALUE)[2]  # the last line: what the user gave
+        return f"{KEY}{section}{KEY_END} {given}: {' '.join([first, *rest])}"
     if rest and rest[0].startswith(KEY):
         lines = [rest[0].replace(KEY, f"{KEY}{section}.", 1), *rest[1:]]
         while len(lines) >= 3 and lines[1].startswith(CLASS_PROBLEM) and (inner := _key(lines[2])):
@@ -101,12 +95,6 @@ def _key(line: str) -> str | None:
     """``network`` of ``Parser key "network":``; None for any other line."""
     key = line.removeprefix(KEY).rpartition(KEY_END)[0]
     return key if line.startswith(KEY) and key else None
-
-
-def _given_value(message: str) -> str:
-    """What the user gave, from the message's last line ``  Given value: …``; empty when it has none."""
-    last_line = message.splitlines()[-1] if message.splitlines() else ""
-    return last_line.partition(GIVEN_VALUE)[2]
 
 
 @contextlib.contextmanager
@@ -132,17 +120,9 @@ def option_path(config, error: OptionError, sections: Mapping[str, type]) -> str
     for key, value in config.items():
         if key.endswith("class_path") and isinstance(owner := imported_class(value), type):
             candidate = f"{key.removesuffix('class_path')}init_args.{error.option}"
-            if issubclass(owner, error.owner) and _has(config, candidate):
+            if issubclass(owner, error.owner) and candidate in config:
                 return (
                     candidate.replace(".init_args.", ".", 1) if candidate.startswith(("model.", "data.")) else candidate
                 )
     section = next((name for name, cls in sections.items() if issubclass(error.owner, cls)), None)
     return f"{section}.{error.option}" if section else None
-
-
-def _has(config, key: str) -> bool:
-    try:
-        config[key]
-    except (KeyError, TypeError):
-        return False
-    return True

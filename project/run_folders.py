@@ -28,21 +28,15 @@ class RunConfig(SaveConfigCallback):
 
 
 def place_the_run(config, resume_last: bool) -> None:
-    """Name the run after its data and, for ``--ckpt_path last`` when ``resume_last``, resume its newest run."""
-    name_the_run(config)
+    """Log under the data's name unless the user named the run (the logger's ``name``, MLflow's ``run_name``) and, for
+    ``--ckpt_path last`` when ``resume_last``, resume its newest run."""
+    logger = config.trainer.get("logger")
+    if hasattr(logger, "get") and "init_args" in logger:
+        key = next((k for k in ("name", "run_name") if k in logger.init_args), None)
+        if key and logger.init_args[key] == default_of(logger.get("class_path"), key):
+            logger.init_args[key] = run_name(config)
     if resume_last and config.get("ckpt_path") == "last":
         resume_last_run(config)
-
-
-def name_the_run(config) -> None:
-    """Log under the data's name unless the user named the run: the logger's ``name`` (TensorBoard, CSV, W&B) or
-    ``run_name`` (MLflow)."""
-    logger = config.trainer.get("logger")
-    if not (hasattr(logger, "get") and "init_args" in logger):
-        return
-    key = next((k for k in ("name", "run_name") if k in logger.init_args), None)
-    if key and logger.init_args[key] == default_of(logger.get("class_path"), key):
-        logger.init_args[key] = run_name(config)
 
 
 def run_name(config) -> str:
@@ -66,8 +60,7 @@ def resume_last_run(config) -> None:
         config.ckpt_path = None
         return
     config.ckpt_path = str(last)
-    if hasattr(logger, "get") and "init_args" in logger:
-        logger.init_args.version = _version(last)
+    init_args.version = _version(last)
 
 
 def find_last_checkpoint(log_dir: str | Path) -> Path | None:
@@ -96,18 +89,6 @@ def check_the_run_folder_is_new(logger, logger_config, ckpt_path: str | None) ->
             f"{log_dir} already holds a run; choose another trainer.logger.init_args.version, or resume it "
             "with --ckpt_path last"
         )
-
-
-def keeps_checkpoints_without_a_logger(trainer_config: dict, checkpoint: ModelCheckpoint | None) -> bool:
-    """Whether a run that logs nothing keeps checkpoints: only in a folder the user names (``checkpoint.dirpath``),
-    never piling up in the working directory; asking for them without one is refused."""
-    named_folder = checkpoint is not None and checkpoint.dirpath is not None
-    if trainer_config.get("enable_checkpointing") and not named_folder:
-        raise InputError(
-            "trainer.enable_checkpointing=true with trainer.logger=false needs a folder for the checkpoints: "
-            "set --checkpoint.dirpath"
-        )
-    return named_folder
 
 
 def drop_the_data_cache_without_logs(config) -> None:
@@ -147,11 +128,18 @@ def no_logger(logger: object) -> bool:
 
 
 def callbacks_in_use(trainer_config: dict, callbacks: list) -> list:
-    """The default ``callbacks`` less those whose Trainer feature is off (no logger, no checkpointing)."""
+    """The default ``callbacks`` less those whose Trainer feature is off (no logger, no checkpointing). A run that logs
+    nothing keeps checkpoints only in a folder the user names (``checkpoint.dirpath``), never piling up in the working
+    directory; asking for them without one is refused."""
     if no_logger(trainer_config.get("logger")):
         callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
         checkpoint = next((c for c in callbacks if isinstance(c, ModelCheckpoint)), None)
-        if not keeps_checkpoints_without_a_logger(trainer_config, checkpoint):
+        if checkpoint is None or checkpoint.dirpath is None:
+            if trainer_config.get("enable_checkpointing"):
+                raise InputError(
+                    "trainer.enable_checkpointing=true with trainer.logger=false needs a folder for the checkpoints: "
+                    "set --checkpoint.dirpath"
+                )
             trainer_config["enable_checkpointing"] = False
     if trainer_config.get("enable_checkpointing") is False:
         callbacks = [c for c in callbacks if not isinstance(c, ModelCheckpoint)]

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 import torch
 
-from project.checkpoints import load_forecaster
+from project.checkpoints import load_checkpoint
 from project.data import WindowDataModule
 from project.model import ForecastNetwork, ForecastTransformer, GRUForecaster
 from project.model.decoding import generate
@@ -180,7 +180,7 @@ def test_a_forecaster_fits_predicts_and_its_checkpoint_restores_the_same_network
     predictions = quiet_trainer(limit_predict_batches=1).predict(module, datamodule)
     assert predictions[0]["point"].shape[1:] == (4, 2)
     assert torch.isfinite(predictions[0]["point"]).all()
-    restored = load_forecaster(tmp_path / "last.ckpt")
+    restored = load_checkpoint(tmp_path / "last.ckpt")[1]
     assert type(restored.network) is type(module.network)
     for (key, value), (_, expected) in zip(restored.state_dict().items(), module.state_dict().items()):
         torch.testing.assert_close(value, expected, rtol=0, atol=0, msg=key)
@@ -277,7 +277,7 @@ def test_the_gru_config_stacks_on_base_yaml_as_its_header_says(tmp_path):
     arguments = ["--config", config("base.yaml"), "--config", config("networks/gru.yaml"), *network]
     assert cli("fit", *arguments, *quick_fit_arguments(tmp_path / "logs")) == 0
     (checkpoint,) = (tmp_path / "logs").glob("*/version_0/checkpoints/last.ckpt")
-    assert type(load_forecaster(checkpoint).network) is GRUForecaster
+    assert type(load_checkpoint(checkpoint)[1].network) is GRUForecaster
 
 
 def test_the_gru_config_trains_tests_and_predicts_through_the_cli_and_its_checkpoint_restores_a_gru(tmp_path):
@@ -292,7 +292,7 @@ def test_the_gru_config_trains_tests_and_predicts_through_the_cli_and_its_checkp
     run = only_run(logs)
     assert "test/mse" in read_scalars(run)
     checkpoint = run / "checkpoints" / "last.ckpt"
-    assert type(load_forecaster(checkpoint).network) is GRUForecaster
+    assert type(load_checkpoint(checkpoint)[1].network) is GRUForecaster
     output = tmp_path / "predictions.csv"
     assert cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false") == 0
     assert output.is_file()

@@ -339,7 +339,7 @@ class Rollout(FreeRunning):
 
 def test_a_users_own_regime_trains_through_the_cli_and_is_the_naive_loop(tmp_path, monkeypatch):
     from project import imports
-    from project.checkpoints import datamodule_from_checkpoint, load_checkpoint, load_forecaster
+    from project.checkpoints import datamodule_from_checkpoint, load_checkpoint
     from project.training.module import COVARIATES as COVARIATE_NAMES
     from tests.helpers import BASE, cli, quick_fit_arguments
 
@@ -352,7 +352,7 @@ def test_a_users_own_regime_trains_through_the_cli_and_is_the_naive_loop(tmp_pat
     spec = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["regime"]
     assert spec["class_path"] == "userregime.Rollout"
     with pytest.raises(InputError, match=r"names the regime userregime\.Rollout, outside this project; nothing was"):
-        load_forecaster(checkpoint)  # the checkpoint alone names no code
+        load_checkpoint(checkpoint)[1]  # the checkpoint alone names no code
     imports.trust(["userregime.Rollout"])
     trained, module = load_checkpoint(checkpoint)
     assert type(module.regime).__name__ == "Rollout"

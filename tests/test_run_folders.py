@@ -5,7 +5,7 @@ import pytest
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from project.errors import InputError
-from project.run_folders import find_last_checkpoint, keeps_checkpoints_without_a_logger, no_logger
+from project.run_folders import callbacks_in_use, find_last_checkpoint, no_logger
 
 
 def test_the_last_checkpoint_is_the_newest_versions_by_number_not_by_name(tmp_path):
@@ -22,8 +22,11 @@ def test_only_false_or_an_empty_list_turns_logging_off(logger, off):
 
 
 def test_without_a_logger_checkpoints_are_kept_only_in_a_folder_the_user_names():
-    assert keeps_checkpoints_without_a_logger({}, ModelCheckpoint(dirpath="ckpts"))
-    assert not keeps_checkpoints_without_a_logger({}, ModelCheckpoint())
-    assert not keeps_checkpoints_without_a_logger({}, None)
+    named = ModelCheckpoint(dirpath="ckpts")
+    assert callbacks_in_use({"logger": False}, [named]) == [named]
+    assert callbacks_in_use({"logger": False}, [ModelCheckpoint()]) == []
+    trainer_config = {"logger": False}
+    assert callbacks_in_use(trainer_config, []) == []
+    assert trainer_config["enable_checkpointing"] is False
     with pytest.raises(InputError, match="needs a folder for the checkpoints"):
-        keeps_checkpoints_without_a_logger({"enable_checkpointing": True}, ModelCheckpoint())
+        callbacks_in_use({"logger": False, "enable_checkpointing": True}, [ModelCheckpoint()])

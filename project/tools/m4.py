@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from project.checkpoints import checkpoint_inputs, read_checkpoint
+from project.checkpoints import checkpoint_inputs, load_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output
@@ -244,7 +244,7 @@ def score_checkpoints(
     interval scale calibrated on validation, on test) of checkpoints of one configuration: one row, over the
     checkpoints, and with several checkpoints a second row for the mean of their forecasts (each checkpoint
     forecasts once per split)."""
-    settings = read_checkpoint(checkpoints[0])["hyper_parameters"]
+    settings = load_checkpoint(checkpoints[0])[0]["hyper_parameters"]
     name = (regime_name(settings["regime"]) or settings["regime"]["class_path"]).replace("_", " ")
     distribution = distribution_name(settings)
     if distribution:
@@ -264,7 +264,7 @@ def score_checkpoints(
         if "crps" in forecasts:
             for score in ("crps", "covered", "width"):
                 row.setdefault(score, []).append(float(forecasts[score].mean()))
-            state = read_checkpoint(checkpoint)["state_dict"]
+            state = load_checkpoint(checkpoint)[0]["state_dict"]
             row.setdefault("interval_scale", []).append(float(state["interval_scale"]))
     if len(checkpoints) == 1:
         return [row]
@@ -382,7 +382,7 @@ def main(argv: list[str] | None = None) -> None:
     run_commit()  # what the stamp names: the code at the start, before baselines and runs
     with reported_in_one_line():
         check_seeds(args.seeds)
-        checkpoints = {path: read_checkpoint(path) for path in args.ckpt_path or []}  # before the data
+        checkpoints = {path: load_checkpoint(path)[0] for path in args.ckpt_path or []}  # before the data
         inputs = [args.data, *(i for path, c in checkpoints.items() for i in checkpoint_inputs(path, c))]
         check_output(output, inputs, args.overwrite)  # before training, not after
         windows = datamodule(args.data, benchmark)

@@ -30,7 +30,7 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 from torch.utils.data import DataLoader
 
-from project.checkpoints import load_forecaster, read_checkpoint
+from project.checkpoints import load_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
@@ -196,7 +196,7 @@ def best_checkpoint(run: Path) -> Path:
 
 
 def best_epoch(checkpoint: Path) -> int:
-    return int(read_checkpoint(checkpoint)["epoch"]) + 1
+    return int(load_checkpoint(checkpoint)[0]["epoch"]) + 1
 
 
 def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 256) -> dict[str, torch.Tensor]:
@@ -204,7 +204,7 @@ def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 2
     units (windows, …), ``series`` (windows,) and ``scale`` (windows, 1, F); for a model with a distribution also,
     per value and on scaled values, ``crps``, ``covered`` (inside the model's central ``interval``) and ``width``
     (of that interval)."""
-    model = load_forecaster(checkpoint)
+    model = load_checkpoint(checkpoint)[1]
     parts: dict[str, list] = {}
     with torch.no_grad():
         for batch in DataLoader(datamodule.split(split), batch_size=batch_size):
