@@ -16,7 +16,7 @@ from project.checkpoints import load_checkpoint
 from project.cli import cli_main
 from project.errors import InputError
 from project.imports import trust
-from project.runs import read_scalars
+from project.training.runs import read_scalars
 from project.training.naive_comparison import naive_comparison
 from project.training.regimes import REGIMES, regime_arguments
 from tests.helpers import (
@@ -78,7 +78,7 @@ def test_the_readme_panel_fit_then_predict_then_runs_commands_work_as_written(tm
     predict = readme_command("python -m project.cli predict --ckpt_path")
     assert_ok(run_cli(*predict[3:], cwd=tmp_path))
     assert list(tmp_path.rglob("predictions.csv"))  # in the predict run's log folder
-    runs = readme_command("python -m project.runs")
+    runs = readme_command("python -m project.training.runs")
     result = subprocess.run([sys.executable, *runs[1:]], cwd=tmp_path, capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(REPOSITORY)})  # fmt: skip
     assert_ok(result)

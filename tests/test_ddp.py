@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from project.runs import read_scalars
+from project.training.runs import read_scalars
 from tests.helpers import BASE, SMALL_MODEL, assert_close_in_float32, config, only_run, quick_fit_arguments, run_cli
 
 # DDP's processes find each other on a free local port: two such runs at once (pytest-xdist) could pick the same.

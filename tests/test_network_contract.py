@@ -17,7 +17,7 @@ from project.checkpoints import load_checkpoint
 from project.data import WindowDataModule
 from project.model import ForecastNetwork, ForecastTransformer, GRUForecaster
 from project.model.decoding import generate
-from project.runs import read_scalars
+from project.training.runs import read_scalars
 from project.training.module import Forecaster
 from project.training.regimes import REGIMES, RegimeOptions, ScheduledSampling
 from tests.helpers import (

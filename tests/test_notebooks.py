@@ -9,7 +9,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from nbclient import NotebookClient
 
 from project.data import WindowDataModule
-from project.runs import summarize
+from project.training.runs import summarize
 from tests.helpers import REPOSITORY, learnable_series, tiny_module, warmup_cosine
 
 NOTEBOOKS = sorted((REPOSITORY / "notebooks").glob("*.ipynb"))

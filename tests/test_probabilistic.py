@@ -87,7 +87,7 @@ def test_a_checkpoint_written_before_interval_calibration_is_refused_in_one_line
 
 
 def test_validation_and_test_log_crps_coverage_and_width_beside_the_point_metrics(quantile_panel_run):
-    from project.runs import read_scalars
+    from project.training.runs import read_scalars
 
     logged = read_scalars(quantile_panel_run.parents[1])  # the run was tested after fitting
     for split in ("val", "test"):
@@ -148,7 +148,7 @@ def test_a_checkpoint_keeps_its_calibrated_scale_for_test_and_predict_from_pytho
 
 
 def test_interval_calibration_is_removed_in_one_config_line(quantile_panel_run, tmp_path):
-    from project.runs import read_scalars
+    from project.training.runs import read_scalars
 
     for enabled in ("true", "false"):
         assert cli("validate", f"--ckpt_path={quantile_panel_run}", f"--trainer.default_root_dir={tmp_path / enabled}",

@@ -45,7 +45,7 @@ README_COMMANDS = {
     "make train": "ci",
     "make test": "ci",
     "tensorboard --logdir lightning_logs": "test_the_readme_tensorboard_command_reads_a_runs_curves",
-    "python -m project.runs lightning_logs/": PANEL_STEPS,
+    "python -m project.training.runs lightning_logs/": PANEL_STEPS,
     "python -m project.cli fit --config configs/base.yaml": (
         "test_the_readme_fit_command_writes_a_checkpoint_the_config_and_event_files"
     ),

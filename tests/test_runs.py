@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from project import runs
+from project.training import runs
 from tests.helpers import BASE, SMALL_MODEL, cli, quick_fit_arguments
 
 

@@ -9,7 +9,7 @@ from tensorboard.backend.event_processing.event_file_loader import EventFileLoad
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 from project.data import WindowDataModule
-from project.runs import read_hyperparameters, read_scalars
+from project.training.runs import read_hyperparameters, read_scalars
 from project.training import ScheduledSampling
 from project.training.figures import ForecastFigures
 from project.training.naive_comparison import NaiveComparison

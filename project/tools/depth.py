@@ -38,7 +38,7 @@ from pathlib import Path
 
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
-from project.runs import read_scalars
+from project.training.runs import read_scalars
 from project.tools.etth1 import SEASON, measure_baselines, statistical_row
 from project.tools.results import (
     RunFailed,

@@ -33,7 +33,7 @@ import pandas as pd
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
-from project.runs import read_scalars
+from project.training.runs import read_scalars
 from project.tools.results import (
     at_best_validation,
     check_seeds,

@@ -36,7 +36,7 @@ import yaml
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
-from project.runs import read_scalars
+from project.training.runs import read_scalars
 from project.tools.intermittent import PANEL_CONFIG, data_settings, intermittent_panel
 from project.tools.results import (
     at_best_validation,

@@ -5,7 +5,7 @@ import itertools
 import pandas as pd
 import pytest
 
-from project.runs import read_scalars
+from project.training.runs import read_scalars
 from project.tools import backtest
 from tests.helpers import assert_close_in_float32, cli, only_run
 

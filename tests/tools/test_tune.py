@@ -79,7 +79,7 @@ def test_a_study_completes_resumes_and_its_best_config_trains(tmp_path):
 
 
 def test_trials_with_different_losses_are_scored_by_the_metric_their_checkpoints_monitor(tmp_path):
-    from project.runs import read_scalars
+    from project.training.runs import read_scalars
 
     space = tmp_path / "space.yaml"
     space.write_text("model.network.init_args.distribution.init_args.loss: {choice: [mse, mae]}\n")

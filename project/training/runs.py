@@ -1,6 +1,6 @@
 """Read TensorBoard runs back: scalar curves, smoothing, noise, and a one-table summary.
 
-    python -m project.runs lightning_logs/
+    python -m project.training.runs lightning_logs/
 
 prints one row per run (every folder holding event files) with its effective batch size, optimizer steps, the
 step-to-step standard deviation of the training loss, and the last value of the main metrics. The notebook
@@ -96,7 +96,7 @@ def summarize(root: str | Path) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m project.runs", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m project.training.runs", description=__doc__.split("\n")[0])
     parser.add_argument("root", type=Path, nargs="?", default=Path("lightning_logs"), help="folder of runs")
     root = parser.parse_args(argv).root
     if not root.is_dir():
