@@ -11,7 +11,7 @@ import torch
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import check_name_lengths
-from project.imports import built_component, checkpoint_class, component_class, default_of, is_component_spec
+from project.imports import built_component, component_class, default_of, is_component_spec
 from project.model.network import build_network
 from project.training.module import OPTIMIZATION_BASES, Forecaster, check_finite_weights
 from project.training.regimes import Regime
@@ -104,14 +104,10 @@ def init_arguments(cls: type) -> set[str]:
 def recorded_class(hyper_parameters: dict, base: type, path: str | Path) -> type:
     """The class a checkpoint was trained with (LightningCLI records it as ``_class_path``), ``base`` when it records
     none; imported under ``project.imports``' rule, and refused unless it is ``base`` or a subclass of it."""
-    class_path = hyper_parameters.get("_class_path")
-    if class_path is None:
+    if hyper_parameters.get("_class_path") is None:
         return base
     what = "data class" if issubclass(base, WindowDataModule) else "model class"
-    recorded = checkpoint_class(class_path, what, f"{path}: ")
-    if not (isinstance(recorded, type) and issubclass(recorded, base)):
-        raise InputError(f"{path}: its class {class_path} is not a {base.__name__} subclass")
-    return recorded
+    return component_class({"class_path": hyper_parameters["_class_path"]}, what, base, f"{path}: ")
 
 
 def datamodule_from_checkpoint(checkpoint: dict, path: str | Path, overrides: dict | None = None) -> WindowDataModule:

@@ -13,14 +13,7 @@ from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from project import run_folders
-from project.checkpoints import (
-    check_checkpoint_fits,
-    checkpoint_defaults,
-    checkpoint_inputs,
-    load_checkpoint,
-    settle_the_data,
-)
+from project import checkpoints, run_folders
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.imports import CLI_TRUST, trust
@@ -101,15 +94,15 @@ class ForecastCLI(LightningCLI):
         if ckpt_path:
             named = {v for k, v in self.config[subcommand].items() if k.endswith("class_path") and isinstance(v, str)}
             trust(named, CLI_TRUST)  # the classes the user's configs name
-            self.checkpoint, _ = load_checkpoint(ckpt_path)
-            self._parser(subcommand).set_defaults(checkpoint_defaults(self.checkpoint, LINKED_INTO_NETWORK))
+            self.checkpoint, _ = checkpoints.load_checkpoint(ckpt_path)
+            self._parser(subcommand).set_defaults(checkpoints.checkpoint_defaults(self.checkpoint, LINKED_INTO_NETWORK))
             super().parse_arguments(parser, args)
-            settle_the_data(self.config[subcommand].data, self.checkpoint)
+            checkpoints.settle_the_data(self.config[subcommand].data, self.checkpoint)
             run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
         config = self.config[subcommand]
         run_folders.drop_the_data_cache_without_logs(config)
         run_folders.check_writable_folders(config)
-        self.inputs = checkpoint_inputs(ckpt_path, self.checkpoint, *run_folders.input_files(self.config))
+        self.inputs = checkpoints.checkpoint_inputs(ckpt_path, self.checkpoint, *run_folders.input_files(self.config))
 
     def _parse_ckpt_path(self) -> None:  # the checkpoint's settings are the parser's defaults already
         pass
@@ -129,7 +122,7 @@ class ForecastCLI(LightningCLI):
     def after_instantiate_classes(self) -> None:  # before any subcommand loads weights
         if self.checkpoint is not None:
             ckpt_path = self.config[self.subcommand].ckpt_path
-            check_checkpoint_fits(ckpt_path, self.checkpoint, self.model, self.datamodule)
+            checkpoints.check_checkpoint_fits(ckpt_path, self.checkpoint, self.model, self.datamodule)
 
     def _dump_config(self) -> None:
         super()._dump_config()

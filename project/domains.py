@@ -1,13 +1,7 @@
-"""Numeric domains, declared once, as types on the signatures of this project's classes.
-
-A signature says ``batch_size: PositiveInt`` (``typing.Annotated[int, Domain(...)]``): ``--help`` prints the domain
-beside the type, and ``check_arguments`` refuses a value outside it in one line. A class calls it when built, and
-``python -m project.cli`` names the option as a config does (``project.option_errors.named_for_the_config``). Empty
-(``null``) values are left to the option's own default. The classes this project does not own (the Trainer,
-Lightning's callbacks) check their own options; what they refuse is one line too.
-``tests/test_domains.py`` walks ``fit --help`` (and ``--model.help``, ``--data.help``, each network's) and fails for a
-numeric option without a domain.
-"""
+"""Numeric domains, declared once, as types on this project's signatures: ``batch_size: PositiveInt`` is
+``Annotated[int, Domain(...)]``. ``--help`` prints the domain beside the type; ``check_arguments``, called by a class
+when built, refuses a value outside it in one line (``null`` takes the option's default), and the CLI names the option
+as a config does. ``tests/test_domains.py`` fails for a numeric option of ``fit --help`` without a domain."""
 
 from __future__ import annotations
 

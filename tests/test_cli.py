@@ -16,9 +16,9 @@ from project.checkpoints import load_checkpoint
 from project.cli import cli_main
 from project.errors import InputError
 from project.imports import trust
-from project.training.runs import read_scalars
 from project.training.naive_comparison import naive_comparison
 from project.training.regimes import REGIMES, regime_arguments
+from project.training.runs import read_scalars
 from tests.helpers import (
     BASE,
     REPOSITORY,

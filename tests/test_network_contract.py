@@ -17,9 +17,9 @@ from project.checkpoints import load_checkpoint
 from project.data import WindowDataModule
 from project.model import ForecastNetwork, ForecastTransformer, GRUForecaster
 from project.model.decoding import generate
-from project.training.runs import read_scalars
 from project.training.module import Forecaster
 from project.training.regimes import REGIMES, RegimeOptions, ScheduledSampling
+from project.training.runs import read_scalars
 from tests.helpers import (
     BASE,
     cli,

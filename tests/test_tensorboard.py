@@ -9,10 +9,10 @@ from tensorboard.backend.event_processing.event_file_loader import EventFileLoad
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 from project.data import WindowDataModule
-from project.training.runs import read_hyperparameters, read_scalars
 from project.training import ScheduledSampling
 from project.training.figures import ForecastFigures
 from project.training.naive_comparison import NaiveComparison
+from project.training.runs import read_hyperparameters, read_scalars
 from tests.helpers import learnable_series, tiny_module
 
 

@@ -38,7 +38,6 @@ from pathlib import Path
 
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
-from project.training.runs import read_scalars
 from project.tools.etth1 import SEASON, measure_baselines, statistical_row
 from project.tools.results import (
     RunFailed,
@@ -60,6 +59,7 @@ from project.tools.results import (
 )
 from project.tools.statistical import STATISTICAL_MODELS, statistical_label, statistical_model
 from project.training.regimes import REGIMES, regime_arguments
+from project.training.runs import read_scalars
 
 
 @dataclass(frozen=True)

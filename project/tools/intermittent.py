@@ -33,7 +33,6 @@ import pandas as pd
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
-from project.training.runs import read_scalars
 from project.tools.results import (
     at_best_validation,
     check_seeds,
@@ -49,6 +48,7 @@ from project.tools.results import (
     write_table,
 )
 from project.tools.statistical import STATISTICAL_MODELS, floor_maes, statistical_label, statistical_model
+from project.training.runs import read_scalars
 
 PANEL_CONFIG = repository_config("panel.yaml")
 SEASON, HORIZON = 12, 6

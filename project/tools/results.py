@@ -34,8 +34,8 @@ from project.checkpoints import load_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
-from project.training.runs import find_runs, read_scalars
 from project.training.metrics import forecast_scores, unscale
+from project.training.runs import find_runs, read_scalars
 
 REPOSITORY = Path(__file__).resolve().parents[2]  # the tools read this repository's configs from any folder
 BASE_CONFIG = REPOSITORY / "configs" / "base.yaml"

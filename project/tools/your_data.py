@@ -36,7 +36,6 @@ import yaml
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
-from project.training.runs import read_scalars
 from project.tools.intermittent import PANEL_CONFIG, data_settings, intermittent_panel
 from project.tools.results import (
     at_best_validation,
@@ -56,6 +55,7 @@ from project.tools.results import (
     write_table,
 )
 from project.tools.statistical import STATISTICAL_MODELS, floor_maes, statistical_model
+from project.training.runs import read_scalars
 
 MODEL, NAIVE = "mae_original_units", ("mae_repeat_last_original_units", "mae_seasonal_naive_original_units")
 SPLITS = {"val": "validation", "test": "test"}

@@ -5,8 +5,8 @@ import itertools
 import pandas as pd
 import pytest
 
-from project.training.runs import read_scalars
 from project.tools import backtest
+from project.training.runs import read_scalars
 from tests.helpers import assert_close_in_float32, cli, only_run
 
 
