@@ -95,11 +95,11 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
         ),
         (
             lambda c: c["hyper_parameters"].update(_class_path="project.errors.InputError"),
-            "its class project.errors.InputError is not a Forecaster subclass",
+            "its model class project.errors.InputError is not a project.training.module.Forecaster subclass",
         ),
         (
             lambda c: c["datamodule_hyper_parameters"].update(_class_path="project.errors.InputError"),
-            "its class project.errors.InputError is not a WindowDataModule subclass",
+            "its data class project.errors.InputError is not a project.data.datamodule.WindowDataModule subclass",
         ),
         (  # imported by the process already, but not the project's and not named by the user: not even looked up
             lambda c: c["hyper_parameters"]["network"].update(class_path="subprocess.Popen"),
