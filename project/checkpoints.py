@@ -54,15 +54,11 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
     unknown = sorted(set(settings) - init_arguments(model_class))
     unknown += sorted(f"data.{name}" for name in set(data) - init_arguments(data_class) if not name.startswith("_"))
     if unknown:
-        written_by = (
-            "an earlier version of this project"
-            if model_class.__module__.startswith("project.")
-            else f"another version of {model_class.__module__}"
-        )
+        owner, ours = model_class.__module__, model_class.__module__.startswith("project.")
+        written_by = "an earlier version of this project" if ours else f"another version of {owner}"
         raise InputError(
             f"{path}: written by {written_by}: its settings {', '.join(unknown)} are not {model_class.__name__}'s or "
-            f"{data_class.__name__}'s; "
-            "retrain it, or use it with the version that wrote it"
+            f"{data_class.__name__}'s; retrain it, or use it with the version that wrote it"
         )
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
     network = build_network(settings.get("network"), f"{path}: ")

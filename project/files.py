@@ -135,8 +135,6 @@ def _umask() -> int:
 
 def _same_file(a: Path, b: Path) -> bool:
     try:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
+        return os.path.samefile(a, b) if a.exists() and b.exists() else a.resolve() == b.resolve()
     except OSError:  # an input whose name the system refuses (too long) is no file this output could replace
         return False
-    return a.resolve() == b.resolve()
