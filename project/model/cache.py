@@ -6,7 +6,6 @@ Shapes: N batch, H heads, D head dim, L cached positions, k new positions (usual
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 
@@ -53,7 +52,15 @@ class LayerCache:
             self.differentiable_from = self.length
         # Kept only as graph inputs, to route gradients to this call's projections; never saved for backward.
         self.new_keys, self.new_values = (keys, values) if self.differentiable_from is not None else (None, None)
-        self._write(keys.detach(), values.detach())
+        end = self.length + keys.shape[2]
+        if self._key_buffer is None or end > self._key_buffer.shape[2]:
+            self._key_buffer = self._grown(self._key_buffer, keys, end)
+            self._value_buffer = self._grown(self._value_buffer, values, end)
+        # Written through ``.data`` so that the write does not count as a modification of the views of positions
+        # 0..length-1 that attention steps saved for backward: it only touches positions after all of them.
+        self._key_buffer.data[:, :, self.length : end] = keys.detach()
+        self._value_buffer.data[:, :, self.length : end] = values.detach()
+        self.length = end
 
     def attend(self, query: Tensor) -> Tensor:
         """Attention of the newest ``k`` queries ``(N, H, k, D)`` over every cached position, causally."""
@@ -65,17 +72,6 @@ class LayerCache:
             query, self.keys, self.values, self.differentiable_from, start, self.new_keys, self.new_values, *earlier
         )
         return output
-
-    def _write(self, keys: Tensor, values: Tensor) -> None:
-        end = self.length + keys.shape[2]
-        if self._key_buffer is None or end > self._key_buffer.shape[2]:
-            self._key_buffer = self._grown(self._key_buffer, keys, end)
-            self._value_buffer = self._grown(self._value_buffer, values, end)
-        # Written through ``.data`` so that the write does not count as a modification of the views of positions
-        # 0..length-1 that attention steps saved for backward: it only touches positions after all of them.
-        self._key_buffer.data[:, :, self.length : end] = keys
-        self._value_buffer.data[:, :, self.length : end] = values
-        self.length = end
 
     def _grown(self, buffer: Tensor | None, new: Tensor, needed: int) -> Tensor:
         if buffer is None and self.capacity:
@@ -161,7 +157,6 @@ def _first_order_only(backward: Callable) -> Callable:
     carries a graph, nothing would reach the refusal, so it is raised at once.
     """
 
-    @functools.wraps(backward)
     def wrapper(ctx, *grads: Tensor):
         with torch.no_grad():
             outputs = backward(ctx, *grads)
@@ -208,8 +203,9 @@ class _AttendOverCache(torch.autograd.Function):
         earlier_values: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         query = query.contiguous()  # not a view of the projection output, which would keep its keys/values alive
+        carried = torch.promote_types(query.dtype, torch.float32)  # bf16/fp16 logits lose too much in the exponent
         with torch.autocast(query.device.type, enabled=False):
-            scores = _scores(query, keys.to(query.dtype)).to(_softmax_dtype(query))  # (N, H, k, L)
+            scores = _scores(query, keys.to(query.dtype)).to(carried)  # (N, H, k, L)
             log_normaliser = scores.logsumexp(dim=-1, keepdim=True)
             weights = (scores - log_normaliser).exp().to(query.dtype)
             output = weights @ values.to(query.dtype)  # (N, H, k, D)
@@ -221,7 +217,7 @@ class _AttendOverCache(torch.autograd.Function):
         ctx.save_for_backward(query, log_normaliser, keys, values)  # keys/values: views of the cache's buffers
         # Placeholders for the gradients of positions first..L-1, summed in at least float32 along the unroll:
         # expanded scalars, no memory.
-        shape, carried = (*keys.shape[:2], keys.shape[2] - first, keys.shape[3]), _softmax_dtype(query)
+        shape = (*keys.shape[:2], keys.shape[2] - first, keys.shape[3])
         placeholders = (query.new_zeros((), dtype=carried).expand(shape) for _ in range(2))
         return output, *placeholders
 
@@ -251,11 +247,6 @@ class _AttendOverCache(torch.autograd.Function):
         new_values = value_grads[:, :, new:].to(ctx.new_dtypes[1]) if ctx.needs_input_grad[6] else None
         earlier_grads = (key_grads[:, :, :earlier], value_grads[:, :, :earlier]) if earlier else (None, None)
         return grad_query, None, None, None, None, new_keys, new_values, *earlier_grads
-
-
-def _softmax_dtype(query: Tensor) -> torch.dtype:
-    """Softmax in at least float32: bf16/fp16 logits lose too much in the exponent."""
-    return torch.promote_types(query.dtype, torch.float32)
 
 
 def _scores(query: Tensor, keys: Tensor) -> Tensor:
@@ -303,8 +294,5 @@ class FixedShapeKVCache:
 
     def __init__(self, layers: list[FixedShapeLayerCache], position: Tensor) -> None:
         self.layers, self.position = layers, position
+        self.length = position  # the same tensor: decode's positional offset
         self.encoded = None
-
-    @property
-    def length(self) -> Tensor:
-        return self.position
