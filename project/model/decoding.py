@@ -44,9 +44,7 @@ def rollout(
     for token in range(tokens):
         if cuda_graph:
             cache.position.fill_(token)
-            step_parameters = decode_step().clone()  # the step's output buffer is reused by the next step
-        else:
-            step_parameters = network.decode(step_input, encoded, cache)
+        step_parameters = decode_step() if cuda_graph else network.decode(step_input, encoded, cache)
         fed_back = value_to_feed_back(network.distribution, step_parameters, feedback_value, generator)
         if cuda_graph:
             step_input.copy_(fed_back)
@@ -121,6 +119,6 @@ def _captured_step(network: ForecastNetwork, step_input: Tensor, encoded: Any, c
 
     def replay() -> Tensor:
         graph.replay()
-        return output
+        return output.clone()  # the output buffer is reused by the next replay
 
     return replay
