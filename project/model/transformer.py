@@ -51,7 +51,7 @@ class Encoded:
 
 
 class SinusoidalPositions(nn.Module):
-    """Fixed sine/cosine position codes (Vaswani et al. 2017), looked up from an offset."""
+    """Fixed sine/cosine position codes (Vaswani et al. 2017): ``table`` (max_length, d_model)."""
 
     def __init__(self, d_model: int, max_length: int) -> None:
         super().__init__()
@@ -61,10 +61,6 @@ class SinusoidalPositions(nn.Module):
         table[:, 0::2] = torch.sin(position * frequency)
         table[:, 1::2] = torch.cos(position * frequency[: d_model // 2])
         self.register_buffer("table", table, persistent=False)
-        self.max_length = max_length
-
-    def forward(self, length: int, offset: int = 0) -> Tensor:
-        return self.table[offset : offset + length]  # (length, d_model)
 
 
 def split_heads(x: Tensor, nhead: int) -> Tensor:
@@ -117,13 +113,10 @@ class CrossAttention(nn.Module):
         return split_heads(key, self.nhead).contiguous(), split_heads(value, self.nhead).contiguous()
 
     def forward(self, x: Tensor, memory: Tensor, samples: int = 1, cache: LayerCache | None = None) -> Tensor:
-        if cache is None:
-            key, value = self.memory_keys_values(memory)
-        else:
-            # Cross-attention keys depend only on the memory, so compute them once per cache.
-            if cache.memory_keys is None:
-                cache.memory_keys, cache.memory_values = self.memory_keys_values(memory)
-            key, value = cache.memory_keys, cache.memory_values
+        # Cross-attention keys depend only on the memory, so compute them once per cache.
+        if cache is not None and cache.memory_keys is None:
+            cache.memory_keys, cache.memory_values = self.memory_keys_values(memory)
+        key, value = self.memory_keys_values(memory) if cache is None else (cache.memory_keys, cache.memory_values)
         query = split_heads(self.query(x), self.nhead)  # (B·K, H, k, D)
         rows, heads, length, head_dim = query.shape
         if samples > 1:
@@ -136,11 +129,6 @@ class CrossAttention(nn.Module):
         return self.out(merge_heads(attended))
 
 
-class FeedForward(nn.Sequential):
-    def __init__(self, d_model: int, dim_feedforward: int) -> None:
-        super().__init__(nn.Linear(d_model, dim_feedforward), nn.GELU(), nn.Linear(dim_feedforward, d_model))
-
-
 class PreNormLayer(nn.Module):
     """A stack of pre-norm residual blocks, ``x + dropout(block(norm(x)))``: the given attention blocks in order, then
     a feed-forward block; block ``name``'s norm is ``name_norm``. These names, in this order, are the parameters a
@@ -148,7 +136,8 @@ class PreNormLayer(nn.Module):
 
     def __init__(self, d_model: int, dim_feedforward: int, dropout: float, **attention: nn.Module) -> None:
         super().__init__()
-        for name, block in {**attention, "feed_forward": FeedForward(d_model, dim_feedforward)}.items():
+        ffn = nn.Sequential(nn.Linear(d_model, dim_feedforward), nn.GELU(), nn.Linear(dim_feedforward, d_model))
+        for name, block in {**attention, "feed_forward": ffn}.items():
             self.add_module(f"{name}_norm", nn.LayerNorm(d_model))
             self.add_module(name, block)
         self.dropout = nn.Dropout(dropout)
@@ -339,12 +328,8 @@ class ForecastTransformer(nn.Module):
 
         Rows of N·K are (series, sample); token rows are (series, channel, sample) in channel-independent mode.
         """
-        if (
-            series.dim() != 3
-            or series.shape[-1] != self.n_targets
-            or series.shape[1] == 0
-            or series.shape[1] % self.patch_length
-        ):
+        shape = series.shape
+        if series.dim() != 3 or shape[-1] != self.n_targets or shape[1] == 0 or shape[1] % self.patch_length:
             raise ValueError(
                 f"{name} must have shape (N, length, {self.n_targets}) with length a positive multiple of "
                 f"patch_length={self.patch_length}; got {tuple(series.shape)}"
@@ -412,12 +397,12 @@ class ForecastTransformer(nn.Module):
         if isinstance(offset, Tensor):
             return self.positions.table.index_select(0, offset + torch.arange(tokens.shape[1], device=offset.device))
         end = offset + tokens.shape[1]
-        if end > self.positions.max_length:
+        if end > len(self.positions.table):
             raise ValueError(
                 f"{name}: time steps {offset * self.patch_length}..{end * self.patch_length - 1} exceed "
                 f"max_length={self.max_length} of the positional encoding; raise max_length"
             )
-        return self.positions(tokens.shape[1], offset)
+        return self.positions.table[offset:end]  # (tokens, d_model)
 
     def _check_memory(self, encoded: Encoded, tokens: Tensor, cache: KVCache | None) -> None:
         memory, rows = encoded.memory, tokens.shape[0] // encoded.samples
