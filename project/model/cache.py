@@ -17,8 +17,8 @@ from torch.nn import functional as F
 class LayerCache:
     """What one decoder layer keeps between decode calls.
 
-    ``keys``/``values``: the self-attention keys and values of every position decoded so far, ``(N, H, L, D)``, views
-    of buffers written without autograd, sized by ``capacity`` when given and grown by doubling otherwise.
+    Buffers of the self-attention keys and values of every position decoded so far, written without autograd, sized
+    by ``capacity`` when given and grown by doubling otherwise.
     ``new_keys``/``new_values``: in a differentiable unroll, the newest keys and values as the graph made them, through
     which gradients reach this call's projections (``_AttendOverCache``); ``differentiable_from`` is the first
     position decoded with gradients. ``memory_keys``/``memory_values``: the cross-attention keys and values of the
@@ -36,14 +36,6 @@ class LayerCache:
         self._earlier_gradients: tuple[Tensor, Tensor] | None = None
         self.memory_keys: Tensor | None = None
         self.memory_values: Tensor | None = None
-
-    @property
-    def keys(self) -> Tensor:
-        return self._key_buffer[:, :, : self.length]  # (N, H, L, D)
-
-    @property
-    def values(self) -> Tensor:
-        return self._value_buffer[:, :, : self.length]  # (N, H, L, D)
 
     def append(self, keys: Tensor, values: Tensor) -> None:
         """Add the keys/values ``(N, H, k, D)`` of the ``k`` newest positions."""
@@ -64,12 +56,13 @@ class LayerCache:
 
     def attend(self, query: Tensor) -> Tensor:
         """Attention of the newest ``k`` queries ``(N, H, k, D)`` over every cached position, causally."""
+        keys, values = self._key_buffer[:, :, : self.length], self._value_buffer[:, :, : self.length]  # (N, H, L, D)
         if self.new_keys is None or not torch.is_grad_enabled():
-            return attend(query, self.keys, self.values)
+            return attend(query, keys, values)
         start = self.length - self.new_keys.shape[2]
         earlier = self._earlier_gradients or (None, None)
         output, *self._earlier_gradients = _AttendOverCache.apply(
-            query, self.keys, self.values, self.differentiable_from, start, self.new_keys, self.new_values, *earlier
+            query, keys, values, self.differentiable_from, start, self.new_keys, self.new_values, *earlier
         )
         return output
 
