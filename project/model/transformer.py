@@ -291,7 +291,16 @@ class ForecastTransformer(nn.Module):
             raise ValueError(
                 f"future_covariates must cover the {length} context steps and the forecast; got {tuple(future.shape)}"
             )
-        static = self._static(covariates.get("static_categorical"), covariates.get("static_real"), batch)
+        static, categorical = None, covariates.get("static_categorical")
+        if self.static_embedding is not None:
+            expected = len(self.static_embedding.categories)
+            if expected and (categorical is None or tuple(categorical.shape) != (batch, expected)):
+                got = None if categorical is None else tuple(categorical.shape)
+                raise ValueError(f"static_categorical must have shape ({batch}, {expected}); got {got}")
+            static = self.static_embedding(categorical, covariates.get("static_real"))  # (N, d_model)
+            if self.channel_independent:
+                static = static.repeat_interleave(self.n_targets, dim=0)
+            static = static.unsqueeze(1)  # (B, 1, d_model)
         known = [c for c in (past, None if future is None else future[:, :length]) if c is not None]
         tokens = self._tokens("context", context, torch.cat(known, dim=-1) if known else None)
         x = self.encoder_embedding(tokens) + self._positions("context", tokens, offset=0)
@@ -314,14 +323,16 @@ class ForecastTransformer(nn.Module):
             cache.encoded = encoded
             for layer, layer_cache in zip(self.decoder_layers, cache.layers):
                 x = layer(x, encoded.memory, encoded.samples, layer_cache)
-        raw = self._series(self.head(self.decoder_norm(x)), encoded.samples, tgt.shape[0])
-        return self.distribution.constrain(raw)
+        x = self.head(self.decoder_norm(x))  # (B, tokens, P·channels·n_parameters)
+        rows, samples, n_parameters = tgt.shape[0], encoded.samples, self.distribution.n_parameters
+        if self.channel_independent:  # token rows (series, channel, sample) → rows (series, sample)
+            x = x.reshape(rows // samples, self.n_targets, samples, -1, n_parameters).permute(0, 2, 3, 1, 4)
+        return self.distribution.constrain(x.reshape(rows, -1, self.n_targets, n_parameters))
 
     def start_of(self, context: Tensor) -> Tensor:
         return context[:, -self.patch_length :]
 
-    def share_encoded(self, encoded: Encoded, samples: int) -> Encoded:
-        return encoded.with_samples(samples)
+    share_encoded = staticmethod(Encoded.with_samples)  # (encoded, samples) → the K paths share each memory row
 
     def _tokens(self, name: str, series: Tensor, covariates: Tensor | None, samples: int = 1) -> Tensor:
         """Series (N·K, length, F) and covariates (N·K, length, C) → tokens (B, length / P, token width).
@@ -343,14 +354,6 @@ class ForecastTransformer(nn.Module):
                 covariates = covariates.expand(-1, channels, -1, -1, -1).reshape(series.shape[0], length, -1)
         x = series if covariates is None else torch.cat([series, covariates], dim=-1)
         return x.reshape(x.shape[0], length // self.patch_length, -1)
-
-    def _series(self, tokens: Tensor, samples: int, rows: int) -> Tensor:
-        """Head output (B, tokens, P·channels·n_parameters) → (N·K, length, F, n_parameters)."""
-        n_parameters = self.distribution.n_parameters
-        if self.channel_independent:
-            x = tokens.reshape(rows // samples, self.n_targets, samples, -1, n_parameters)
-            return x.permute(0, 2, 3, 1, 4).reshape(rows, -1, self.n_targets, n_parameters)
-        return tokens.reshape(rows, -1, self.n_targets, n_parameters)
 
     def _future_steps(self, encoded: Encoded, offset: int | Tensor, length: int) -> Tensor | None:
         """The future covariates of the ``length`` forecast steps from token ``offset`` on."""
@@ -376,18 +379,6 @@ class ForecastTransformer(nn.Module):
             raise ValueError(f"{name} must have shape ({batch}, length, {width}); got {got}")
         return values
 
-    def _static(self, categorical: Tensor | None, reals: Tensor | None, batch: int) -> Tensor | None:
-        if self.static_embedding is None:
-            return None
-        expected = len(self.static_embedding.categories)
-        if expected and (categorical is None or tuple(categorical.shape) != (batch, expected)):
-            got = None if categorical is None else tuple(categorical.shape)
-            raise ValueError(f"static_categorical must have shape ({batch}, {expected}); got {got}")
-        embedding = self.static_embedding(categorical, reals)  # (N, d_model)
-        if self.channel_independent:
-            embedding = embedding.repeat_interleave(self.n_targets, dim=0)
-        return embedding.unsqueeze(1)  # (B, 1, d_model)
-
     def _run_layer(self, layer: nn.Module, *inputs) -> Tensor:
         if self.checkpoint_layers and self.training and torch.is_grad_enabled():
             return checkpoint(layer, *inputs, use_reentrant=False)
@@ -409,12 +400,10 @@ class ForecastTransformer(nn.Module):
         expected = f"({rows}, S, {self.d_model})"
         if memory.dim() != 3 or memory.shape[0] != rows or memory.shape[-1] != self.d_model:
             raise ValueError(f"memory must have shape {expected} to match tgt; got {tuple(memory.shape)}")
-        if cache is None or cache.encoded is None:
-            return
-        if memory.shape != cache.encoded.memory.shape:
-            raise ValueError(
-                f"memory has shape {tuple(memory.shape)} but the cache was filled for memory of shape "
-                f"{tuple(cache.encoded.memory.shape)}; use model.new_cache() for each batch"
-            )
-        if encoded is not cache.encoded:
+        if cache is not None and cache.encoded is not None and encoded is not cache.encoded:
+            if memory.shape != cache.encoded.memory.shape:
+                raise ValueError(
+                    f"memory has shape {tuple(memory.shape)} but the cache was filled for memory of shape "
+                    f"{tuple(cache.encoded.memory.shape)}; use model.new_cache() for each batch"
+                )
             raise ValueError("memory is not the tensor this cache was filled for; use model.new_cache() per batch")
