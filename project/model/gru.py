@@ -49,8 +49,7 @@ class GRUForecaster(nn.Module):
         hidden_size: Width H of the hidden state of both GRUs.
         num_layers: Stacked GRU layers in the encoder and in the decoder.
         dropout: Dropout between stacked layers (off in ``eval()``).
-        distribution: What the head predicts per target value and trains with, by class_path (it sizes the head):
-            ``PointForecast`` (the default, MSE), ``Normal``, ``StudentT``, ``Quantiles`` or your ``Distribution``.
+        distribution: What the head predicts and trains with, by class_path, as in ``ForecastTransformer``.
     """
 
     patch_length = 1  # a recurrent decoder steps through time one value at a time
