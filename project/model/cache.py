@@ -15,15 +15,12 @@ from torch.nn import functional as F
 
 
 class LayerCache:
-    """What one decoder layer keeps between decode calls.
-
-    Buffers of the self-attention keys and values of every position decoded so far, written without autograd, sized
-    by ``capacity`` when given and grown by doubling otherwise.
+    """What one decoder layer keeps between decode calls: buffers of the self-attention keys and values of every
+    position decoded so far, written without autograd, sized by ``capacity`` when given and grown by doubling otherwise.
     ``new_keys``/``new_values``: in a differentiable unroll, the newest keys and values as the graph made them, through
     which gradients reach this call's projections (``_AttendOverCache``); ``differentiable_from`` is the first
     position decoded with gradients. ``memory_keys``/``memory_values``: the cross-attention keys and values of the
-    encoder output ``(N, H, S, D)``, computed on the first call.
-    """
+    encoder output ``(N, H, S, D)``, computed on the first call."""
 
     def __init__(self, capacity: int | None = None) -> None:
         self.length = 0
@@ -78,13 +75,11 @@ class LayerCache:
 
 
 class KVCache:
-    """Keys and values of the decoder positions already decoded, for every decoder layer.
-
-    Owned by the caller of ``decode``: one per batch's forecast from ``model.new_cache()``, passed to every ``decode``
-    call of that forecast and then dropped, never reset or shared. ``capacity`` (positions to decode) sizes the
-    buffers once; ``length`` (positions decoded) is the next call's positional offset; ``encoded`` is the encoder
-    output it was filled for, and passing another one is an error.
-    """
+    """Keys and values of the decoder positions already decoded, for every decoder layer. Owned by the caller of
+    ``decode``: one per batch's forecast from ``model.new_cache()``, passed to every ``decode`` call of that forecast
+    and then dropped, never reset or shared. ``capacity`` (positions to decode) sizes the buffers once; ``length``
+    (positions decoded) is the next call's positional offset; ``encoded`` is the encoder output it was filled for,
+    and passing another one is an error."""
 
     def __init__(self, num_layers: int, capacity: int | None = None) -> None:
         self.layers = [LayerCache(capacity) for _ in range(num_layers)]
@@ -96,11 +91,9 @@ class KVCache:
 
 
 def attend(query: Tensor, keys: Tensor, values: Tensor) -> Tensor:
-    """Attention of the last ``k`` of ``L`` positions over all of them, causally: (N, H, k, D).
-
-    A single query row (the cached decode step) is a plain matmul–softmax–matmul: the fused CPU kernel of
-    ``scaled_dot_product_attention`` is tiled for long query blocks and spends most of a one-row call on set-up.
-    """
+    """Attention of the last ``k`` of ``L`` positions over all of them, causally: (N, H, k, D). A single query row (the
+    cached decode step) on a CPU is a plain matmul–softmax–matmul: the fused CPU kernel of
+    ``scaled_dot_product_attention`` is tiled for long query blocks and spends most of a one-row call on set-up."""
     if query.shape[-2] == 1 and query.device.type == "cpu":
         scores = (query * (1.0 / math.sqrt(query.shape[-1]))) @ keys.transpose(-2, -1)  # (N, H, 1, L)
         return scores.softmax(dim=-1) @ values
@@ -125,12 +118,10 @@ SECOND_DERIVATIVE_REFUSED = (
 
 class _SecondDerivativeRefused(torch.autograd.Function):
     """Passes a first-order backward's gradients through unchanged; differentiating them again raises.
-
     ``torch.autograd.function.once_differentiable`` is not enough: its error node hangs off fresh leaves, so
     ``torch.autograd.grad(..., inputs=...)`` prunes it and the second derivative silently comes out without the
     attention's terms. This node's inputs are the incoming gradients that carry a graph, so the engine reaches it
-    whenever a second derivative depends on them.
-    """
+    whenever a second derivative depends on them."""
 
     @staticmethod
     def forward(ctx, count: int, *tensors: Tensor) -> tuple[Tensor, ...]:
@@ -143,12 +134,10 @@ class _SecondDerivativeRefused(torch.autograd.Function):
 
 def _first_order_only(backward: Callable) -> Callable:
     """Run a hand-written ``backward`` without building a graph and, under ``create_graph=True``, make its gradients
-    raise ``SECOND_DERIVATIVE_REFUSED`` if differentiated again.
-
-    The refusal hangs off the incoming gradients' graph, which in the model holds every input the gradients depend on
-    (the attention output always passes through a LayerNorm, whose backward depends on it). Where no incoming gradient
-    carries a graph, nothing would reach the refusal, so it is raised at once.
-    """
+    raise ``SECOND_DERIVATIVE_REFUSED`` if differentiated again. The refusal hangs off the incoming gradients' graph,
+    which in the model holds every input the gradients depend on (the attention output always passes through a
+    LayerNorm, whose backward depends on it). Where no incoming gradient carries a graph, nothing would reach the
+    refusal, so it is raised at once."""
 
     def wrapper(ctx, *grads: Tensor):
         with torch.no_grad():
@@ -178,9 +167,7 @@ class _AttendOverCache(torch.autograd.Function):
     call also returns two placeholders standing for positions ``first..end-1`` and takes the previous call's as
     inputs. In backward it adds what later calls found for its placeholders to its own gradients, returns the part
     for the positions it appended (``new_keys``/``new_values``) to their projections and hands the rest to the
-    previous call; the engine runs the calls in reverse, so each position's gradient is complete when returned.
-    First-order only (``_first_order_only``).
-    """
+    previous call; the engine runs the calls in reverse, so each position's gradient is complete when returned."""
 
     @staticmethod
     def forward(
@@ -251,11 +238,9 @@ def _scores(query: Tensor, keys: Tensor) -> Tensor:
 
 class FixedShapeLayerCache:
     """``LayerCache`` with fixed shapes, without gradients: buffers sized for the whole forecast, the position a tensor.
-
     Attention reads every slot and masks those not yet written, so a step's shapes never change: it can be captured
     as a CUDA graph (``in_place``: slots written with ``index_copy_``) or exported with the cache as explicit inputs
-    and outputs (functional: ``keys``/``values`` become new tensors).
-    """
+    and outputs (functional: ``keys``/``values`` become new tensors)."""
 
     def __init__(self, keys: Tensor, values: Tensor, position: Tensor, in_place: bool) -> None:
         self.keys, self.values = keys, values  # (N, H, capacity, D)

@@ -35,8 +35,7 @@ from project.model.static import StaticEmbedding
 class Encoded:
     """What the decoder conditions on: the encoder output ``memory`` (B, S / P, d_model), the static embedding of each
     token row (B, 1, d_model) and the forecast steps' future covariates (N, steps, C). With ``samples`` paths per
-    series, token rows are ordered (series, channel, sample) and the K paths share their series' memory row.
-    """
+    series, token rows are ordered (series, channel, sample) and the K paths share their series' memory row."""
 
     memory: Tensor
     static: Tensor | None = None
@@ -94,11 +93,9 @@ class SelfAttention(nn.Module):
 
 
 class CrossAttention(nn.Module):
-    """Multi-head attention from decoder positions to the encoder output (the memory).
-
-    With K sample paths per memory row, the K paths' queries attend as K·k rows of one query block: exact (there
-    is no mask here) and the memory's keys/values are read once per series instead of being copied K times.
-    """
+    """Multi-head attention from decoder positions to the encoder output (the memory). With K sample paths per memory
+    row, the K paths' queries attend as K·k rows of one query block: exact (there is no mask here) and the memory's
+    keys/values are read once per series instead of being copied K times."""
 
     def __init__(self, d_model: int, nhead: int) -> None:
         super().__init__()
@@ -204,10 +201,9 @@ class ForecastTransformer(nn.Module):
         dropout: Dropout on embeddings and residual branches (off in ``eval()``).
         max_length: Longest encoder or decoder sequence, in time steps, the positional encoding supports (linked
             from the data's context length and the model's ``max_horizon``).
-        patch_length: Time steps per token P, in the encoder and the decoder: each decoder step then forecasts
-            P steps at once, so a horizon H needs H / P sequential steps instead of H. Context and decoder
-            lengths must be multiples of P. ``auto`` is resolved by ``python -m project.cli`` from the data's
-            lengths (``auto_patch_length``); in Python, pass the integer.
+        patch_length: Time steps per token P, in the encoder and the decoder: a horizon H then takes H / P decoder
+            steps instead of H. Context and decoder lengths must be multiples of P. ``auto`` is resolved by
+            ``python -m project.cli`` from the data's lengths (``auto_patch_length``); in Python, pass the integer.
         channel_independent: Model every target channel as its own univariate sequence with shared weights (as in
             PatchTST), covariates shared by all channels, instead of one token per time step holding all channels.
         checkpoint_layers: Recompute each layer's activations in backward instead of storing them: less memory for
@@ -335,10 +331,8 @@ class ForecastTransformer(nn.Module):
     share_encoded = staticmethod(Encoded.with_samples)  # (encoded, samples) → the K paths share each memory row
 
     def _tokens(self, name: str, series: Tensor, covariates: Tensor | None, samples: int = 1) -> Tensor:
-        """Series (N·K, length, F) and covariates (N·K, length, C) → tokens (B, length / P, token width).
-
-        Rows of N·K are (series, sample); token rows are (series, channel, sample) in channel-independent mode.
-        """
+        """Series (N·K, length, F) and covariates (N·K, length, C) → tokens (B, length / P, token width); rows of N·K
+        are (series, sample), token rows (series, channel, sample) in channel-independent mode."""
         shape = series.shape
         if series.dim() != 3 or shape[-1] != self.n_targets or shape[1] == 0 or shape[1] % self.patch_length:
             raise ValueError(
