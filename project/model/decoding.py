@@ -36,12 +36,11 @@ def rollout(
         raise ValueError(f"horizon must be a positive integer; got {horizon}")
     if cuda_graph and torch.is_grad_enabled():
         raise ValueError("decoding with cuda_graph records no gradients; use it under torch.no_grad()")
-    tokens = math.ceil(horizon / network.patch_length)
     cache = network.new_fixed_shape_cache(encoded, horizon) if cuda_graph else network.new_cache(horizon)
     step_input = start.clone() if cuda_graph else start
     decode_step = _captured_step(network, step_input, encoded, cache) if cuda_graph else None
     parameters, values = [], []
-    for token in range(tokens):
+    for token in range(math.ceil(horizon / network.patch_length)):
         if cuda_graph:
             cache.position.fill_(token)
         step_parameters = decode_step() if cuda_graph else network.decode(step_input, encoded, cache)
@@ -101,10 +100,7 @@ def _captured_step(network: ForecastNetwork, step_input: Tensor, encoded: Any, c
     # Autocast's cache of cast weights is freed when its context ends, under a graph that still reads it:
     # capture with the cache off (the casts become part of the graph).
     autocast = torch.autocast(
-        "cuda",
-        dtype=torch.get_autocast_dtype("cuda"),
-        enabled=torch.is_autocast_enabled("cuda"),
-        cache_enabled=False,
+        "cuda", dtype=torch.get_autocast_dtype("cuda"), enabled=torch.is_autocast_enabled("cuda"), cache_enabled=False
     )
     # Warm up on a side stream before capture, as CUDA graphs require; the warm-up writes the first step's
     # keys and values, which the first replay writes again.
