@@ -28,10 +28,8 @@ def rollout(
     """Free-running forecast from the first decoder input ``start`` (N, P, F): each step's point forecast (or a draw)
     fed back as the next input, decoding with a cache. Returns the parameters (N, horizon, F, n_parameters) and the
     fed-back values (N, horizon, F); differentiable when gradients are enabled (draws are reparameterised).
-
     ``cuda_graph`` (without gradients) decodes with the network's ``new_fixed_shape_cache`` and, on a GPU, replays
-    the step captured once as a CUDA graph: the same values, without a kernel launch per operation.
-    """
+    the step captured once as a CUDA graph: the same values, without a kernel launch per operation."""
     if horizon <= 0:
         raise ValueError(f"horizon must be a positive integer; got {horizon}")
     if cuda_graph and torch.is_grad_enabled():
@@ -63,12 +61,10 @@ def generate(
     cuda_graph: bool = False,
     **covariates: Tensor,
 ) -> Tensor:
-    """Autoregressive forecast from ``context`` (N, S, F) and its covariates (as ``encode`` takes them).
-
-    Without ``num_samples``: the point path (N, horizon, F), each step's point forecast fed back. With K
-    samples: K sample paths per series (N, K, horizon, F), each step drawn given the path's earlier draws; one
-    cached rollout over N·K rows. ``cuda_graph``: see ``rollout``.
-    """
+    """Autoregressive forecast from ``context`` (N, S, F) and its covariates (as ``encode`` takes them). Without
+    ``num_samples``: the point path (N, horizon, F), each step's point forecast fed back. With K samples: K sample
+    paths per series (N, K, horizon, F), each step drawn given the path's earlier draws; one cached rollout over N·K
+    rows. ``cuda_graph``: see ``rollout``."""
     if num_samples is None:
         encoded = network.encode(context, **covariates)
         return rollout(network, encoded, network.start_of(context), horizon, cuda_graph=cuda_graph)[1]

@@ -141,13 +141,12 @@ def _recorded(value: Any) -> Any:
     if isinstance(value, Distribution):
         return component_spec(value)
     if isinstance(value, InputSizes):
-        return {name: list(v) if isinstance(v, tuple) else v for name, v in asdict(value).items()}
+        return {name: _recorded(v) for name, v in asdict(value).items()}
     return value
 
 
 def component_spec(component: object) -> dict[str, Any]:
-    """``{"class_path": ..., "init_args": {...}}``: how a checkpoint and a config name a network, a distribution or a
-    regime."""
+    """How checkpoints and configs name a network, distribution or regime: ``{"class_path": ..., "init_args": ...}``."""
     cls = type(component)
     arguments = getattr(component, "init_args", None)
     if not isinstance(arguments, dict):
@@ -167,10 +166,9 @@ def build_network(spec: object, where: str = "", allow_imported: bool = False) -
     arguments = dict(spec.get("init_args") or {})
     if isinstance(arguments.get("sizes"), dict):
         arguments["sizes"] = InputSizes(**arguments["sizes"])
-    if is_component_spec(arguments.get("distribution")):
-        arguments["distribution"] = built_component(
-            arguments["distribution"], "distribution", Distribution, where, allow_imported
-        )
+    distribution = arguments.get("distribution")
+    if is_component_spec(distribution):
+        arguments["distribution"] = built_component(distribution, "distribution", Distribution, where, allow_imported)
     return built_component({**spec, "init_args": arguments}, "network", nn.Module, where, allow_imported)
 
 
