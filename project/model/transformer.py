@@ -199,13 +199,11 @@ class ForecastTransformer(nn.Module):
         num_decoder_layers: Number of causal decoder layers.
         dim_feedforward: Hidden width of each feed-forward block.
         dropout: Dropout on embeddings and residual branches (off in ``eval()``).
-        max_length: Longest encoder or decoder sequence, in time steps, the positional encoding supports (linked
-            from the data's context length and the model's ``max_horizon``).
+        max_length: Time steps the positional encoding covers, linked from the context length and ``max_horizon``.
         patch_length: Time steps per token P, in the encoder and the decoder: a horizon H then takes H / P decoder
             steps instead of H. Context and decoder lengths must be multiples of P. ``auto`` is resolved by
             ``python -m project.cli`` from the data's lengths (``auto_patch_length``); in Python, pass the integer.
-        channel_independent: Model every target channel as its own univariate sequence with shared weights (as in
-            PatchTST), covariates shared by all channels, instead of one token per time step holding all channels.
+        channel_independent: Each target channel its own sequence (as in PatchTST), sharing weights and covariates.
         checkpoint_layers: Recompute each layer's activations in backward instead of storing them: less memory for
             more compute, in training's whole-sequence passes (cached decoding appends to the cache, so it is not).
         distribution: What the head predicts per target value and trains with, by class_path (it sizes the head):
@@ -307,7 +305,19 @@ class ForecastTransformer(nn.Module):
 
     def decode(self, tgt: Tensor, encoded: Encoded, cache: KVCache | None = None) -> Tensor:
         offset = 0 if cache is None else cache.length  # a tensor for a fixed-shape cache
-        tokens = self._tokens("tgt", tgt, self._future_steps(encoded, offset, tgt.shape[1]), encoded.samples)
+        future, steps = encoded.future, tgt.shape[1]  # the future covariates of the steps decoded
+        if future is not None:
+            start = offset * self.patch_length
+            if isinstance(offset, Tensor):  # a fixed-shape cache: gathered, so the step's shapes do not depend on it
+                future = future.index_select(1, start + torch.arange(steps, device=offset.device))
+            elif start + steps > future.shape[1]:
+                raise ValueError(
+                    f"future_covariates cover {future.shape[1]} forecast steps; forecasting step "
+                    f"{start + steps} needs them for every step up to it"
+                )
+            else:
+                future = future[:, start : start + steps]
+        tokens = self._tokens("tgt", tgt, future, encoded.samples)
         if not isinstance(cache, FixedShapeKVCache):
             self._check_memory(encoded, tokens, cache)
         x = self.decoder_embedding(tokens) + self._positions("tgt", tokens, offset)
@@ -348,21 +358,6 @@ class ForecastTransformer(nn.Module):
                 covariates = covariates.expand(-1, channels, -1, -1, -1).reshape(series.shape[0], length, -1)
         x = series if covariates is None else torch.cat([series, covariates], dim=-1)
         return x.reshape(x.shape[0], length // self.patch_length, -1)
-
-    def _future_steps(self, encoded: Encoded, offset: int | Tensor, length: int) -> Tensor | None:
-        """The future covariates of the ``length`` forecast steps from token ``offset`` on."""
-        if encoded.future is None:
-            return None
-        if isinstance(offset, Tensor):  # a fixed-shape cache: gathered, so the step's shapes do not depend on it
-            steps = offset * self.patch_length + torch.arange(length, device=offset.device)
-            return encoded.future.index_select(1, steps)
-        start = offset * self.patch_length
-        if start + length > encoded.future.shape[1]:
-            raise ValueError(
-                f"future_covariates cover {encoded.future.shape[1]} forecast steps; forecasting step "
-                f"{start + length} needs them for every step up to it"
-            )
-        return encoded.future[:, start : start + length]
 
     def _covariates(self, name: str, covariates: Covariates, width: int, batch: int) -> Tensor | None:
         values = covariates.get(name)
