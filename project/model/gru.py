@@ -90,13 +90,11 @@ class GRUForecaster(nn.Module):
     def decode(self, tgt: Tensor, encoded: GRUEncoded, cache: GRUCache | None = None) -> Tensor:
         self._check("tgt", tgt, self.n_targets)
         offset, steps = (0 if cache is None else cache.length), tgt.shape[1]
-        inputs = [tgt]
-        if encoded.future is not None:
-            if offset + steps > encoded.future.shape[1]:
-                raise ValueError(
-                    f"future_covariates cover {encoded.future.shape[1]} forecast steps; got {offset + steps}"
-                )
-            inputs.append(encoded.future[:, offset : offset + steps])
+        inputs, future = [tgt], encoded.future
+        if future is not None:
+            if offset + steps > future.shape[1]:
+                raise ValueError(f"future_covariates cover {future.shape[1]} forecast steps; got {offset + steps}")
+            inputs.append(future[:, offset : offset + steps])
         x = self.decoder_input(torch.cat(inputs, dim=-1))  # (N, T, H)
         hidden = encoded.hidden if cache is None or cache.hidden is None else cache.hidden
         output, hidden = self.decoder(x if encoded.static is None else x + encoded.static, hidden.contiguous())
