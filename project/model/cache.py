@@ -219,10 +219,9 @@ class _AttendOverCache(torch.autograd.Function):
 
         # Positions before ``first`` were decoded without gradients: nothing to return for them. Summed in place
         # into this step's own gradient tensors, the largest of the step, rather than into new ones.
-        first, start = ctx.first, ctx.start
+        first, new, earlier = ctx.first, ctx.start - ctx.first, ctx.earlier
         key_grads = grad_keys[:, :, first:].to(later_key_grads.dtype).add_(later_key_grads)
         value_grads = grad_values[:, :, first:].to(later_value_grads.dtype).add_(later_value_grads)
-        new, earlier = start - first, ctx.earlier
         new_keys = key_grads[:, :, new:].to(ctx.new_dtypes[0]) if ctx.needs_input_grad[5] else None
         new_values = value_grads[:, :, new:].to(ctx.new_dtypes[1]) if ctx.needs_input_grad[6] else None
         earlier_grads = (key_grads[:, :, :earlier], value_grads[:, :, :earlier]) if earlier else (None, None)

@@ -127,9 +127,8 @@ class CrossAttention(nn.Module):
 
 
 class PreNormLayer(nn.Module):
-    """A stack of pre-norm residual blocks, ``x + dropout(block(norm(x)))``: the given attention blocks in order, then
-    a feed-forward block; block ``name``'s norm is ``name_norm``. These names, in this order, are the parameters a
-    checkpoint (and its optimiser state) holds."""
+    """Pre-norm residual blocks ``x + dropout(block(norm(x)))``: the given attention blocks, then a feed-forward one;
+    block ``name``'s norm is ``name_norm``. These names, in this order, are what a checkpoint and its optimiser hold."""
 
     def __init__(self, d_model: int, dim_feedforward: int, dropout: float, **attention: nn.Module) -> None:
         super().__init__()
