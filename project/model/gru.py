@@ -18,8 +18,7 @@ from typing_extensions import Unpack
 from project.domains import DropoutRate, PositiveInt
 from project.errors import InputError
 from project.model.distributions import Distribution
-from project.model.network import ONE_TARGET, Covariates, InputSizes, set_up
-from project.model.static import StaticEmbedding
+from project.model.network import ONE_TARGET, Covariates, InputSizes, StaticEmbedding, set_up
 
 
 @dataclass

@@ -27,8 +27,7 @@ from project.domains import DropoutRate, PatchLength, PositiveInt
 from project.errors import InputError
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache, KVCache, LayerCache
 from project.model.distributions import Distribution
-from project.model.network import ONE_TARGET, Covariates, InputSizes, set_up
-from project.model.static import StaticEmbedding
+from project.model.network import ONE_TARGET, Covariates, InputSizes, StaticEmbedding, set_up
 
 
 @dataclass
