@@ -75,11 +75,10 @@ class LayerCache:
 
 
 class KVCache:
-    """Keys and values of the decoder positions already decoded, for every decoder layer. Owned by the caller of
-    ``decode``: one per batch's forecast from ``model.new_cache()``, passed to every ``decode`` call of that forecast
-    and then dropped, never reset or shared. ``capacity`` (positions to decode) sizes the buffers once; ``length``
-    (positions decoded) is the next call's positional offset; ``encoded`` is the encoder output it was filled for,
-    and passing another one is an error."""
+    """Every decoder layer's keys and values of the positions decoded so far, for one batch's forecast: from
+    ``model.new_cache()``, passed to each ``decode`` call of that forecast, then dropped (never reset or shared).
+    ``capacity`` (positions to decode) sizes the buffers once; ``length`` (positions decoded) is the next call's
+    positional offset; ``encoded``, the encoder output it was filled for: passing another one is an error."""
 
     def __init__(self, num_layers: int, capacity: int | None = None) -> None:
         self.layers = [LayerCache(capacity) for _ in range(num_layers)]

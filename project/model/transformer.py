@@ -202,8 +202,7 @@ class ForecastTransformer(nn.Module):
             steps instead of H. Context and decoder lengths must be multiples of P. ``auto`` is resolved by
             ``python -m project.cli`` from the data's lengths (``auto_patch_length``); in Python, pass the integer.
         channel_independent: Each target channel its own sequence (as in PatchTST), sharing weights and covariates.
-        checkpoint_layers: Recompute each layer's activations in backward instead of storing them: less memory for
-            more compute, in training's whole-sequence passes (cached decoding appends to the cache, so it is not).
+        checkpoint_layers: Recompute layer activations in backward (less memory, more compute) in whole-sequence passes.
         distribution: What the head predicts per target value and trains with, by class_path (it sizes the head):
             ``PointForecast`` (the default, MSE), ``Normal``, ``StudentT``, ``Quantiles`` or your ``Distribution``.
     """
