@@ -6,7 +6,6 @@ Shapes: N batch, H heads, D head dim, L cached positions, k new positions (usual
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 
@@ -16,15 +15,12 @@ from torch.nn import functional as F
 
 
 class LayerCache:
-    """What one decoder layer keeps between decode calls.
-
-    ``keys``/``values``: the self-attention keys and values of every position decoded so far, ``(N, H, L, D)``, views
-    of buffers written without autograd, sized by ``capacity`` when given and grown by doubling otherwise.
+    """What one decoder layer keeps between decode calls: buffers of the self-attention keys and values of every
+    position decoded so far, written without autograd, sized by ``capacity`` when given and grown by doubling otherwise.
     ``new_keys``/``new_values``: in a differentiable unroll, the newest keys and values as the graph made them, through
     which gradients reach this call's projections (``_AttendOverCache``); ``differentiable_from`` is the first
     position decoded with gradients. ``memory_keys``/``memory_values``: the cross-attention keys and values of the
-    encoder output ``(N, H, S, D)``, computed on the first call.
-    """
+    encoder output ``(N, H, S, D)``, computed on the first call."""
 
     def __init__(self, capacity: int | None = None) -> None:
         self.length = 0
@@ -38,14 +34,6 @@ class LayerCache:
         self.memory_keys: Tensor | None = None
         self.memory_values: Tensor | None = None
 
-    @property
-    def keys(self) -> Tensor:
-        return self._key_buffer[:, :, : self.length]  # (N, H, L, D)
-
-    @property
-    def values(self) -> Tensor:
-        return self._value_buffer[:, :, : self.length]  # (N, H, L, D)
-
     def append(self, keys: Tensor, values: Tensor) -> None:
         """Add the keys/values ``(N, H, k, D)`` of the ``k`` newest positions."""
         differentiable = torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad)
@@ -53,29 +41,27 @@ class LayerCache:
             self.differentiable_from = self.length
         # Kept only as graph inputs, to route gradients to this call's projections; never saved for backward.
         self.new_keys, self.new_values = (keys, values) if self.differentiable_from is not None else (None, None)
-        self._write(keys.detach(), values.detach())
-
-    def attend(self, query: Tensor) -> Tensor:
-        """Attention of the newest ``k`` queries ``(N, H, k, D)`` over every cached position, causally."""
-        if self.new_keys is None or not torch.is_grad_enabled():
-            return attend(query, self.keys, self.values)
-        start = self.length - self.new_keys.shape[2]
-        earlier = self._earlier_gradients or (None, None)
-        output, *self._earlier_gradients = _AttendOverCache.apply(
-            query, self.keys, self.values, self.differentiable_from, start, self.new_keys, self.new_values, *earlier
-        )
-        return output
-
-    def _write(self, keys: Tensor, values: Tensor) -> None:
         end = self.length + keys.shape[2]
         if self._key_buffer is None or end > self._key_buffer.shape[2]:
             self._key_buffer = self._grown(self._key_buffer, keys, end)
             self._value_buffer = self._grown(self._value_buffer, values, end)
         # Written through ``.data`` so that the write does not count as a modification of the views of positions
         # 0..length-1 that attention steps saved for backward: it only touches positions after all of them.
-        self._key_buffer.data[:, :, self.length : end] = keys
-        self._value_buffer.data[:, :, self.length : end] = values
+        self._key_buffer.data[:, :, self.length : end] = keys.detach()
+        self._value_buffer.data[:, :, self.length : end] = values.detach()
         self.length = end
+
+    def attend(self, query: Tensor) -> Tensor:
+        """Attention of the newest ``k`` queries ``(N, H, k, D)`` over every cached position, causally."""
+        keys, values = self._key_buffer[:, :, : self.length], self._value_buffer[:, :, : self.length]  # (N, H, L, D)
+        if self.new_keys is None or not torch.is_grad_enabled():
+            return attend(query, keys, values)
+        start = self.length - self.new_keys.shape[2]
+        earlier = self._earlier_gradients or (None, None)
+        output, *self._earlier_gradients = _AttendOverCache.apply(
+            query, keys, values, self.differentiable_from, start, self.new_keys, self.new_values, *earlier
+        )
+        return output
 
     def _grown(self, buffer: Tensor | None, new: Tensor, needed: int) -> Tensor:
         if buffer is None and self.capacity:
@@ -89,13 +75,10 @@ class LayerCache:
 
 
 class KVCache:
-    """Keys and values of the decoder positions already decoded, for every decoder layer.
-
-    Owned by the caller of ``decode``: one per batch's forecast from ``model.new_cache()``, passed to every ``decode``
-    call of that forecast and then dropped, never reset or shared. ``capacity`` (positions to decode) sizes the
-    buffers once; ``length`` (positions decoded) is the next call's positional offset; ``encoded`` is the encoder
-    output it was filled for, and passing another one is an error.
-    """
+    """Every decoder layer's keys and values of the positions decoded so far, for one batch's forecast: from
+    ``model.new_cache()``, passed to each ``decode`` call of that forecast, then dropped (never reset or shared).
+    ``capacity`` (positions to decode) sizes the buffers once; ``length`` (positions decoded) is the next call's
+    positional offset; ``encoded``, the encoder output it was filled for: passing another one is an error."""
 
     def __init__(self, num_layers: int, capacity: int | None = None) -> None:
         self.layers = [LayerCache(capacity) for _ in range(num_layers)]
@@ -107,11 +90,9 @@ class KVCache:
 
 
 def attend(query: Tensor, keys: Tensor, values: Tensor) -> Tensor:
-    """Attention of the last ``k`` of ``L`` positions over all of them, causally: (N, H, k, D).
-
-    A single query row (the cached decode step) is a plain matmul–softmax–matmul: the fused CPU kernel of
-    ``scaled_dot_product_attention`` is tiled for long query blocks and spends most of a one-row call on set-up.
-    """
+    """Attention of the last ``k`` of ``L`` positions over all of them, causally: (N, H, k, D). A single query row (the
+    cached decode step) on a CPU is a plain matmul–softmax–matmul: the fused CPU kernel of
+    ``scaled_dot_product_attention`` is tiled for long query blocks and spends most of a one-row call on set-up."""
     if query.shape[-2] == 1 and query.device.type == "cpu":
         scores = (query * (1.0 / math.sqrt(query.shape[-1]))) @ keys.transpose(-2, -1)  # (N, H, 1, L)
         return scores.softmax(dim=-1) @ values
@@ -136,12 +117,10 @@ SECOND_DERIVATIVE_REFUSED = (
 
 class _SecondDerivativeRefused(torch.autograd.Function):
     """Passes a first-order backward's gradients through unchanged; differentiating them again raises.
-
     ``torch.autograd.function.once_differentiable`` is not enough: its error node hangs off fresh leaves, so
     ``torch.autograd.grad(..., inputs=...)`` prunes it and the second derivative silently comes out without the
     attention's terms. This node's inputs are the incoming gradients that carry a graph, so the engine reaches it
-    whenever a second derivative depends on them.
-    """
+    whenever a second derivative depends on them."""
 
     @staticmethod
     def forward(ctx, count: int, *tensors: Tensor) -> tuple[Tensor, ...]:
@@ -154,14 +133,11 @@ class _SecondDerivativeRefused(torch.autograd.Function):
 
 def _first_order_only(backward: Callable) -> Callable:
     """Run a hand-written ``backward`` without building a graph and, under ``create_graph=True``, make its gradients
-    raise ``SECOND_DERIVATIVE_REFUSED`` if differentiated again.
+    raise ``SECOND_DERIVATIVE_REFUSED`` if differentiated again. The refusal hangs off the incoming gradients' graph,
+    which in the model holds every input the gradients depend on (the attention output always passes through a
+    LayerNorm, whose backward depends on it). Where no incoming gradient carries a graph, nothing would reach the
+    refusal, so it is raised at once."""
 
-    The refusal hangs off the incoming gradients' graph, which in the model holds every input the gradients depend on
-    (the attention output always passes through a LayerNorm, whose backward depends on it). Where no incoming gradient
-    carries a graph, nothing would reach the refusal, so it is raised at once.
-    """
-
-    @functools.wraps(backward)
     def wrapper(ctx, *grads: Tensor):
         with torch.no_grad():
             outputs = backward(ctx, *grads)
@@ -190,9 +166,7 @@ class _AttendOverCache(torch.autograd.Function):
     call also returns two placeholders standing for positions ``first..end-1`` and takes the previous call's as
     inputs. In backward it adds what later calls found for its placeholders to its own gradients, returns the part
     for the positions it appended (``new_keys``/``new_values``) to their projections and hands the rest to the
-    previous call; the engine runs the calls in reverse, so each position's gradient is complete when returned.
-    First-order only (``_first_order_only``).
-    """
+    previous call; the engine runs the calls in reverse, so each position's gradient is complete when returned."""
 
     @staticmethod
     def forward(
@@ -208,8 +182,9 @@ class _AttendOverCache(torch.autograd.Function):
         earlier_values: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         query = query.contiguous()  # not a view of the projection output, which would keep its keys/values alive
+        carried = torch.promote_types(query.dtype, torch.float32)  # bf16/fp16 logits lose too much in the exponent
         with torch.autocast(query.device.type, enabled=False):
-            scores = _scores(query, keys.to(query.dtype)).to(_softmax_dtype(query))  # (N, H, k, L)
+            scores = _scores(query, keys.to(query.dtype)).to(carried)  # (N, H, k, L)
             log_normaliser = scores.logsumexp(dim=-1, keepdim=True)
             weights = (scores - log_normaliser).exp().to(query.dtype)
             output = weights @ values.to(query.dtype)  # (N, H, k, D)
@@ -221,7 +196,7 @@ class _AttendOverCache(torch.autograd.Function):
         ctx.save_for_backward(query, log_normaliser, keys, values)  # keys/values: views of the cache's buffers
         # Placeholders for the gradients of positions first..L-1, summed in at least float32 along the unroll:
         # expanded scalars, no memory.
-        shape, carried = (*keys.shape[:2], keys.shape[2] - first, keys.shape[3]), _softmax_dtype(query)
+        shape = (*keys.shape[:2], keys.shape[2] - first, keys.shape[3])
         placeholders = (query.new_zeros((), dtype=carried).expand(shape) for _ in range(2))
         return output, *placeholders
 
@@ -243,19 +218,13 @@ class _AttendOverCache(torch.autograd.Function):
 
         # Positions before ``first`` were decoded without gradients: nothing to return for them. Summed in place
         # into this step's own gradient tensors, the largest of the step, rather than into new ones.
-        first, start = ctx.first, ctx.start
+        first, new, earlier = ctx.first, ctx.start - ctx.first, ctx.earlier
         key_grads = grad_keys[:, :, first:].to(later_key_grads.dtype).add_(later_key_grads)
         value_grads = grad_values[:, :, first:].to(later_value_grads.dtype).add_(later_value_grads)
-        new, earlier = start - first, ctx.earlier
         new_keys = key_grads[:, :, new:].to(ctx.new_dtypes[0]) if ctx.needs_input_grad[5] else None
         new_values = value_grads[:, :, new:].to(ctx.new_dtypes[1]) if ctx.needs_input_grad[6] else None
         earlier_grads = (key_grads[:, :, :earlier], value_grads[:, :, :earlier]) if earlier else (None, None)
         return grad_query, None, None, None, None, new_keys, new_values, *earlier_grads
-
-
-def _softmax_dtype(query: Tensor) -> torch.dtype:
-    """Softmax in at least float32: bf16/fp16 logits lose too much in the exponent."""
-    return torch.promote_types(query.dtype, torch.float32)
 
 
 def _scores(query: Tensor, keys: Tensor) -> Tensor:
@@ -267,11 +236,9 @@ def _scores(query: Tensor, keys: Tensor) -> Tensor:
 
 class FixedShapeLayerCache:
     """``LayerCache`` with fixed shapes, without gradients: buffers sized for the whole forecast, the position a tensor.
-
     Attention reads every slot and masks those not yet written, so a step's shapes never change: it can be captured
     as a CUDA graph (``in_place``: slots written with ``index_copy_``) or exported with the cache as explicit inputs
-    and outputs (functional: ``keys``/``values`` become new tensors).
-    """
+    and outputs (functional: ``keys``/``values`` become new tensors)."""
 
     def __init__(self, keys: Tensor, values: Tensor, position: Tensor, in_place: bool) -> None:
         self.keys, self.values = keys, values  # (N, H, capacity, D)
@@ -303,8 +270,5 @@ class FixedShapeKVCache:
 
     def __init__(self, layers: list[FixedShapeLayerCache], position: Tensor) -> None:
         self.layers, self.position = layers, position
+        self.length = position  # the same tensor: decode's positional offset
         self.encoded = None
-
-    @property
-    def length(self) -> Tensor:
-        return self.position

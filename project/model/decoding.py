@@ -28,25 +28,20 @@ def rollout(
     """Free-running forecast from the first decoder input ``start`` (N, P, F): each step's point forecast (or a draw)
     fed back as the next input, decoding with a cache. Returns the parameters (N, horizon, F, n_parameters) and the
     fed-back values (N, horizon, F); differentiable when gradients are enabled (draws are reparameterised).
-
     ``cuda_graph`` (without gradients) decodes with the network's ``new_fixed_shape_cache`` and, on a GPU, replays
-    the step captured once as a CUDA graph: the same values, without a kernel launch per operation.
-    """
+    the step captured once as a CUDA graph: the same values, without a kernel launch per operation."""
     if horizon <= 0:
         raise ValueError(f"horizon must be a positive integer; got {horizon}")
     if cuda_graph and torch.is_grad_enabled():
         raise ValueError("decoding with cuda_graph records no gradients; use it under torch.no_grad()")
-    tokens = math.ceil(horizon / network.patch_length)
     cache = network.new_fixed_shape_cache(encoded, horizon) if cuda_graph else network.new_cache(horizon)
     step_input = start.clone() if cuda_graph else start
     decode_step = _captured_step(network, step_input, encoded, cache) if cuda_graph else None
     parameters, values = [], []
-    for token in range(tokens):
+    for token in range(math.ceil(horizon / network.patch_length)):
         if cuda_graph:
             cache.position.fill_(token)
-            step_parameters = decode_step().clone()  # the step's output buffer is reused by the next step
-        else:
-            step_parameters = network.decode(step_input, encoded, cache)
+        step_parameters = decode_step() if cuda_graph else network.decode(step_input, encoded, cache)
         fed_back = value_to_feed_back(network.distribution, step_parameters, feedback_value, generator)
         if cuda_graph:
             step_input.copy_(fed_back)
@@ -66,12 +61,10 @@ def generate(
     cuda_graph: bool = False,
     **covariates: Tensor,
 ) -> Tensor:
-    """Autoregressive forecast from ``context`` (N, S, F) and its covariates (as ``encode`` takes them).
-
-    Without ``num_samples``: the point path (N, horizon, F), each step's point forecast fed back. With K
-    samples: K sample paths per series (N, K, horizon, F), each step drawn given the path's earlier draws; one
-    cached rollout over N·K rows. ``cuda_graph``: see ``rollout``.
-    """
+    """Autoregressive forecast from ``context`` (N, S, F) and its covariates (as ``encode`` takes them). Without
+    ``num_samples``: the point path (N, horizon, F), each step's point forecast fed back. With K samples: K sample
+    paths per series (N, K, horizon, F), each step drawn given the path's earlier draws; one cached rollout over N·K
+    rows. ``cuda_graph``: see ``rollout``."""
     if num_samples is None:
         encoded = network.encode(context, **covariates)
         return rollout(network, encoded, network.start_of(context), horizon, cuda_graph=cuda_graph)[1]
@@ -103,10 +96,7 @@ def _captured_step(network: ForecastNetwork, step_input: Tensor, encoded: Any, c
     # Autocast's cache of cast weights is freed when its context ends, under a graph that still reads it:
     # capture with the cache off (the casts become part of the graph).
     autocast = torch.autocast(
-        "cuda",
-        dtype=torch.get_autocast_dtype("cuda"),
-        enabled=torch.is_autocast_enabled("cuda"),
-        cache_enabled=False,
+        "cuda", dtype=torch.get_autocast_dtype("cuda"), enabled=torch.is_autocast_enabled("cuda"), cache_enabled=False
     )
     # Warm up on a side stream before capture, as CUDA graphs require; the warm-up writes the first step's
     # keys and values, which the first replay writes again.
@@ -121,6 +111,6 @@ def _captured_step(network: ForecastNetwork, step_input: Tensor, encoded: Any, c
 
     def replay() -> Tensor:
         graph.replay()
-        return output
+        return output.clone()  # the output buffer is reused by the next replay
 
     return replay

@@ -216,10 +216,8 @@ class Quantiles(Distribution):
         return torch.maximum(levels * error, (levels - 1) * error).mean()
 
     def sample(self, parameters: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        probability = torch.rand(
-            parameters.shape[:-1], generator=generator, dtype=parameters.dtype, device=parameters.device
-        )
         levels = parameters.new_tensor(self.levels)
+        probability = torch.rand(parameters.shape[:-1], generator=generator, dtype=levels.dtype, device=levels.device)
         segment = (torch.searchsorted(levels, probability.contiguous()) - 1).clamp(0, len(self.levels) - 2)
         lower_level, upper_level = levels[segment], levels[segment + 1]
         lower = parameters.gather(-1, segment.unsqueeze(-1)).squeeze(-1)

@@ -18,8 +18,7 @@ from typing_extensions import Unpack
 from project.domains import DropoutRate, PositiveInt
 from project.errors import InputError
 from project.model.distributions import Distribution
-from project.model.network import ONE_TARGET, Covariates, InputSizes, set_up
-from project.model.static import StaticEmbedding
+from project.model.network import ONE_TARGET, Covariates, InputSizes, StaticEmbedding, set_up
 
 
 @dataclass
@@ -49,8 +48,7 @@ class GRUForecaster(nn.Module):
         hidden_size: Width H of the hidden state of both GRUs.
         num_layers: Stacked GRU layers in the encoder and in the decoder.
         dropout: Dropout between stacked layers (off in ``eval()``).
-        distribution: What the head predicts per target value and trains with, by class_path (it sizes the head):
-            ``PointForecast`` (the default, MSE), ``Normal``, ``StudentT``, ``Quantiles`` or your ``Distribution``.
+        distribution: What the head predicts and trains with, by class_path, as in ``ForecastTransformer``.
     """
 
     patch_length = 1  # a recurrent decoder steps through time one value at a time
@@ -91,13 +89,11 @@ class GRUForecaster(nn.Module):
     def decode(self, tgt: Tensor, encoded: GRUEncoded, cache: GRUCache | None = None) -> Tensor:
         self._check("tgt", tgt, self.n_targets)
         offset, steps = (0 if cache is None else cache.length), tgt.shape[1]
-        inputs = [tgt]
-        if encoded.future is not None:
-            if offset + steps > encoded.future.shape[1]:
-                raise ValueError(
-                    f"future_covariates cover {encoded.future.shape[1]} forecast steps; got {offset + steps}"
-                )
-            inputs.append(encoded.future[:, offset : offset + steps])
+        inputs, future = [tgt], encoded.future
+        if future is not None:
+            if offset + steps > future.shape[1]:
+                raise ValueError(f"future_covariates cover {future.shape[1]} forecast steps; got {offset + steps}")
+            inputs.append(future[:, offset : offset + steps])
         x = self.decoder_input(torch.cat(inputs, dim=-1))  # (N, T, H)
         hidden = encoded.hidden if cache is None or cache.hidden is None else cache.hidden
         output, hidden = self.decoder(x if encoded.static is None else x + encoded.static, hidden.contiguous())

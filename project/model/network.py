@@ -1,4 +1,4 @@
-"""What the training code asks of a network: the ``ForecastNetwork`` protocol.
+"""What the training code asks of a network, the ``ForecastNetwork`` protocol, and what the networks share.
 
 The training code, the decoding (``project.model.decoding``: rollouts, sampling, CUDA graphs, written once for every
 network) and the tools call only what is listed here. ``tests/test_network_contract.py`` checks a class against the
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
+import torch
 from torch import Tensor, nn
 from typing_extensions import Unpack  # typing's own from Python 3.11 on
 
@@ -46,6 +47,22 @@ class InputSizes:
     @property
     def has_static(self) -> bool:
         return bool(self.static_cardinalities) or self.n_static_reals > 0
+
+
+class StaticEmbedding(nn.Module):
+    """One vector per series from its static covariates: a learned embedding per category (index 0 is "unknown",
+    for categories not seen in training) and a linear map of the numeric ones, summed."""
+
+    def __init__(self, sizes: InputSizes, d_model: int) -> None:
+        super().__init__()
+        self.categories = nn.ModuleList(nn.Embedding(count + 1, d_model) for count in sizes.static_cardinalities)
+        self.reals = nn.Linear(sizes.n_static_reals, d_model) if sizes.n_static_reals else None
+
+    def forward(self, categorical: Tensor | None, reals: Tensor | None) -> Tensor:
+        parts = [embedding(categorical[:, i]) for i, embedding in enumerate(self.categories)]
+        if self.reals is not None:
+            parts.append(self.reals(reals))
+        return torch.stack(parts).sum(0)  # (N, d_model)
 
 
 class Covariates(TypedDict, total=False):
@@ -141,13 +158,12 @@ def _recorded(value: Any) -> Any:
     if isinstance(value, Distribution):
         return component_spec(value)
     if isinstance(value, InputSizes):
-        return {name: list(v) if isinstance(v, tuple) else v for name, v in asdict(value).items()}
+        return {name: _recorded(v) for name, v in asdict(value).items()}
     return value
 
 
 def component_spec(component: object) -> dict[str, Any]:
-    """``{"class_path": ..., "init_args": {...}}``: how a checkpoint and a config name a network, a distribution or a
-    regime."""
+    """How checkpoints and configs name a network, distribution or regime: ``{"class_path": ..., "init_args": ...}``."""
     cls = type(component)
     arguments = getattr(component, "init_args", None)
     if not isinstance(arguments, dict):
@@ -167,10 +183,9 @@ def build_network(spec: object, where: str = "", allow_imported: bool = False) -
     arguments = dict(spec.get("init_args") or {})
     if isinstance(arguments.get("sizes"), dict):
         arguments["sizes"] = InputSizes(**arguments["sizes"])
-    if is_component_spec(arguments.get("distribution")):
-        arguments["distribution"] = built_component(
-            arguments["distribution"], "distribution", Distribution, where, allow_imported
-        )
+    distribution = arguments.get("distribution")
+    if is_component_spec(distribution):
+        arguments["distribution"] = built_component(distribution, "distribution", Distribution, where, allow_imported)
     return built_component({**spec, "init_args": arguments}, "network", nn.Module, where, allow_imported)
 
 

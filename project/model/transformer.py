@@ -27,16 +27,14 @@ from project.domains import DropoutRate, PatchLength, PositiveInt
 from project.errors import InputError
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache, KVCache, LayerCache
 from project.model.distributions import Distribution
-from project.model.network import ONE_TARGET, Covariates, InputSizes, set_up
-from project.model.static import StaticEmbedding
+from project.model.network import ONE_TARGET, Covariates, InputSizes, StaticEmbedding, set_up
 
 
 @dataclass
 class Encoded:
     """What the decoder conditions on: the encoder output ``memory`` (B, S / P, d_model), the static embedding of each
     token row (B, 1, d_model) and the forecast steps' future covariates (N, steps, C). With ``samples`` paths per
-    series, token rows are ordered (series, channel, sample) and the K paths share their series' memory row.
-    """
+    series, token rows are ordered (series, channel, sample) and the K paths share their series' memory row."""
 
     memory: Tensor
     static: Tensor | None = None
@@ -51,7 +49,7 @@ class Encoded:
 
 
 class SinusoidalPositions(nn.Module):
-    """Fixed sine/cosine position codes (Vaswani et al. 2017), looked up from an offset."""
+    """Fixed sine/cosine position codes (Vaswani et al. 2017): ``table`` (max_length, d_model)."""
 
     def __init__(self, d_model: int, max_length: int) -> None:
         super().__init__()
@@ -61,10 +59,6 @@ class SinusoidalPositions(nn.Module):
         table[:, 0::2] = torch.sin(position * frequency)
         table[:, 1::2] = torch.cos(position * frequency[: d_model // 2])
         self.register_buffer("table", table, persistent=False)
-        self.max_length = max_length
-
-    def forward(self, length: int, offset: int = 0) -> Tensor:
-        return self.table[offset : offset + length]  # (length, d_model)
 
 
 def split_heads(x: Tensor, nhead: int) -> Tensor:
@@ -98,11 +92,9 @@ class SelfAttention(nn.Module):
 
 
 class CrossAttention(nn.Module):
-    """Multi-head attention from decoder positions to the encoder output (the memory).
-
-    With K sample paths per memory row, the K paths' queries attend as K·k rows of one query block: exact (there
-    is no mask here) and the memory's keys/values are read once per series instead of being copied K times.
-    """
+    """Multi-head attention from decoder positions to the encoder output (the memory). With K sample paths per memory
+    row, the K paths' queries attend as K·k rows of one query block: exact (there is no mask here) and the memory's
+    keys/values are read once per series instead of being copied K times."""
 
     def __init__(self, d_model: int, nhead: int) -> None:
         super().__init__()
@@ -117,13 +109,10 @@ class CrossAttention(nn.Module):
         return split_heads(key, self.nhead).contiguous(), split_heads(value, self.nhead).contiguous()
 
     def forward(self, x: Tensor, memory: Tensor, samples: int = 1, cache: LayerCache | None = None) -> Tensor:
-        if cache is None:
-            key, value = self.memory_keys_values(memory)
-        else:
-            # Cross-attention keys depend only on the memory, so compute them once per cache.
-            if cache.memory_keys is None:
-                cache.memory_keys, cache.memory_values = self.memory_keys_values(memory)
-            key, value = cache.memory_keys, cache.memory_values
+        # Cross-attention keys depend only on the memory, so compute them once per cache.
+        if cache is not None and cache.memory_keys is None:
+            cache.memory_keys, cache.memory_values = self.memory_keys_values(memory)
+        key, value = self.memory_keys_values(memory) if cache is None else (cache.memory_keys, cache.memory_values)
         query = split_heads(self.query(x), self.nhead)  # (B·K, H, k, D)
         rows, heads, length, head_dim = query.shape
         if samples > 1:
@@ -136,19 +125,14 @@ class CrossAttention(nn.Module):
         return self.out(merge_heads(attended))
 
 
-class FeedForward(nn.Sequential):
-    def __init__(self, d_model: int, dim_feedforward: int) -> None:
-        super().__init__(nn.Linear(d_model, dim_feedforward), nn.GELU(), nn.Linear(dim_feedforward, d_model))
-
-
 class PreNormLayer(nn.Module):
-    """A stack of pre-norm residual blocks, ``x + dropout(block(norm(x)))``: the given attention blocks in order, then
-    a feed-forward block; block ``name``'s norm is ``name_norm``. These names, in this order, are the parameters a
-    checkpoint (and its optimiser state) holds."""
+    """Pre-norm residual blocks ``x + dropout(block(norm(x)))``: the given attention blocks, then a feed-forward one;
+    block ``name``'s norm is ``name_norm``. These names, in this order, are what a checkpoint and its optimiser hold."""
 
     def __init__(self, d_model: int, dim_feedforward: int, dropout: float, **attention: nn.Module) -> None:
         super().__init__()
-        for name, block in {**attention, "feed_forward": FeedForward(d_model, dim_feedforward)}.items():
+        ffn = nn.Sequential(nn.Linear(d_model, dim_feedforward), nn.GELU(), nn.Linear(dim_feedforward, d_model))
+        for name, block in {**attention, "feed_forward": ffn}.items():
             self.add_module(f"{name}_norm", nn.LayerNorm(d_model))
             self.add_module(name, block)
         self.dropout = nn.Dropout(dropout)
@@ -213,16 +197,12 @@ class ForecastTransformer(nn.Module):
         num_decoder_layers: Number of causal decoder layers.
         dim_feedforward: Hidden width of each feed-forward block.
         dropout: Dropout on embeddings and residual branches (off in ``eval()``).
-        max_length: Longest encoder or decoder sequence, in time steps, the positional encoding supports (linked
-            from the data's context length and the model's ``max_horizon``).
-        patch_length: Time steps per token P, in the encoder and the decoder: each decoder step then forecasts
-            P steps at once, so a horizon H needs H / P sequential steps instead of H. Context and decoder
-            lengths must be multiples of P. ``auto`` is resolved by ``python -m project.cli`` from the data's
-            lengths (``auto_patch_length``); in Python, pass the integer.
-        channel_independent: Model every target channel as its own univariate sequence with shared weights (as in
-            PatchTST), covariates shared by all channels, instead of one token per time step holding all channels.
-        checkpoint_layers: Recompute each layer's activations in backward instead of storing them: less memory for
-            more compute, in training's whole-sequence passes (cached decoding appends to the cache, so it is not).
+        max_length: Time steps the positional encoding covers, linked from the context length and ``max_horizon``.
+        patch_length: Time steps per token P, in the encoder and the decoder: a horizon H then takes H / P decoder
+            steps instead of H. Context and decoder lengths must be multiples of P. ``auto`` is resolved by
+            ``python -m project.cli`` from the data's lengths (``auto_patch_length``); in Python, pass the integer.
+        channel_independent: Each target channel its own sequence (as in PatchTST), sharing weights and covariates.
+        checkpoint_layers: Recompute layer activations in backward (less memory, more compute) in whole-sequence passes.
         distribution: What the head predicts per target value and trains with, by class_path (it sizes the head):
             ``PointForecast`` (the default, MSE), ``Normal``, ``StudentT``, ``Quantiles`` or your ``Distribution``.
     """
@@ -302,7 +282,16 @@ class ForecastTransformer(nn.Module):
             raise ValueError(
                 f"future_covariates must cover the {length} context steps and the forecast; got {tuple(future.shape)}"
             )
-        static = self._static(covariates.get("static_categorical"), covariates.get("static_real"), batch)
+        static, categorical = None, covariates.get("static_categorical")
+        if self.static_embedding is not None:
+            expected = len(self.static_embedding.categories)
+            if expected and (categorical is None or tuple(categorical.shape) != (batch, expected)):
+                got = None if categorical is None else tuple(categorical.shape)
+                raise ValueError(f"static_categorical must have shape ({batch}, {expected}); got {got}")
+            static = self.static_embedding(categorical, covariates.get("static_real"))  # (N, d_model)
+            if self.channel_independent:
+                static = static.repeat_interleave(self.n_targets, dim=0)
+            static = static.unsqueeze(1)  # (B, 1, d_model)
         known = [c for c in (past, None if future is None else future[:, :length]) if c is not None]
         tokens = self._tokens("context", context, torch.cat(known, dim=-1) if known else None)
         x = self.encoder_embedding(tokens) + self._positions("context", tokens, offset=0)
@@ -313,7 +302,19 @@ class ForecastTransformer(nn.Module):
 
     def decode(self, tgt: Tensor, encoded: Encoded, cache: KVCache | None = None) -> Tensor:
         offset = 0 if cache is None else cache.length  # a tensor for a fixed-shape cache
-        tokens = self._tokens("tgt", tgt, self._future_steps(encoded, offset, tgt.shape[1]), encoded.samples)
+        future, steps = encoded.future, tgt.shape[1]  # the future covariates of the steps decoded
+        if future is not None:
+            start = offset * self.patch_length
+            if isinstance(offset, Tensor):  # a fixed-shape cache: gathered, so the step's shapes do not depend on it
+                future = future.index_select(1, start + torch.arange(steps, device=offset.device))
+            elif start + steps > future.shape[1]:
+                raise ValueError(
+                    f"future_covariates cover {future.shape[1]} forecast steps; forecasting step "
+                    f"{start + steps} needs them for every step up to it"
+                )
+            else:
+                future = future[:, start : start + steps]
+        tokens = self._tokens("tgt", tgt, future, encoded.samples)
         if not isinstance(cache, FixedShapeKVCache):
             self._check_memory(encoded, tokens, cache)
         x = self.decoder_embedding(tokens) + self._positions("tgt", tokens, offset)
@@ -325,26 +326,22 @@ class ForecastTransformer(nn.Module):
             cache.encoded = encoded
             for layer, layer_cache in zip(self.decoder_layers, cache.layers):
                 x = layer(x, encoded.memory, encoded.samples, layer_cache)
-        raw = self._series(self.head(self.decoder_norm(x)), encoded.samples, tgt.shape[0])
-        return self.distribution.constrain(raw)
+        x = self.head(self.decoder_norm(x))  # (B, tokens, P·channels·n_parameters)
+        rows, samples, n_parameters = tgt.shape[0], encoded.samples, self.distribution.n_parameters
+        if self.channel_independent:  # token rows (series, channel, sample) → rows (series, sample)
+            x = x.reshape(rows // samples, self.n_targets, samples, -1, n_parameters).permute(0, 2, 3, 1, 4)
+        return self.distribution.constrain(x.reshape(rows, -1, self.n_targets, n_parameters))
 
     def start_of(self, context: Tensor) -> Tensor:
         return context[:, -self.patch_length :]
 
-    def share_encoded(self, encoded: Encoded, samples: int) -> Encoded:
-        return encoded.with_samples(samples)
+    share_encoded = staticmethod(Encoded.with_samples)  # (encoded, samples) → the K paths share each memory row
 
     def _tokens(self, name: str, series: Tensor, covariates: Tensor | None, samples: int = 1) -> Tensor:
-        """Series (N·K, length, F) and covariates (N·K, length, C) → tokens (B, length / P, token width).
-
-        Rows of N·K are (series, sample); token rows are (series, channel, sample) in channel-independent mode.
-        """
-        if (
-            series.dim() != 3
-            or series.shape[-1] != self.n_targets
-            or series.shape[1] == 0
-            or series.shape[1] % self.patch_length
-        ):
+        """Series (N·K, length, F) and covariates (N·K, length, C) → tokens (B, length / P, token width); rows of N·K
+        are (series, sample), token rows (series, channel, sample) in channel-independent mode."""
+        shape = series.shape
+        if series.dim() != 3 or shape[-1] != self.n_targets or shape[1] == 0 or shape[1] % self.patch_length:
             raise ValueError(
                 f"{name} must have shape (N, length, {self.n_targets}) with length a positive multiple of "
                 f"patch_length={self.patch_length}; got {tuple(series.shape)}"
@@ -359,29 +356,6 @@ class ForecastTransformer(nn.Module):
         x = series if covariates is None else torch.cat([series, covariates], dim=-1)
         return x.reshape(x.shape[0], length // self.patch_length, -1)
 
-    def _series(self, tokens: Tensor, samples: int, rows: int) -> Tensor:
-        """Head output (B, tokens, P·channels·n_parameters) → (N·K, length, F, n_parameters)."""
-        n_parameters = self.distribution.n_parameters
-        if self.channel_independent:
-            x = tokens.reshape(rows // samples, self.n_targets, samples, -1, n_parameters)
-            return x.permute(0, 2, 3, 1, 4).reshape(rows, -1, self.n_targets, n_parameters)
-        return tokens.reshape(rows, -1, self.n_targets, n_parameters)
-
-    def _future_steps(self, encoded: Encoded, offset: int | Tensor, length: int) -> Tensor | None:
-        """The future covariates of the ``length`` forecast steps from token ``offset`` on."""
-        if encoded.future is None:
-            return None
-        if isinstance(offset, Tensor):  # a fixed-shape cache: gathered, so the step's shapes do not depend on it
-            steps = offset * self.patch_length + torch.arange(length, device=offset.device)
-            return encoded.future.index_select(1, steps)
-        start = offset * self.patch_length
-        if start + length > encoded.future.shape[1]:
-            raise ValueError(
-                f"future_covariates cover {encoded.future.shape[1]} forecast steps; forecasting step "
-                f"{start + length} needs them for every step up to it"
-            )
-        return encoded.future[:, start : start + length]
-
     def _covariates(self, name: str, covariates: Covariates, width: int, batch: int) -> Tensor | None:
         values = covariates.get(name)
         if width == 0 and (values is None or values.shape[-1] == 0):
@@ -390,18 +364,6 @@ class ForecastTransformer(nn.Module):
             got = None if values is None else tuple(values.shape)
             raise ValueError(f"{name} must have shape ({batch}, length, {width}); got {got}")
         return values
-
-    def _static(self, categorical: Tensor | None, reals: Tensor | None, batch: int) -> Tensor | None:
-        if self.static_embedding is None:
-            return None
-        expected = len(self.static_embedding.categories)
-        if expected and (categorical is None or tuple(categorical.shape) != (batch, expected)):
-            got = None if categorical is None else tuple(categorical.shape)
-            raise ValueError(f"static_categorical must have shape ({batch}, {expected}); got {got}")
-        embedding = self.static_embedding(categorical, reals)  # (N, d_model)
-        if self.channel_independent:
-            embedding = embedding.repeat_interleave(self.n_targets, dim=0)
-        return embedding.unsqueeze(1)  # (B, 1, d_model)
 
     def _run_layer(self, layer: nn.Module, *inputs) -> Tensor:
         if self.checkpoint_layers and self.training and torch.is_grad_enabled():
@@ -412,24 +374,22 @@ class ForecastTransformer(nn.Module):
         if isinstance(offset, Tensor):
             return self.positions.table.index_select(0, offset + torch.arange(tokens.shape[1], device=offset.device))
         end = offset + tokens.shape[1]
-        if end > self.positions.max_length:
+        if end > len(self.positions.table):
             raise ValueError(
                 f"{name}: time steps {offset * self.patch_length}..{end * self.patch_length - 1} exceed "
                 f"max_length={self.max_length} of the positional encoding; raise max_length"
             )
-        return self.positions(tokens.shape[1], offset)
+        return self.positions.table[offset:end]  # (tokens, d_model)
 
     def _check_memory(self, encoded: Encoded, tokens: Tensor, cache: KVCache | None) -> None:
         memory, rows = encoded.memory, tokens.shape[0] // encoded.samples
         expected = f"({rows}, S, {self.d_model})"
         if memory.dim() != 3 or memory.shape[0] != rows or memory.shape[-1] != self.d_model:
             raise ValueError(f"memory must have shape {expected} to match tgt; got {tuple(memory.shape)}")
-        if cache is None or cache.encoded is None:
-            return
-        if memory.shape != cache.encoded.memory.shape:
-            raise ValueError(
-                f"memory has shape {tuple(memory.shape)} but the cache was filled for memory of shape "
-                f"{tuple(cache.encoded.memory.shape)}; use model.new_cache() for each batch"
-            )
-        if encoded is not cache.encoded:
+        if cache is not None and cache.encoded is not None and encoded is not cache.encoded:
+            if memory.shape != cache.encoded.memory.shape:
+                raise ValueError(
+                    f"memory has shape {tuple(memory.shape)} but the cache was filled for memory of shape "
+                    f"{tuple(cache.encoded.memory.shape)}; use model.new_cache() for each batch"
+                )
             raise ValueError("memory is not the tensor this cache was filled for; use model.new_cache() per batch")
