@@ -259,9 +259,7 @@ class WindowDataModule(L.LightningDataModule):
         else:
             path = check_file(source)
             self.source_name = str(path)
-            return cached_panel(
-                path, settings, Path(cache_dir), lambda: build_panel(read_table(path)[0], settings, str(path))
-            )
+            return cached_panel(path, settings, Path(cache_dir))
         return build_panel(frame, settings, self.source_name)
 
     def _split_rows(self, split: Split) -> np.ndarray:

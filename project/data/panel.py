@@ -29,6 +29,7 @@ from project.data.table import (
     is_numeric,
     numeric_columns,
     parse_timestamps,
+    read_table,
 )
 from project.errors import InputError
 
@@ -133,11 +134,11 @@ def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) 
     order, series_start = rows.order, rows.series_start
     timestamps, timezone = None, None
     if settings.time_column is not None:
-        parsed = pd.DatetimeIndex(parse_timestamps(source_name, frame, settings.time_column))
-        timezone = None if parsed.tz is None else str(parsed.tz)
+        # In the data's own zone: the calendar is the local one.
+        index = pd.DatetimeIndex(parse_timestamps(source_name, frame, settings.time_column))[order].as_unit("ns")
+        timezone = None if index.tz is None else str(index.tz)
         # Stored as UTC without a zone, so that the matrix and its cache hold plain datetime64 values.
-        timestamps = (parsed.tz_convert("UTC").tz_localize(None) if timezone else parsed).to_numpy("datetime64[ns]")
-        timestamps = timestamps[order]
+        timestamps = index.tz_convert(None).to_numpy() if timezone else index.to_numpy()
         _check_increasing(timestamps, rows, settings.time_column)
 
     numeric_names = [*roles.targets, *roles.past, *roles.future]
@@ -149,9 +150,6 @@ def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) 
 
     frequency, calendar = None, np.zeros((len(numeric), 0), dtype=np.float32)
     if timestamps is not None:
-        index = pd.DatetimeIndex(timestamps)
-        if timezone:
-            index = index.tz_localize("UTC").tz_convert(timezone)  # the calendar is the data's local one
         per_series = [index[series_start[s] : series_start[s + 1]] for s in range(len(series_start) - 1)]
         offset = infer_frequency(per_series, source_name, settings.time_column)
         frequency = None if offset is None else offset.freqstr
@@ -179,14 +177,14 @@ def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) 
 # -- The memory-mapped cache --------------------------------------------------------------------------------------
 
 
-def cached_panel(path: Path, settings: PanelSettings, cache_dir: Path, build) -> Panel:
-    """The panel of the file ``path`` from ``cache_dir``, built by ``build()`` and written there the first time;
-    ``values`` is memory-mapped either way.
+def cached_panel(path: Path, settings: PanelSettings, cache_dir: Path) -> Panel:
+    """The panel of the file ``path`` from ``cache_dir``, built and written there the first time; ``values`` is
+    memory-mapped either way.
 
     The key is every setting that shapes the matrix and the file's path, size, inode, modification and change times,
     not its contents: an edit that sets the modification time back still moves the change time, and a replaced file
-    has another inode. Entries are written to a temporary folder and renamed, so a
-    reader never sees half of one and two processes writing the same entry do not collide.
+    has another inode. Entries are written to a temporary folder and renamed, so a reader never sees half of one and
+    two processes writing the same entry do not collide.
     """
     stat = path.resolve().stat()
     identity = {
@@ -201,7 +199,7 @@ def cached_panel(path: Path, settings: PanelSettings, cache_dir: Path, build) ->
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     entry = cache_dir / f"{path.stem}-{key}"
     if not (entry / "meta.json").is_file():
-        _write_entry(build(), entry)
+        _write_entry(build_panel(read_table(path)[0], settings, str(path)), entry)
     return _read_entry(entry)
 
 

@@ -76,7 +76,7 @@ def numeric_columns(source_name: str, frame: pd.DataFrame, excluded: set[str]) -
             continue
         if is_numeric(frame[column]):
             chosen.append(str(column))
-        elif _mostly_numbers(frame[column]):
+        elif not pd.api.types.is_bool_dtype(frame[column]) and _numbers_in(frame[column].dropna()).mean() >= 0.9:
             bad_row = _first_non_number(frame[column])
             problem = (
                 "holds numbers stored as text"
@@ -176,15 +176,11 @@ def check_float32_range(source_name: str, columns: list[str], values: np.ndarray
         )
 
 
-def _mostly_numbers(column: pd.Series) -> bool:
-    present = column.dropna()
-    if present.empty or pd.api.types.is_bool_dtype(column):
-        return False
-    parsed = pd.to_numeric(present, errors="coerce")
-    return bool(parsed.notna().mean() >= 0.9)
+def _numbers_in(column: pd.Series) -> pd.Series:
+    """Which cells read as numbers."""
+    return pd.to_numeric(column, errors="coerce").notna()
 
 
 def _first_non_number(column: pd.Series) -> int | None:
-    parsed = pd.to_numeric(column, errors="coerce")
-    bad = (parsed.isna() & column.notna()).to_numpy()
+    bad = (~_numbers_in(column) & column.notna()).to_numpy()
     return int(np.flatnonzero(bad)[0]) if bad.any() else None

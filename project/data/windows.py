@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from project.data.calendar import calendar_features, future_timestamps
+from project.data.calendar import calendar_features
 from project.data.panel import Panel
 from project.data.scaling import Scaler, series_key
 from project.errors import InputError
@@ -102,9 +102,10 @@ class ForecastOrigins(Dataset):
     def target_timestamps(self, index: int) -> pd.DatetimeIndex | None:
         series = int(self.series[index])
         timestamps = self.panel.series_timestamps(series)
-        if timestamps is None:
+        if timestamps is None or self.panel.offset is None:
             return None
-        return future_timestamps(timestamps[int(self.panel.observed[series]) - 1], self.panel.offset, self.horizon)
+        last = timestamps[int(self.panel.observed[series]) - 1]
+        return pd.date_range(start=last, periods=self.horizon + 1, freq=self.panel.offset)[1:]
 
     def __getitem__(self, index: int) -> dict[str, Tensor]:
         series = int(self.series[index])
