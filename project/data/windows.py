@@ -94,7 +94,23 @@ class ForecastOrigins(Dataset):
                 f"length) and are not forecast: {named}{more}",
                 stacklevel=2,
             )
-        self._check_future_covariates(source_name)
+        roles = panel.roles
+        first = len(roles.targets) + len(roles.past)
+        for index, series in enumerate(self.series if roles.future else ()):
+            end = int(panel.series_start[series] + panel.observed[series])
+            known = np.full((horizon, len(roles.future)), np.nan)  # steps past the series' last row are missing
+            block = panel.values[end : min(end + horizon, int(panel.series_start[series + 1]))]
+            known[: len(block)] = block[:, first : first + len(roles.future)]
+            missing = np.argwhere(~np.isfinite(known))
+            if len(missing):
+                step, column = (int(i) for i in missing[0])
+                when = self.target_timestamps(index)
+                raise InputError(
+                    f"{source_name}: future covariate '{roles.future[column]}' is missing for step {step + 1} of the "
+                    f"{horizon} to forecast{'' if when is None else f' ({when[step]})'}"
+                    f"{panel.describe_series(int(series))}; add rows after the last target with the known covariates "
+                    "and empty targets"
+                )
 
     def __len__(self) -> int:
         return len(self.series)
@@ -124,26 +140,6 @@ class ForecastOrigins(Dataset):
                 known[:, -len(roles.calendar) :] = calendar_features(self.target_timestamps(index), self.panel.offset)
             item["future_covariates"] = torch.cat([item["future_covariates"], torch.from_numpy(known)], dim=0)
         return _with_series_fields(item, self.panel, self.scaler, series, index)
-
-    def _check_future_covariates(self, source_name: str) -> None:
-        roles = self.panel.roles
-        first = len(roles.targets) + len(roles.past)
-        for index, series in enumerate(self.series if roles.future else ()):
-            end = int(self.panel.series_start[series] + self.panel.observed[series])
-            known = np.full((self.horizon, len(roles.future)), np.nan)  # steps past the series' last row are missing
-            block = self.panel.values[end : min(end + self.horizon, int(self.panel.series_start[series + 1]))]
-            known[: len(block)] = block[:, first : first + len(roles.future)]
-            missing = np.argwhere(~np.isfinite(known))
-            if not len(missing):
-                continue
-            step, column = (int(i) for i in missing[0])
-            when = self.target_timestamps(index)
-            date = "" if when is None else f" ({when[step]})"
-            raise InputError(
-                f"{source_name}: future covariate '{roles.future[column]}' is missing for step {step + 1} of the "
-                f"{self.horizon} to forecast{date}{self.panel.describe_series(int(series))}; add rows after the last "
-                "target with the known covariates and empty targets"
-            )
 
 
 def split_windows(
