@@ -145,7 +145,11 @@ def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) 
     numeric = frame[numeric_names].to_numpy(dtype=np.float64)
     check_float32_range(source_name, numeric_names, numeric, rows.series_of_table_row)
     numeric = numeric[order]
-    observed = _observed_rows(numeric[:, : len(roles.targets)], series_start)
+    # Each series' rows up to its last row with a target; the rest are future rows. No series is empty.
+    ends = np.where(np.isfinite(numeric[:, : len(roles.targets)]).any(axis=1), np.arange(1, len(numeric) + 1), 0)
+    observed = np.zeros(len(series_start) - 1, dtype=np.int64)
+    if len(numeric):  # reduceat needs rows; an empty table is refused by the row counts, in one line
+        observed = np.maximum(np.maximum.reduceat(ends, series_start[:-1]) - series_start[:-1], 0).astype(np.int64)
     numeric = _fill_missing(numeric, observed, numeric_names, rows, settings.fill_missing)
 
     frequency, calendar = None, np.zeros((len(numeric), 0), dtype=np.float32)
@@ -158,9 +162,8 @@ def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) 
             calendar = calendar_features(index, offset)
 
     static_categorical, categories, static_real = _static_values(frame, roles, rows)
-    values = np.concatenate([numeric.astype(np.float32), calendar], axis=1)
     return Panel(
-        values=np.ascontiguousarray(values),
+        values=np.concatenate([numeric.astype(np.float32), calendar], axis=1),
         series_start=series_start,
         observed=observed,
         timestamps=timestamps,
@@ -175,6 +178,9 @@ def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) 
 
 
 # -- The memory-mapped cache --------------------------------------------------------------------------------------
+
+_ARRAYS = ("series_start", "observed", "static_categorical", "static_real")
+_META = ("categories", "frequency", "timezone")
 
 
 def cached_panel(path: Path, settings: PanelSettings, cache_dir: Path) -> Panel:
@@ -194,17 +200,22 @@ def cached_panel(path: Path, settings: PanelSettings, cache_dir: Path) -> Panel:
         "mtime_ns": stat.st_mtime_ns,
         "ctime_ns": stat.st_ctime_ns,
         "version": CACHE_VERSION,
+        "settings": settings.__dict__,
     }
-    identity["settings"] = {k: list(v) if isinstance(v, tuple) else v for k, v in settings.__dict__.items()}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     entry = cache_dir / f"{path.stem}-{key}"
     if not (entry / "meta.json").is_file():
         _write_entry(build_panel(read_table(path)[0], settings, str(path)), entry)
-    return _read_entry(entry)
-
-
-_ARRAYS = ("series_start", "observed", "static_categorical", "static_real")
-_META = ("categories", "frequency", "timezone")
+    meta = json.loads((entry / "meta.json").read_text())
+    arrays = np.load(entry / "arrays.npz")
+    return Panel(
+        values=np.load(entry / "values.npy", mmap_mode="r"),
+        timestamps=arrays["timestamps"].view("datetime64[ns]") if "timestamps" in arrays else None,
+        ids=pd.read_json(entry / "ids.json", orient="split", dtype=False),
+        roles=ColumnRoles(**meta["roles"]),
+        **{name: arrays[name] for name in _ARRAYS},
+        **{name: meta[name] for name in _META},
+    )
 
 
 def _write_entry(panel: Panel, entry: Path) -> None:
@@ -226,19 +237,6 @@ def _write_entry(panel: Panel, entry: Path) -> None:
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def _read_entry(entry: Path) -> Panel:
-    meta = json.loads((entry / "meta.json").read_text())
-    arrays = np.load(entry / "arrays.npz")
-    return Panel(
-        values=np.load(entry / "values.npy", mmap_mode="r"),
-        timestamps=arrays["timestamps"].view("datetime64[ns]") if "timestamps" in arrays else None,
-        ids=pd.read_json(entry / "ids.json", orient="split", dtype=False),
-        roles=ColumnRoles(**meta["roles"]),
-        **{name: arrays[name] for name in _ARRAYS},
-        **{name: meta[name] for name in _META},
-    )
 
 
 # -- Building blocks -----------------------------------------------------------------------------------------------
@@ -340,15 +338,6 @@ def _check_increasing(timestamps: np.ndarray, rows: _Rows, column: str) -> None:
             f"{int(rows.order[at])} ({pd.Timestamp(timestamps[at])}) comes before row {int(rows.order[at - 1])} "
             f"({pd.Timestamp(timestamps[at - 1])})"
         )
-
-
-def _observed_rows(targets: np.ndarray, series_start: np.ndarray) -> np.ndarray:
-    """Rows of each series up to its last row with any target; the rest are future rows."""
-    # Each series' largest (row + 1) with a target, 0 without one; no series is empty, as reduceat needs.
-    if not len(targets):  # an empty table: refused by the row counts, one line
-        return np.zeros(len(series_start) - 1, dtype=np.int64)
-    ends = np.where(np.isfinite(targets).any(axis=1), np.arange(1, len(targets) + 1), 0)
-    return np.maximum(np.maximum.reduceat(ends, series_start[:-1]) - series_start[:-1], 0).astype(np.int64)
 
 
 def _fill_missing(
