@@ -26,10 +26,8 @@ class TrainingOrder(DistributedSampler):
         dtype = torch.int32 if self.total_size < 2**31 else torch.int64
         # A tensor, not a list: a Python int per window costs 36 bytes, 250 MB for 7 million windows.
         order = torch.randperm(len(self.dataset), generator=generator, dtype=dtype)
-        # Padded with the order's start to a multiple of the processes: positions n, n + 1, … read 0, 1, …
-        padding = order[(self.rank - len(order)) % self.num_replicas : self.total_size - len(order) : self.num_replicas]
-        shard = order[self.rank :: self.num_replicas]
-        shard = torch.cat([shard, padding]) if len(padding) else shard
+        # Padded with its own start to a multiple of the processes: positions n, n + 1, … read 0, 1, …
+        shard = torch.cat([order, order[: self.total_size - len(order)]])[self.rank :: self.num_replicas]
         skip, self.skip = self.skip, 0
         return (index for part in shard[skip:].split(4096) for index in part.tolist())
 
