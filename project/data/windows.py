@@ -71,9 +71,8 @@ class PanelWindows(Dataset):
     def __getitem__(self, index: int) -> dict[str, Tensor]:
         series, target_start = self.locate(index)
         start = int(self.panel.series_start[series]) + target_start - self.context_length
-        rows = _scaled_rows(self.panel, self.scaler, series, start, start + self.context_length + self.horizon)
-        item = _split_columns(self.panel, rows, self.context_length)
-        return _with_series_fields(item, self.panel, self.scaler, series, index)
+        end = start + self.context_length + self.horizon
+        return _window(self.panel, self.scaler, series, index, start, end, self.context_length)
 
 
 class ForecastOrigins(Dataset):
@@ -127,19 +126,17 @@ class ForecastOrigins(Dataset):
         series = int(self.series[index])
         end = int(self.panel.series_start[series] + self.panel.observed[series])
         roles = self.panel.roles
-        context = _scaled_rows(self.panel, self.scaler, series, end - self.context_length, end)
-        item = _split_columns(self.panel, context, self.context_length)
+        item = _window(self.panel, self.scaler, series, index, end - self.context_length, end, self.context_length)
         if roles.future or roles.calendar:
             # The series' rows after its last target; the calendar comes from the dates and may reach past them.
             future_end = min(end + self.horizon, int(self.panel.series_start[series + 1]))
             future = _scaled_rows(self.panel, self.scaler, series, end, future_end)
-            future = future[:, len(roles.targets) + len(roles.past) :]
-            known = np.zeros((self.horizon, future.shape[1]), dtype=np.float32)
-            known[: len(future)] = future
+            known = np.zeros((self.horizon, item["future_covariates"].shape[1]), dtype=np.float32)
+            known[: len(future)] = future[:, len(roles.targets) + len(roles.past) :]
             if roles.calendar:
                 known[:, -len(roles.calendar) :] = calendar_features(self.target_timestamps(index), self.panel.offset)
             item["future_covariates"] = torch.cat([item["future_covariates"], torch.from_numpy(known)], dim=0)
-        return _with_series_fields(item, self.panel, self.scaler, series, index)
+        return item
 
 
 def split_windows(
@@ -166,27 +163,25 @@ def _scaled_rows(panel: Panel, scaler: Scaler, series: int, start: int, end: int
     return rows
 
 
-def _split_columns(panel: Panel, rows: np.ndarray, context_length: int) -> dict[str, Tensor]:
+def _window(
+    panel: Panel, scaler: Scaler, series: int, index: int, start: int, end: int, context_length: int
+) -> dict[str, Tensor]:
+    """Window ``index`` as the batch format above: rows ``[start, end)`` of ``series``, context then target."""
     roles = panel.roles
     targets, past = len(roles.targets), len(roles.past)
-    values = torch.from_numpy(rows)
+    values = torch.from_numpy(_scaled_rows(panel, scaler, series, start, end))
     item = {"context": values[:context_length, :targets]}
-    if len(rows) > context_length:
+    if len(values) > context_length:
         item["target"] = values[context_length:, :targets]
     if roles.past:
         item["past_covariates"] = values[:context_length, targets : targets + past]
     if roles.future or roles.calendar:
         item["future_covariates"] = values[:, targets + past :]
-    return item
-
-
-def _with_series_fields(item: dict, panel: Panel, scaler: Scaler, series: int, index: int) -> dict[str, Tensor]:
-    if panel.roles.static_categorical:
+    if roles.static_categorical:
         item["static_categorical"] = torch.from_numpy(panel.static_categorical[series])
-    if panel.roles.static_real:
+    if roles.static_real:
         static = (panel.static_real[series] - scaler.static_loc) / scaler.static_scale
         item["static_real"] = torch.from_numpy(static.astype(np.float32))
-    targets = len(panel.roles.targets)
     item["series"] = torch.tensor(series)
     item["window"] = torch.tensor(index)
     item["loc"] = torch.from_numpy(scaler.loc[series, :targets].astype(np.float32)).unsqueeze(0)
