@@ -166,8 +166,6 @@ class WindowDataModule(L.LightningDataModule):
             n_static_reals=len(roles.static_real),
         )
 
-    # -- Lightning hooks ---------------------------------------------------------------------------------------
-
     def setup(self, stage: str | None = None) -> None:
         if self.scaler is None:  # restored from a checkpoint otherwise (load_state_dict)
             self.scaler = Scaler.fit(self.panel, self.split_rows[:, 0], self.scaling)
@@ -218,8 +216,6 @@ class WindowDataModule(L.LightningDataModule):
         self.scaler = Scaler.from_state(state_dict["scaler"], self.panel, self.split_rows[:, 0])
         self._datasets.clear()
 
-    # -- Windows -----------------------------------------------------------------------------------------------
-
     def split(self, name: SplitName, stride: int | None = None) -> PanelWindows:
         """The windows whose targets lie in split ``name``; contexts may reach back into the previous split."""
         stride = stride or (self.stride if name == "train" else self.eval_stride)
@@ -241,8 +237,6 @@ class WindowDataModule(L.LightningDataModule):
                 self.panel, self.scaler, self.context_length, self.predict_horizon, self.source_name
             )
         return self._datasets[("predict",)]
-
-    # -- Internals ---------------------------------------------------------------------------------------------
 
     def _column_roles(self) -> dict[str, list[str]]:
         """The columns of each role, as checkpoints store them and compare them with the data."""
@@ -294,8 +288,7 @@ class WindowDataModule(L.LightningDataModule):
         """Per series, the number of observed rows strictly before ``date``."""
         moment = pd.Timestamp(date)
         if self.panel.timezone:
-            moment = (moment.tz_localize(self.panel.timezone) if moment.tz is None else moment).tz_convert("UTC")
-            moment = moment.tz_localize(None)
+            moment = (moment.tz_localize(self.panel.timezone) if moment.tz is None else moment).tz_convert(None)
         moment = np.datetime64(moment.to_datetime64(), "ns")
         rows = np.zeros(self.panel.n_series, dtype=np.int64)
         for series in range(self.panel.n_series):

@@ -177,8 +177,6 @@ def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) 
     )
 
 
-# -- The memory-mapped cache --------------------------------------------------------------------------------------
-
 _ARRAYS = ("series_start", "observed", "static_categorical", "static_real")
 _META = ("categories", "frequency", "timezone")
 
@@ -237,9 +235,6 @@ def _write_entry(panel: Panel, entry: Path) -> None:
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-# -- Building blocks -----------------------------------------------------------------------------------------------
 
 
 def _column_roles(frame: pd.DataFrame, settings: PanelSettings, source_name: str) -> ColumnRoles:
@@ -302,8 +297,8 @@ def _group_rows(frame: pd.DataFrame, id_columns: list[str], source_name: str) ->
         one_series = np.array([0, len(frame)], dtype=np.int64)
         return _Rows(source_name, np.arange(len(frame)), one_series, pd.DataFrame(index=range(1)))
     for column in id_columns:
-        if frame[column].isna().any():
-            row = int(np.flatnonzero(frame[column].isna().to_numpy())[0])
+        if (missing := frame[column].isna().to_numpy()).any():
+            row = int(np.flatnonzero(missing)[0])
             raise InputError(f"{source_name}: column '{column}' identifies series but row {row} has no value")
     codes = frame.groupby(id_columns, sort=True, observed=True).ngroup().to_numpy()
     order = np.argsort(codes, kind="stable")
@@ -348,10 +343,8 @@ def _fill_missing(
     Future rows keep their gaps: their targets are unknown by definition, and a missing future covariate there is
     reported by ``predict``, which is the only step that reads it.
     """
-    starts = rows.series_start[:-1]
-    observed_row = np.zeros(len(numeric), dtype=bool)
-    for start, count in zip(starts, observed, strict=True):
-        observed_row[start : start + count] = True
+    starts, lengths = rows.series_start[:-1], np.diff(rows.series_start)
+    observed_row = np.arange(len(numeric)) < np.repeat(starts + observed, lengths)
     missing = ~np.isfinite(numeric) & observed_row[:, None]
     if not missing.any():
         return numeric
