@@ -41,9 +41,8 @@ class WindowDataModule(L.LightningDataModule):
         target_columns: Columns to forecast; predictions are fed back as inputs. Empty: every numeric column not
             named in another role.
         past_covariates: Numeric columns known only up to the forecast start (e.g. footfall, temperature).
-        future_covariates: Numeric columns known over the forecast horizon too (prices, promotions, holidays).
-            To forecast into the future, add rows after each series' last target with these filled and the
-            targets empty.
+        future_covariates: Numeric columns known over the forecast horizon too (prices, promotions, holidays); to
+            forecast into the future, add rows after each series' last target with these filled, targets empty.
         static_covariates: Columns constant within a series (store, category, size): text or category columns
             become learned embeddings, numeric ones are scaled across series.
         calendar_features: Sine/cosine features of every calendar cycle longer than the data's step (hour of day …
@@ -59,10 +58,9 @@ class WindowDataModule(L.LightningDataModule):
             ``Dates`` (the same dates for every series) or ``LastRows`` (the last rows of each series).
         fill_missing: What to do with missing or infinite values in observed rows: ``none`` (an error naming the
             column, row and series), ``ffill`` (carry the last valid value forward) or ``interpolate``.
-        scaling: Fitted on training rows: ``per_series`` standardisation (each series by its own mean and standard
-            deviation, the default with ``id_columns``), ``global`` (one set for all series, the default without),
-            ``mean_abs`` (each series divided by its mean absolute value, as DeepAR: finite for near-constant or
-            mostly-zero series) or ``none``.
+        scaling: Fitted on training rows: ``per_series`` (each series by its own mean and standard deviation, the
+            default with ``id_columns``), ``global`` (one for all series, the default without), ``mean_abs`` (by
+            each series' mean absolute value, as DeepAR: finite for near-constant or mostly-zero series) or ``none``.
         cache_dir: Folder where a file source's matrix is written once and memory-mapped (shared by workers and
             DDP ranks). Empty: keep it in memory.
     """

@@ -183,13 +183,10 @@ _META = ("categories", "frequency", "timezone")
 
 def cached_panel(path: Path, settings: PanelSettings, cache_dir: Path) -> Panel:
     """The panel of the file ``path`` from ``cache_dir``, built and written there the first time; ``values`` is
-    memory-mapped either way.
-
-    The key is every setting that shapes the matrix and the file's path, size, inode, modification and change times,
-    not its contents: an edit that sets the modification time back still moves the change time, and a replaced file
-    has another inode. Entries are written to a temporary folder and renamed, so a reader never sees half of one and
-    two processes writing the same entry do not collide.
-    """
+    memory-mapped either way. The key is every setting that shapes the matrix and the file's path, size, inode,
+    modification and change times, not its contents: an edit that sets the modification time back still moves the
+    change time, and a replaced file has another inode. Entries are written to a temporary folder and renamed, so a
+    reader never sees half of one and two processes writing the same entry do not collide."""
     stat = path.resolve().stat()
     identity = {
         "file": str(path.resolve()),
@@ -339,10 +336,8 @@ def _fill_missing(
     numeric: np.ndarray, observed: np.ndarray, columns: list[str], rows: _Rows, fill_missing: FillMissing
 ) -> np.ndarray:
     """Missing or infinite values of observed rows: an error naming column and row, or filled within each series.
-
-    Future rows keep their gaps: their targets are unknown by definition, and a missing future covariate there is
-    reported by ``predict``, which is the only step that reads it.
-    """
+    Future rows keep their gaps: their targets are unknown by definition, and ``predict``, the only step that reads
+    them, reports a missing future covariate there."""
     starts, lengths = rows.series_start[:-1], np.diff(rows.series_start)
     observed_row = np.arange(len(numeric)) < np.repeat(starts + observed, lengths)
     missing = ~np.isfinite(numeric) & observed_row[:, None]

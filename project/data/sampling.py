@@ -47,11 +47,9 @@ class EvaluationShard(DistributedSampler):
 
 
 class ResumableLoader(DataLoader):
-    """A training ``DataLoader`` whose position travels in Lightning's checkpoints (``state_dict``).
-
-    ``batches_done`` reports how many batches of the current epoch the Trainer has trained on; the loader's own
-    iterator cannot tell, because the Trainer and the workers fetch batches ahead.
-    """
+    """A training ``DataLoader`` whose position travels in Lightning's checkpoints (``state_dict``). ``batches_done``
+    reports how many batches of the current epoch the Trainer has trained on; the loader's own iterator cannot tell,
+    because the Trainer and the workers fetch batches ahead."""
 
     def __init__(self, *args, sampler: TrainingOrder, batches_done: Callable[[], int], **kwargs) -> None:
         super().__init__(*args, sampler=sampler, **kwargs)

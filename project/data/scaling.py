@@ -30,8 +30,7 @@ class Scaler:
     @classmethod
     def fit(cls, panel: Panel, train_rows: np.ndarray, mode: Scaling) -> Scaler:
         """Statistics of the first ``train_rows[s]`` rows of each series s (its training rows). A series with fewer
-        than two (it starts after the training period) takes those of all series' training rows, never its own later
-        rows."""
+        than two (it starts after training) takes those of all series' training rows, never its own later rows."""
         columns = panel.roles.scaled_columns
         means, squared_deviations, absolute_means = np.zeros((3, panel.n_series, columns))
         counts = np.zeros(panel.n_series)

@@ -144,10 +144,7 @@ def split_windows(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per series: the local row of the first window's target and the number of windows whose targets lie in
     rows ``[split_start, observed_end)``. Contexts may reach back before ``split_start`` but not before row 0.
-
-    Windows are anchored at the end: the last one's target ends on the split's last row, and with ``stride`` > 1
-    it is the oldest rows that are skipped.
-    """
+    Windows are anchored at the end: the last target ends on the split's last row; a ``stride`` > 1 skips the oldest."""
     earliest = np.maximum(split_start, context_length)
     latest = observed_end - horizon
     count = np.where(latest >= earliest, (latest - earliest) // stride + 1, 0)
