@@ -254,8 +254,7 @@ class WindowDataModule(L.LightningDataModule):
         observed, window = self.panel.observed, self.context_length + self.horizon
         cuts = split.rows(observed, None if self.panel.timestamps is None else self._rows_before)
         rows = np.stack([np.clip(np.asarray(c, dtype=np.int64), 0, observed) for c in cuts], axis=1)
-        single = self.panel.n_series == 1
-        longest = int(observed.max())
+        single, longest = self.panel.n_series == 1, int(observed.max())
         if longest < window + 2 * self.horizon:
             subject = f"has {longest} rows" if single else f"has no series longer than {longest} rows"
             raise InputError(
@@ -266,10 +265,8 @@ class WindowDataModule(L.LightningDataModule):
         counts = [split_windows(rows[:, c], starts[:, c], self.context_length, self.horizon, 1)[1] for c in range(3)]
         for column, (name, needed) in enumerate((("train", window), ("val", self.horizon), ("test", self.horizon))):
             if counts[column].sum() == 0:
-                split_rows = int((rows[:, column] - starts[:, column]).max())
-                amount = (
-                    f"{max(0, split_rows)} of {longest} rows" if single else f"at most {split_rows} rows in a series"
-                )
+                most = int((rows[:, column] - starts[:, column]).max())
+                amount = f"{max(0, most)} of {longest} rows" if single else f"at most {most} rows in a series"
                 raise InputError(
                     f"{self.source_name}: the {name} split ({split.description()}) has {amount}; it needs at least "
                     f"{needed} (context_length={self.context_length}, horizon={self.horizon})"

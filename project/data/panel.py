@@ -18,6 +18,7 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
+from lightning.pytorch.utilities import rank_zero_info
 from pandas.tseries.frequencies import to_offset
 from pandas.tseries.offsets import BaseOffset
 
@@ -256,8 +257,6 @@ def _column_roles(frame: pd.DataFrame, settings: PanelSettings, source_name: str
         targets = numeric_columns(source_name, frame, excluded=set(seen))
         left_out = [str(c) for c in frame.columns if c not in seen and c not in targets]
         note = f"; left out (not numeric): {', '.join(left_out)}" if left_out else ""
-        from lightning.pytorch.utilities import rank_zero_info  # only for this one message
-
         rank_zero_info(f"{source_name}: forecasting every numeric column: {', '.join(targets)}{note}")
     static = named["static_covariates"]
     categorical = [c for c in static if not is_numeric(frame[c])]  # text, category and boolean columns
