@@ -33,9 +33,8 @@ class TrainingOrder(DistributedSampler):
 
 
 class EvaluationShard(DistributedSampler):
-    """Windows ``rank, rank + world_size, …`` in order: each window once over all processes, shards may differ
-    in length by one. (``DistributedSampler`` pads with repeated windows, so DDP metrics would differ from one
-    process's.)"""
+    """Windows ``rank, rank + world_size, …`` in order: each window once over all processes, shards may differ in
+    length by one (``DistributedSampler`` pads with repeated windows: DDP metrics would differ from one process's)."""
 
     def __init__(self, dataset: Dataset, rank: int = 0, world_size: int = 1) -> None:
         super().__init__(dataset, num_replicas=world_size, rank=rank, shuffle=False, drop_last=False)

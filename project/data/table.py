@@ -47,8 +47,9 @@ def check_file(source: str | Path) -> Path:
 def check_columns_exist(source_name: str, frame: pd.DataFrame, columns: list[str]) -> None:
     for column in columns:
         if column not in frame.columns:
-            available = ", ".join(map(str, frame.columns))
-            raise InputError(f"{source_name}: column '{column}' not found; available: {available}")
+            raise InputError(
+                f"{source_name}: column '{column}' not found; available: {', '.join(map(str, frame.columns))}"
+            )
 
 
 def is_numeric(column: pd.Series) -> bool:
@@ -139,10 +140,9 @@ def parse_timestamps(source_name: str, frame: pd.DataFrame, column: str) -> pd.S
             "to UTC or to one offset"
         )
     # Readable, with the first row's offset, yet blank to pandas: written in another format or zone than row 0.
-    row = end - 1
     raise InputError(
         f"{source_name}: column '{column}' must hold timestamps in one format and time zone; row 0 is "
-        f"{raw.iloc[0]!r}, row {row} is {raw.iloc[row]!r}"
+        f"{raw.iloc[0]!r}, row {end - 1} is {raw.iloc[end - 1]!r}"
     )
 
 
