@@ -1,4 +1,4 @@
-"""The data's calendar: its frequency, the dates after the last row, and calendar features as known covariates.
+"""The data's calendar: its frequency and calendar features as known covariates.
 
 The frequency is pandas' (business days, month or quarter starts…), so that monthly forecasts land on period starts
 rather than "last date + the usual number of days"; gaps in that calendar are reported once, never re-gridded.

@@ -145,8 +145,6 @@ class WindowDataModule(L.LightningDataModule):
         self.scaler: Scaler | None = None
         self._datasets: dict[tuple, Dataset] = {}
 
-    # -- What the model needs to know (linked into it by the CLI) --------------------------------------------------
-
     @property
     def target_names(self) -> list[str]:
         return self.panel.roles.targets

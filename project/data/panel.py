@@ -58,15 +58,13 @@ class ColumnRoles:
 
 @dataclass
 class Panel:
-    """The rows of every series in one matrix, and what is constant per series.
-
-    ``values`` (rows, columns) float32, columns in the order targets, past and future covariates, calendar; rows of
-    series s are ``series_start[s]:series_start[s + 1]``, of which the first ``observed[s]`` have targets; the rest are
-    future rows, empty targets with the known future covariates that ``predict`` reads. ``timestamps`` (rows,)
-    datetime64[ns] or None (in UTC when ``timezone``). ``ids`` has one row per series (no columns for a single
-    series); ``static_categorical`` (series, C) holds codes into ``categories`` starting at 1 (0 is "unknown");
-    ``static_real`` (series, C) raw numbers.
-    """
+    """The rows of every series in one matrix, and what is constant per series. ``values`` (rows, columns) float32,
+    columns in the order targets, past and future covariates, calendar; rows of series s are
+    ``series_start[s]:series_start[s + 1]``, of which the first ``observed[s]`` have targets; the rest are future rows,
+    empty targets with the known future covariates that ``predict`` reads. ``timestamps`` (rows,) datetime64[ns] or
+    None (in UTC when ``timezone``). ``ids`` has one row per series (no columns for a single series);
+    ``static_categorical`` (series, C) holds codes into ``categories`` starting at 1 (0 is "unknown"); ``static_real``
+    (series, C) raw numbers."""
 
     values: np.ndarray
     series_start: np.ndarray
