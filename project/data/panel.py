@@ -247,11 +247,9 @@ def _column_roles(frame: pd.DataFrame, settings: PanelSettings, source_name: str
                     "one role"
                 )
             seen[column] = role
-    check_numeric(source_name, frame, named["past_covariates"] + named["future_covariates"])
-    if named["target_columns"]:
-        check_numeric(source_name, frame, named["target_columns"])
-        targets = named["target_columns"]
-    else:
+    targets = named["target_columns"]
+    check_numeric(source_name, frame, named["past_covariates"] + named["future_covariates"] + targets)
+    if not targets:
         targets = numeric_columns(source_name, frame, excluded=set(seen))
         left_out = [str(c) for c in frame.columns if c not in seen and c not in targets]
         note = f"; left out (not numeric): {', '.join(left_out)}" if left_out else ""
