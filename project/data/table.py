@@ -72,21 +72,24 @@ def numeric_columns(source_name: str, frame: pd.DataFrame, excluded: set[str]) -
     """Every numeric column not in ``excluded``, for when the user names no targets. A column of numbers with a stray
     text cell (``n/a``, ``-``) is an error naming the row, not left out without a word."""
     chosen = []
-    for column in frame.columns:
-        if column in excluded:
+    for name in frame.columns:
+        if name in excluded:
             continue
-        if is_numeric(frame[column]):
-            chosen.append(str(column))
-        elif not pd.api.types.is_bool_dtype(frame[column]) and _numbers_in(frame[column].dropna()).mean() >= 0.9:
-            bad_row = _first_non_number(frame[column])
+        column = frame[name]
+        if is_numeric(column):
+            chosen.append(str(name))
+        elif (
+            not pd.api.types.is_bool_dtype(column)
+            and pd.to_numeric(column.dropna(), errors="coerce").notna().mean() >= 0.9
+        ):
+            bad_row = _first_non_number(column)
             problem = (
                 "holds numbers stored as text"
                 if bad_row is None
-                else f"is numeric except row {bad_row} ({frame[column].iloc[bad_row]!r})"
+                else f"is numeric except row {bad_row} ({column.iloc[bad_row]!r})"
             )
             raise InputError(
-                f"{source_name}: column '{column}' {problem}; clean it, or name the columns to forecast in "
-                "target_columns"
+                f"{source_name}: column '{name}' {problem}; clean it, or name the columns to forecast in target_columns"
             )
     if not chosen:
         raise InputError(f"{source_name}: expected at least one numeric column to forecast; found none")
@@ -176,11 +179,6 @@ def check_float32_range(source_name: str, columns: list[str], values: np.ndarray
         )
 
 
-def _numbers_in(column: pd.Series) -> pd.Series:
-    """Which cells read as numbers."""
-    return pd.to_numeric(column, errors="coerce").notna()
-
-
 def _first_non_number(column: pd.Series) -> int | None:
-    bad = (~_numbers_in(column) & column.notna()).to_numpy()
+    bad = (pd.to_numeric(column, errors="coerce").isna() & column.notna()).to_numpy()
     return int(np.flatnonzero(bad)[0]) if bad.any() else None
