@@ -47,9 +47,7 @@ def calendar_features(timestamps: pd.DatetimeIndex, frequency: BaseOffset | None
     for _, _, value, length, *_ in _visible_cycles(frequency):
         angle = 2 * np.pi * np.asarray(value(timestamps), dtype=np.float64) / length
         columns += [np.sin(angle), np.cos(angle)]
-    if not columns:
-        return np.zeros((len(timestamps), 0), dtype=np.float32)
-    return np.stack(columns, axis=1).astype(np.float32)
+    return np.stack(columns, axis=1).astype(np.float32) if columns else np.zeros((len(timestamps), 0), np.float32)
 
 
 def _visible_cycles(frequency: BaseOffset | None) -> list[tuple]:
