@@ -1,4 +1,4 @@
-"""The data's calendar: its frequency, the dates after the last row, and calendar features as known covariates.
+"""The data's calendar: its frequency and calendar features as known covariates.
 
 The frequency is pandas' (business days, month or quarter starts…), so that monthly forecasts land on period starts
 rather than "last date + the usual number of days"; gaps in that calendar are reported once, never re-gridded.
@@ -31,16 +31,9 @@ def infer_frequency(series: Sequence[pd.DatetimeIndex], source_name: str, column
     longest = max(series, key=len)
     if len(longest) < 2:
         return None
-    frequency = _pandas_frequency(longest) or _best_fitting_frequency(longest)
+    frequency = _frequency(longest)
     _warn_about_gaps(series, frequency, source_name, column)
     return frequency
-
-
-def future_timestamps(last: pd.Timestamp, frequency: BaseOffset | None, steps: int) -> pd.DatetimeIndex | None:
-    """The ``steps`` timestamps after ``last`` in the data's calendar."""
-    if frequency is None:
-        return None
-    return pd.date_range(start=last, periods=steps + 1, freq=frequency)[1:]
 
 
 def calendar_feature_names(frequency: BaseOffset | None) -> list[str]:
@@ -54,9 +47,7 @@ def calendar_features(timestamps: pd.DatetimeIndex, frequency: BaseOffset | None
     for _, _, value, length, *_ in _visible_cycles(frequency):
         angle = 2 * np.pi * np.asarray(value(timestamps), dtype=np.float64) / length
         columns += [np.sin(angle), np.cos(angle)]
-    if not columns:
-        return np.zeros((len(timestamps), 0), dtype=np.float32)
-    return np.stack(columns, axis=1).astype(np.float32)
+    return np.stack(columns, axis=1).astype(np.float32) if columns else np.zeros((len(timestamps), 0), np.float32)
 
 
 def _visible_cycles(frequency: BaseOffset | None) -> list[tuple]:
@@ -70,15 +61,6 @@ def _visible_cycles(frequency: BaseOffset | None) -> list[tuple]:
     return [cycle for cycle in _CYCLES if days < cycle[1] and cycle[4] <= days <= cycle[5]]
 
 
-def _pandas_frequency(timestamps: pd.DatetimeIndex) -> BaseOffset | None:
-    if len(timestamps) < 3:
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # pandas 3 announces that infer_freq will return an offset
-        inferred = pd.infer_freq(timestamps)
-    return None if inferred is None else to_offset(inferred)
-
-
 # The calendars a most common step of (low, high) days suggests.
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _CALENDARS = (
@@ -90,9 +72,15 @@ _CALENDARS = (
 )
 
 
-def _best_fitting_frequency(timestamps: pd.DatetimeIndex) -> BaseOffset:
-    """For data with gaps, where pandas infers nothing: the calendar that fits every timestamp with the fewest
-    missing steps, among those suggested by the most common step; that step itself when none fits."""
+def _frequency(timestamps: pd.DatetimeIndex) -> BaseOffset:
+    """Pandas' inferred frequency; for data with gaps, where pandas infers nothing, the calendar that fits every
+    timestamp with the fewest missing steps among those the most common step suggests (that step when none fits)."""
+    if len(timestamps) >= 3:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pandas 3 announces that infer_freq will return an offset
+            inferred = pd.infer_freq(timestamps)
+        if inferred is not None:
+            return to_offset(inferred)
     steps = pd.Series(timestamps).diff().iloc[1:]
     usual = steps.mode().iloc[0]
     days = usual / pd.Timedelta(days=1)

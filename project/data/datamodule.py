@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from project.data.panel import Panel, PanelSettings, build_panel, cached_panel
+from project.data.panel import PanelSettings, build_panel, cached_panel
 from project.data.sampling import EvaluationShard, ResumableLoader, TrainingOrder
 from project.data.scaling import Scaler, Scaling
 from project.data.splits import Split, as_split
@@ -35,21 +35,18 @@ class WindowDataModule(L.LightningDataModule):
             ``pandas.DataFrame`` (from Python). Empty: the embedded synthetic data chosen by ``synthetic``.
         synthetic: Embedded data when ``source`` is empty: ``series`` (one hourly series of five channels) or
             ``panel`` (daily sales of 36 store × product series with prices, promotions and store covariates).
-        time_column: Column of timestamps: unique and increasing within each series. Needed for splitting by date,
-            calendar features and timestamps in prediction files; its frequency (hours, business days, month
-            starts, …) is inferred and saved in checkpoints.
+        time_column: Column of timestamps, unique and increasing within each series, for splits by date, calendar
+            features and dated predictions; its frequency (hours, business days, month starts…) is inferred.
         id_columns: Columns identifying a series (e.g. ``[store, product]``). Empty: the table is one series.
         target_columns: Columns to forecast; predictions are fed back as inputs. Empty: every numeric column not
             named in another role.
         past_covariates: Numeric columns known only up to the forecast start (e.g. footfall, temperature).
-        future_covariates: Numeric columns known over the forecast horizon too (prices, promotions, holidays).
-            To forecast into the future, add rows after each series' last target with these filled and the
-            targets empty.
+        future_covariates: Numeric columns known over the forecast horizon too (prices, promotions, holidays); to
+            forecast into the future, add rows after each series' last target with these filled, targets empty.
         static_covariates: Columns constant within a series (store, category, size): text or category columns
             become learned embeddings, numeric ones are scaled across series.
-        calendar_features: Add sine/cosine calendar features of every cycle longer than the data's step (hour of
-            day, day of week, day of year, month of year) as future covariates. Needs ``time_column``. Empty: on
-            whenever there is a time column.
+        calendar_features: Sine/cosine features of every calendar cycle longer than the data's step (hour of day …
+            month of year) as future covariates; needs ``time_column``. Empty: on whenever there is one.
         context_length: Time steps the model sees before the forecast (the look-back window).
         horizon: Time steps to forecast in training, validation and test.
         predict_horizon: Time steps ``predict`` forecasts; empty: ``horizon``. Up to the model's ``max_horizon``.
@@ -61,10 +58,9 @@ class WindowDataModule(L.LightningDataModule):
             ``Dates`` (the same dates for every series) or ``LastRows`` (the last rows of each series).
         fill_missing: What to do with missing or infinite values in observed rows: ``none`` (an error naming the
             column, row and series), ``ffill`` (carry the last valid value forward) or ``interpolate``.
-        scaling: Fitted on training rows: ``per_series`` standardisation (each series by its own mean and standard
-            deviation, the default with ``id_columns``), ``global`` (one set for all series, the default without),
-            ``mean_abs`` (each series divided by its mean absolute value, as DeepAR: finite for near-constant or
-            mostly-zero series) or ``none``.
+        scaling: Fitted on training rows: ``per_series`` (each series by its own mean and standard deviation, the
+            default with ``id_columns``), ``global`` (one for all series, the default without), ``mean_abs`` (by
+            each series' mean absolute value, as DeepAR: finite for near-constant or mostly-zero series) or ``none``.
         cache_dir: Folder where a file source's matrix is written once and memory-mapped (shared by workers and
             DDP ranks). Empty: keep it in memory.
     """
@@ -135,13 +131,19 @@ class WindowDataModule(L.LightningDataModule):
             calendar_features=calendar_features,
             fill_missing=fill_missing,
         )
-        self.panel = self._read(source, synthetic, settings, cache_dir)
+        if source is None:
+            frame = synthetic_series() if synthetic == "series" else synthetic_panel()
+            self.panel = build_panel(frame, settings, self.source_name)
+        elif isinstance(source, pd.DataFrame) or not cache_dir:
+            frame, self.source_name = read_table(source)
+            self.panel = build_panel(frame, settings, self.source_name)
+        else:
+            self.source_name = str(check_file(source))
+            self.panel = cached_panel(Path(self.source_name), settings, Path(cache_dir))
         self.scaling: Scaling = scaling or ("per_series" if settings.id_columns else "global")
         self.split_rows = self._split_rows(as_split(split))
         self.scaler: Scaler | None = None
         self._datasets: dict[tuple, Dataset] = {}
-
-    # -- What the model needs to know (linked into it by the CLI) --------------------------------------------------
 
     @property
     def target_names(self) -> list[str]:
@@ -160,26 +162,23 @@ class WindowDataModule(L.LightningDataModule):
             n_static_reals=len(roles.static_real),
         )
 
-    # -- Lightning hooks ---------------------------------------------------------------------------------------
-
     def setup(self, stage: str | None = None) -> None:
         if self.scaler is None:  # restored from a checkpoint otherwise (load_state_dict)
             self.scaler = Scaler.fit(self.panel, self.split_rows[:, 0], self.scaling)
             self._datasets.clear()
 
     def train_dataloader(self) -> DataLoader:
-        dataset = self.split("train", self.stride)
-        rank, world_size = self._process()
+        dataset = self.split("train")
         if self.shuffle_seed is None:
             self.shuffle_seed = int(torch.initial_seed() % 2**31)
-        sampler = TrainingOrder(dataset, self.shuffle_seed, rank, world_size)
+        sampler = TrainingOrder(dataset, self.shuffle_seed, *self._process())
         return ResumableLoader(dataset, sampler=sampler, batches_done=self._batches_done, **self._loader_settings())
 
     def val_dataloader(self) -> DataLoader:
-        return self._evaluation_loader(self.split("val", self.eval_stride))
+        return self._evaluation_loader("val")
 
     def test_dataloader(self) -> DataLoader:
-        return self._evaluation_loader(self.split("test", self.eval_stride))
+        return self._evaluation_loader("test")
 
     def predict_dataloader(self) -> DataLoader:
         # Shards padded with repeated windows (the writer keeps each once): a process without a window would skip
@@ -213,8 +212,6 @@ class WindowDataModule(L.LightningDataModule):
         self.scaler = Scaler.from_state(state_dict["scaler"], self.panel, self.split_rows[:, 0])
         self._datasets.clear()
 
-    # -- Windows -----------------------------------------------------------------------------------------------
-
     def split(self, name: SplitName, stride: int | None = None) -> PanelWindows:
         """The windows whose targets lie in split ``name``; contexts may reach back into the previous split."""
         stride = stride or (self.stride if name == "train" else self.eval_stride)
@@ -237,8 +234,6 @@ class WindowDataModule(L.LightningDataModule):
             )
         return self._datasets[("predict",)]
 
-    # -- Internals ---------------------------------------------------------------------------------------------
-
     def _column_roles(self) -> dict[str, list[str]]:
         """The columns of each role, as checkpoints store them and compare them with the data."""
         roles = self.panel.roles
@@ -251,45 +246,13 @@ class WindowDataModule(L.LightningDataModule):
             "static_real": roles.static_real,
         }
 
-    def _read(self, source, synthetic: str, settings: PanelSettings, cache_dir) -> Panel:
-        if source is None:
-            frame = synthetic_series() if synthetic == "series" else synthetic_panel()
-        elif isinstance(source, pd.DataFrame) or not cache_dir:
-            frame, self.source_name = read_table(source)
-        else:
-            path = check_file(source)
-            self.source_name = str(path)
-            return cached_panel(
-                path, settings, Path(cache_dir), lambda: build_panel(read_table(path)[0], settings, str(path))
-            )
-        return build_panel(frame, settings, self.source_name)
-
     def _split_rows(self, split: Split) -> np.ndarray:
-        """(series, 3) local rows ending the train, validation and test targets of each series."""
-        observed = self.panel.observed
+        """(series, 3) local rows ending the train, validation and test targets of each series, after checking that
+        every split has a window; series too short to train on are counted in one warning."""
+        observed, window = self.panel.observed, self.context_length + self.horizon
         cuts = split.rows(observed, None if self.panel.timestamps is None else self._rows_before)
         rows = np.stack([np.clip(np.asarray(c, dtype=np.int64), 0, observed) for c in cuts], axis=1)
-        self._check_splits(rows, split.description())
-        return rows
-
-    def _rows_before(self, date: str) -> np.ndarray:
-        """Per series, the number of observed rows strictly before ``date``."""
-        moment = pd.Timestamp(date)
-        if self.panel.timezone:
-            moment = (moment.tz_localize(self.panel.timezone) if moment.tz is None else moment).tz_convert("UTC")
-            moment = moment.tz_localize(None)
-        moment = np.datetime64(moment.to_datetime64(), "ns")
-        rows = np.zeros(self.panel.n_series, dtype=np.int64)
-        for series in range(self.panel.n_series):
-            observed = self.panel.timestamps[self.panel.rows(series)][: self.panel.observed[series]]
-            rows[series] = np.searchsorted(observed, moment, side="left")
-        return rows
-
-    def _check_splits(self, rows: np.ndarray, described: str) -> None:
-        """Every split has at least one window; series too short to train on are counted in one warning."""
-        observed, window = self.panel.observed, self.context_length + self.horizon
-        single = self.panel.n_series == 1
-        longest = int(observed.max())
+        single, longest = self.panel.n_series == 1, int(observed.max())
         if longest < window + 2 * self.horizon:
             subject = f"has {longest} rows" if single else f"has no series longer than {longest} rows"
             raise InputError(
@@ -300,20 +263,31 @@ class WindowDataModule(L.LightningDataModule):
         counts = [split_windows(rows[:, c], starts[:, c], self.context_length, self.horizon, 1)[1] for c in range(3)]
         for column, (name, needed) in enumerate((("train", window), ("val", self.horizon), ("test", self.horizon))):
             if counts[column].sum() == 0:
-                split_rows = int((rows[:, column] - starts[:, column]).max())
-                amount = (
-                    f"{max(0, split_rows)} of {longest} rows" if single else f"at most {split_rows} rows in a series"
-                )
+                most = int((rows[:, column] - starts[:, column]).max())
+                amount = f"{max(0, most)} of {longest} rows" if single else f"at most {most} rows in a series"
                 raise InputError(
-                    f"{self.source_name}: the {name} split ({described}) has {amount}; it needs at least {needed} "
-                    f"(context_length={self.context_length}, horizon={self.horizon})"
+                    f"{self.source_name}: the {name} split ({split.description()}) has {amount}; it needs at least "
+                    f"{needed} (context_length={self.context_length}, horizon={self.horizon})"
                 )
         if not single and (counts[0] == 0).any():
             warnings.warn(
                 f"{self.source_name}: {int((counts[0] == 0).sum())} of {len(rows)} series have fewer than "
                 f"context_length + horizon = {window} training rows and give no training window",
-                stacklevel=3,
+                stacklevel=2,
             )
+        return rows
+
+    def _rows_before(self, date: str) -> np.ndarray:
+        """Per series, the number of observed rows strictly before ``date``."""
+        moment = pd.Timestamp(date)
+        if self.panel.timezone:
+            moment = (moment.tz_localize(self.panel.timezone) if moment.tz is None else moment).tz_convert(None)
+        moment = np.datetime64(moment.to_datetime64(), "ns")
+        rows = np.zeros(self.panel.n_series, dtype=np.int64)
+        for series in range(self.panel.n_series):
+            observed = self.panel.timestamps[self.panel.rows(series)][: self.panel.observed[series]]
+            rows[series] = np.searchsorted(observed, moment, side="left")
+        return rows
 
     def _use_vocabularies(self, trained: list[list[str]]) -> None:
         """Re-code categorical static covariates with the training vocabulary; unseen values become "unknown"."""
@@ -339,12 +313,11 @@ class WindowDataModule(L.LightningDataModule):
         return (0, 1) if self.trainer is None else (self.trainer.global_rank, self.trainer.world_size)
 
     def _batches_done(self) -> int:
-        trainer = self.trainer
-        return 0 if trainer is None else trainer.fit_loop.epoch_loop.batch_progress.current.processed
+        return 0 if self.trainer is None else self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
 
-    def _evaluation_loader(self, dataset: Dataset) -> DataLoader:
-        rank, world_size = self._process()
-        return DataLoader(dataset, sampler=EvaluationShard(dataset, rank, world_size), **self._loader_settings())
+    def _evaluation_loader(self, name: SplitName) -> DataLoader:
+        dataset = self.split(name)
+        return DataLoader(dataset, sampler=EvaluationShard(dataset, *self._process()), **self._loader_settings())
 
     def _loader_settings(self) -> dict:
         # A generator of its own, so that creating a loader does not consume the global random state that

@@ -18,6 +18,7 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
+from lightning.pytorch.utilities import rank_zero_info
 from pandas.tseries.frequencies import to_offset
 from pandas.tseries.offsets import BaseOffset
 
@@ -29,6 +30,7 @@ from project.data.table import (
     is_numeric,
     numeric_columns,
     parse_timestamps,
+    read_table,
 )
 from project.errors import InputError
 
@@ -56,15 +58,13 @@ class ColumnRoles:
 
 @dataclass
 class Panel:
-    """The rows of every series in one matrix, and what is constant per series.
-
-    ``values`` (rows, columns) float32, columns in the order targets, past and future covariates, calendar; rows of
-    series s are ``series_start[s]:series_start[s + 1]``, of which the first ``observed[s]`` have targets; the rest are
-    future rows, empty targets with the known future covariates that ``predict`` reads. ``timestamps`` (rows,)
-    datetime64[ns] or None (in UTC when ``timezone``). ``ids`` has one row per series (no columns for a single
-    series); ``static_categorical`` (series, C) holds codes into ``categories`` starting at 1 (0 is "unknown");
-    ``static_real`` (series, C) raw numbers.
-    """
+    """The rows of every series in one matrix, and what is constant per series. ``values`` (rows, columns) float32,
+    columns in the order targets, past and future covariates, calendar; rows of series s are
+    ``series_start[s]:series_start[s + 1]``, of which the first ``observed[s]`` have targets; the rest are future rows,
+    empty targets with the known future covariates that ``predict`` reads. ``timestamps`` (rows,) datetime64[ns] or
+    None (in UTC when ``timezone``). ``ids`` has one row per series (no columns for a single series);
+    ``static_categorical`` (series, C) holds codes into ``categories`` starting at 1 (0 is "unknown"); ``static_real``
+    (series, C) raw numbers."""
 
     values: np.ndarray
     series_start: np.ndarray
@@ -133,25 +133,26 @@ def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) 
     order, series_start = rows.order, rows.series_start
     timestamps, timezone = None, None
     if settings.time_column is not None:
-        parsed = pd.DatetimeIndex(parse_timestamps(source_name, frame, settings.time_column))
-        timezone = None if parsed.tz is None else str(parsed.tz)
+        # In the data's own zone: the calendar is the local one.
+        index = pd.DatetimeIndex(parse_timestamps(source_name, frame, settings.time_column))[order].as_unit("ns")
+        timezone = None if index.tz is None else str(index.tz)
         # Stored as UTC without a zone, so that the matrix and its cache hold plain datetime64 values.
-        timestamps = (parsed.tz_convert("UTC").tz_localize(None) if timezone else parsed).to_numpy("datetime64[ns]")
-        timestamps = timestamps[order]
+        timestamps = index.tz_convert(None).to_numpy() if timezone else index.to_numpy()
         _check_increasing(timestamps, rows, settings.time_column)
 
     numeric_names = [*roles.targets, *roles.past, *roles.future]
     numeric = frame[numeric_names].to_numpy(dtype=np.float64)
     check_float32_range(source_name, numeric_names, numeric, rows.series_of_table_row)
     numeric = numeric[order]
-    observed = _observed_rows(numeric[:, : len(roles.targets)], series_start)
+    # Each series' rows up to its last row with a target; the rest are future rows. No series is empty.
+    ends = np.where(np.isfinite(numeric[:, : len(roles.targets)]).any(axis=1), np.arange(1, len(numeric) + 1), 0)
+    observed = np.zeros(len(series_start) - 1, dtype=np.int64)
+    if len(numeric):  # reduceat needs rows; an empty table is refused by the row counts, in one line
+        observed = np.maximum(np.maximum.reduceat(ends, series_start[:-1]) - series_start[:-1], 0).astype(np.int64)
     numeric = _fill_missing(numeric, observed, numeric_names, rows, settings.fill_missing)
 
     frequency, calendar = None, np.zeros((len(numeric), 0), dtype=np.float32)
     if timestamps is not None:
-        index = pd.DatetimeIndex(timestamps)
-        if timezone:
-            index = index.tz_localize("UTC").tz_convert(timezone)  # the calendar is the data's local one
         per_series = [index[series_start[s] : series_start[s + 1]] for s in range(len(series_start) - 1)]
         offset = infer_frequency(per_series, source_name, settings.time_column)
         frequency = None if offset is None else offset.freqstr
@@ -160,9 +161,8 @@ def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) 
             calendar = calendar_features(index, offset)
 
     static_categorical, categories, static_real = _static_values(frame, roles, rows)
-    values = np.concatenate([numeric.astype(np.float32), calendar], axis=1)
     return Panel(
-        values=np.ascontiguousarray(values),
+        values=np.concatenate([numeric.astype(np.float32), calendar], axis=1),
         series_start=series_start,
         observed=observed,
         timestamps=timestamps,
@@ -176,18 +176,16 @@ def build_panel(frame: pd.DataFrame, settings: PanelSettings, source_name: str) 
     )
 
 
-# -- The memory-mapped cache --------------------------------------------------------------------------------------
+_ARRAYS = ("series_start", "observed", "static_categorical", "static_real")
+_META = ("categories", "frequency", "timezone")
 
 
-def cached_panel(path: Path, settings: PanelSettings, cache_dir: Path, build) -> Panel:
-    """The panel of the file ``path`` from ``cache_dir``, built by ``build()`` and written there the first time;
-    ``values`` is memory-mapped either way.
-
-    The key is every setting that shapes the matrix and the file's path, size, inode, modification and change times,
-    not its contents: an edit that sets the modification time back still moves the change time, and a replaced file
-    has another inode. Entries are written to a temporary folder and renamed, so a
-    reader never sees half of one and two processes writing the same entry do not collide.
-    """
+def cached_panel(path: Path, settings: PanelSettings, cache_dir: Path) -> Panel:
+    """The panel of the file ``path`` from ``cache_dir``, built and written there the first time; ``values`` is
+    memory-mapped either way. The key is every setting that shapes the matrix and the file's path, size, inode,
+    modification and change times, not its contents: an edit that sets the modification time back still moves the
+    change time, and a replaced file has another inode. Entries are written to a temporary folder and renamed, so a
+    reader never sees half of one and two processes writing the same entry do not collide."""
     stat = path.resolve().stat()
     identity = {
         "file": str(path.resolve()),
@@ -196,17 +194,22 @@ def cached_panel(path: Path, settings: PanelSettings, cache_dir: Path, build) ->
         "mtime_ns": stat.st_mtime_ns,
         "ctime_ns": stat.st_ctime_ns,
         "version": CACHE_VERSION,
+        "settings": settings.__dict__,
     }
-    identity["settings"] = {k: list(v) if isinstance(v, tuple) else v for k, v in settings.__dict__.items()}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     entry = cache_dir / f"{path.stem}-{key}"
     if not (entry / "meta.json").is_file():
-        _write_entry(build(), entry)
-    return _read_entry(entry)
-
-
-_ARRAYS = ("series_start", "observed", "static_categorical", "static_real")
-_META = ("categories", "frequency", "timezone")
+        _write_entry(build_panel(read_table(path)[0], settings, str(path)), entry)
+    meta = json.loads((entry / "meta.json").read_text())
+    arrays = np.load(entry / "arrays.npz")
+    return Panel(
+        values=np.load(entry / "values.npy", mmap_mode="r"),
+        timestamps=arrays["timestamps"].view("datetime64[ns]") if "timestamps" in arrays else None,
+        ids=pd.read_json(entry / "ids.json", orient="split", dtype=False),
+        roles=ColumnRoles(**meta["roles"]),
+        **{name: arrays[name] for name in _ARRAYS},
+        **{name: meta[name] for name in _META},
+    )
 
 
 def _write_entry(panel: Panel, entry: Path) -> None:
@@ -230,22 +233,6 @@ def _write_entry(panel: Panel, entry: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _read_entry(entry: Path) -> Panel:
-    meta = json.loads((entry / "meta.json").read_text())
-    arrays = np.load(entry / "arrays.npz")
-    return Panel(
-        values=np.load(entry / "values.npy", mmap_mode="r"),
-        timestamps=arrays["timestamps"].view("datetime64[ns]") if "timestamps" in arrays else None,
-        ids=pd.read_json(entry / "ids.json", orient="split", dtype=False),
-        roles=ColumnRoles(**meta["roles"]),
-        **{name: arrays[name] for name in _ARRAYS},
-        **{name: meta[name] for name in _META},
-    )
-
-
-# -- Building blocks -----------------------------------------------------------------------------------------------
-
-
 def _column_roles(frame: pd.DataFrame, settings: PanelSettings, source_name: str) -> ColumnRoles:
     """Each named column exists and has one role; targets default to every other numeric column."""
     roles = ("id_columns", "target_columns", "past_covariates", "future_covariates", "static_covariates")
@@ -260,16 +247,12 @@ def _column_roles(frame: pd.DataFrame, settings: PanelSettings, source_name: str
                     "one role"
                 )
             seen[column] = role
-    check_numeric(source_name, frame, named["past_covariates"] + named["future_covariates"])
-    if named["target_columns"]:
-        check_numeric(source_name, frame, named["target_columns"])
-        targets = named["target_columns"]
-    else:
+    targets = named["target_columns"]
+    check_numeric(source_name, frame, named["past_covariates"] + named["future_covariates"] + targets)
+    if not targets:
         targets = numeric_columns(source_name, frame, excluded=set(seen))
         left_out = [str(c) for c in frame.columns if c not in seen and c not in targets]
         note = f"; left out (not numeric): {', '.join(left_out)}" if left_out else ""
-        from lightning.pytorch.utilities import rank_zero_info  # only for this one message
-
         rank_zero_info(f"{source_name}: forecasting every numeric column: {', '.join(targets)}{note}")
     static = named["static_covariates"]
     categorical = [c for c in static if not is_numeric(frame[c])]  # text, category and boolean columns
@@ -306,8 +289,8 @@ def _group_rows(frame: pd.DataFrame, id_columns: list[str], source_name: str) ->
         one_series = np.array([0, len(frame)], dtype=np.int64)
         return _Rows(source_name, np.arange(len(frame)), one_series, pd.DataFrame(index=range(1)))
     for column in id_columns:
-        if frame[column].isna().any():
-            row = int(np.flatnonzero(frame[column].isna().to_numpy())[0])
+        if (missing := frame[column].isna().to_numpy()).any():
+            row = int(np.flatnonzero(missing)[0])
             raise InputError(f"{source_name}: column '{column}' identifies series but row {row} has no value")
     codes = frame.groupby(id_columns, sort=True, observed=True).ngroup().to_numpy()
     order = np.argsort(codes, kind="stable")
@@ -344,27 +327,14 @@ def _check_increasing(timestamps: np.ndarray, rows: _Rows, column: str) -> None:
         )
 
 
-def _observed_rows(targets: np.ndarray, series_start: np.ndarray) -> np.ndarray:
-    """Rows of each series up to its last row with any target; the rest are future rows."""
-    # Each series' largest (row + 1) with a target, 0 without one; no series is empty, as reduceat needs.
-    if not len(targets):  # an empty table: refused by the row counts, one line
-        return np.zeros(len(series_start) - 1, dtype=np.int64)
-    ends = np.where(np.isfinite(targets).any(axis=1), np.arange(1, len(targets) + 1), 0)
-    return np.maximum(np.maximum.reduceat(ends, series_start[:-1]) - series_start[:-1], 0).astype(np.int64)
-
-
 def _fill_missing(
     numeric: np.ndarray, observed: np.ndarray, columns: list[str], rows: _Rows, fill_missing: FillMissing
 ) -> np.ndarray:
     """Missing or infinite values of observed rows: an error naming column and row, or filled within each series.
-
-    Future rows keep their gaps: their targets are unknown by definition, and a missing future covariate there is
-    reported by ``predict``, which is the only step that reads it.
-    """
-    starts = rows.series_start[:-1]
-    observed_row = np.zeros(len(numeric), dtype=bool)
-    for start, count in zip(starts, observed, strict=True):
-        observed_row[start : start + count] = True
+    Future rows keep their gaps: their targets are unknown by definition, and ``predict``, the only step that reads
+    them, reports a missing future covariate there."""
+    starts, lengths = rows.series_start[:-1], np.diff(rows.series_start)
+    observed_row = np.arange(len(numeric)) < np.repeat(starts + observed, lengths)
     missing = ~np.isfinite(numeric) & observed_row[:, None]
     if not missing.any():
         return numeric

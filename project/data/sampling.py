@@ -26,18 +26,15 @@ class TrainingOrder(DistributedSampler):
         dtype = torch.int32 if self.total_size < 2**31 else torch.int64
         # A tensor, not a list: a Python int per window costs 36 bytes, 250 MB for 7 million windows.
         order = torch.randperm(len(self.dataset), generator=generator, dtype=dtype)
-        # Padded with the order's start to a multiple of the processes: positions n, n + 1, … read 0, 1, …
-        padding = order[(self.rank - len(order)) % self.num_replicas : self.total_size - len(order) : self.num_replicas]
-        shard = order[self.rank :: self.num_replicas]
-        shard = torch.cat([shard, padding]) if len(padding) else shard
+        # Padded with its own start to a multiple of the processes: positions n, n + 1, … read 0, 1, …
+        shard = torch.cat([order, order[: self.total_size - len(order)]])[self.rank :: self.num_replicas]
         skip, self.skip = self.skip, 0
         return (index for part in shard[skip:].split(4096) for index in part.tolist())
 
 
 class EvaluationShard(DistributedSampler):
-    """Windows ``rank, rank + world_size, …`` in order: each window once over all processes, shards may differ
-    in length by one. (``DistributedSampler`` pads with repeated windows, so DDP metrics would differ from one
-    process's.)"""
+    """Windows ``rank, rank + world_size, …`` in order: each window once over all processes, shards may differ in
+    length by one (``DistributedSampler`` pads with repeated windows: DDP metrics would differ from one process's)."""
 
     def __init__(self, dataset: Dataset, rank: int = 0, world_size: int = 1) -> None:
         super().__init__(dataset, num_replicas=world_size, rank=rank, shuffle=False, drop_last=False)
@@ -49,11 +46,9 @@ class EvaluationShard(DistributedSampler):
 
 
 class ResumableLoader(DataLoader):
-    """A training ``DataLoader`` whose position travels in Lightning's checkpoints (``state_dict``).
-
-    ``batches_done`` reports how many batches of the current epoch the Trainer has trained on; the loader's own
-    iterator cannot tell, because the Trainer and the workers fetch batches ahead.
-    """
+    """A training ``DataLoader`` whose position travels in Lightning's checkpoints (``state_dict``). ``batches_done``
+    reports how many batches of the current epoch the Trainer has trained on; the loader's own iterator cannot tell,
+    because the Trainer and the workers fetch batches ahead."""
 
     def __init__(self, *args, sampler: TrainingOrder, batches_done: Callable[[], int], **kwargs) -> None:
         super().__init__(*args, sampler=sampler, **kwargs)

@@ -30,11 +30,10 @@ class Scaler:
     @classmethod
     def fit(cls, panel: Panel, train_rows: np.ndarray, mode: Scaling) -> Scaler:
         """Statistics of the first ``train_rows[s]`` rows of each series s (its training rows). A series with fewer
-        than two (it starts after the training period) takes those of all series' training rows, never its own later
-        rows."""
+        than two (it starts after training) takes those of all series' training rows, never its own later rows."""
         columns = panel.roles.scaled_columns
-        means, squared_deviations = np.zeros((panel.n_series, columns)), np.zeros((panel.n_series, columns))
-        absolute_means, counts = np.zeros((panel.n_series, columns)), np.zeros(panel.n_series)
+        means, squared_deviations, absolute_means = np.zeros((3, panel.n_series, columns))
+        counts = np.zeros(panel.n_series)
         for series in range(panel.n_series):
             start = int(panel.series_start[series])
             block = np.asarray(panel.values[start : start + int(train_rows[series]), :columns], dtype=np.float64)
@@ -48,17 +47,14 @@ class Scaler:
         overall_mean = (counts[:, None] * means).sum(0) / total
         overall_deviations = squared_deviations.sum(0) + (counts[:, None] * (means - overall_mean) ** 2).sum(0)
         overall_std = _std(overall_deviations / total, overall_mean)
-        if mode == "none":
-            loc, scale = np.zeros((panel.n_series, columns)), np.ones((panel.n_series, columns))
-        elif mode == "global":
+        loc, scale = np.zeros((panel.n_series, columns)), np.ones((panel.n_series, columns))  # as for "none"
+        if mode == "global":
             loc, scale = np.tile(overall_mean, (panel.n_series, 1)), np.tile(overall_std, (panel.n_series, 1))
         elif mode == "mean_abs":
             # A series without training rows, or with only zeros there, takes all series' mean absolute value.
             overall_absolute = (counts[:, None] * absolute_means).sum(0) / total
-            overall_absolute = np.where(overall_absolute > 0, overall_absolute, 1.0)
-            usable = (counts[:, None] >= 1) & (absolute_means > 0)
-            loc, scale = np.zeros((panel.n_series, columns)), np.where(usable, absolute_means, overall_absolute)
-        else:
+            scale = np.where(absolute_means > 0, absolute_means, np.where(overall_absolute > 0, overall_absolute, 1.0))
+        elif mode != "none":
             enough = counts[:, None] >= 2
             loc = np.where(enough, means, overall_mean)
             own_std = _std(squared_deviations / np.maximum(counts, 1)[:, None], means)

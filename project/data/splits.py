@@ -46,8 +46,7 @@ class Fractions(Split):
     def __init__(self, train: Fraction = 0.7, val: Fraction = 0.1, test: Fraction = 0.2) -> None:
         self.init_args = {"train": train, "val": val, "test": test}
         check_arguments(Fractions, self.init_args)
-        if train + val + test > 1 + 1e-9:
-            total = train + val + test
+        if (total := train + val + test) > 1 + 1e-9:
             raise InputError(f"train + val + test must be at most 1; got {train} + {val} + {test} = {total:g}")
         self.shares = (train, val, test)
 

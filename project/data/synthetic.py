@@ -44,15 +44,13 @@ def _autoregressive(rng: np.random.Generator, length: int, coefficient: float, s
 
 
 def synthetic_panel(seed: int = 0, future_days: int = 14) -> pd.DataFrame:
-    """Daily sales of 3 products in 12 stores (36 series of 545 to 910 days), in long format.
-
-    Columns: ``store``, ``product`` (together they identify a series), ``date``, ``sales`` (the target),
-    ``footfall`` (visitors, observed only up to today: a past covariate), ``price`` and ``promotion`` (planned in
-    advance: future covariates), ``region`` (categorical) and ``store_size`` (numeric), constant per store (static
-    covariates). Sales fall with the price (elasticity 1.5) and rise by 60% in promotion weeks, so a model that
-    reads the planned prices beats one that does not. Each series ends with ``future_days`` rows whose sales are
-    empty and whose prices and promotions are known: what ``predict`` forecasts.
-    """
+    """Daily sales of 3 products in 12 stores (36 series of 545 to 910 days), in long format. Columns: ``store``,
+    ``product`` (together they identify a series), ``date``, ``sales`` (the target), ``footfall`` (visitors, observed
+    only up to today: a past covariate), ``price`` and ``promotion`` (planned in advance: future covariates),
+    ``region`` (categorical) and ``store_size`` (numeric), constant per store (static covariates). Sales fall with the
+    price (elasticity 1.5) and rise by 60% in promotion weeks, so a model that reads the planned prices beats one that
+    does not. Each series ends with ``future_days`` rows whose sales are empty and whose prices and promotions are
+    known: what ``predict`` forecasts."""
     rng = np.random.default_rng(seed)
     end = pd.Timestamp("2024-06-30")
     frames = []

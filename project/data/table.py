@@ -47,8 +47,9 @@ def check_file(source: str | Path) -> Path:
 def check_columns_exist(source_name: str, frame: pd.DataFrame, columns: list[str]) -> None:
     for column in columns:
         if column not in frame.columns:
-            available = ", ".join(map(str, frame.columns))
-            raise InputError(f"{source_name}: column '{column}' not found; available: {available}")
+            raise InputError(
+                f"{source_name}: column '{column}' not found; available: {', '.join(map(str, frame.columns))}"
+            )
 
 
 def is_numeric(column: pd.Series) -> bool:
@@ -71,21 +72,24 @@ def numeric_columns(source_name: str, frame: pd.DataFrame, excluded: set[str]) -
     """Every numeric column not in ``excluded``, for when the user names no targets. A column of numbers with a stray
     text cell (``n/a``, ``-``) is an error naming the row, not left out without a word."""
     chosen = []
-    for column in frame.columns:
-        if column in excluded:
+    for name in frame.columns:
+        if name in excluded:
             continue
-        if is_numeric(frame[column]):
-            chosen.append(str(column))
-        elif _mostly_numbers(frame[column]):
-            bad_row = _first_non_number(frame[column])
+        column = frame[name]
+        if is_numeric(column):
+            chosen.append(str(name))
+        elif (
+            not pd.api.types.is_bool_dtype(column)
+            and pd.to_numeric(column.dropna(), errors="coerce").notna().mean() >= 0.9
+        ):
+            bad_row = _first_non_number(column)
             problem = (
                 "holds numbers stored as text"
                 if bad_row is None
-                else f"is numeric except row {bad_row} ({frame[column].iloc[bad_row]!r})"
+                else f"is numeric except row {bad_row} ({column.iloc[bad_row]!r})"
             )
             raise InputError(
-                f"{source_name}: column '{column}' {problem}; clean it, or name the columns to forecast in "
-                "target_columns"
+                f"{source_name}: column '{name}' {problem}; clean it, or name the columns to forecast in target_columns"
             )
     if not chosen:
         raise InputError(f"{source_name}: expected at least one numeric column to forecast; found none")
@@ -139,10 +143,9 @@ def parse_timestamps(source_name: str, frame: pd.DataFrame, column: str) -> pd.S
             "to UTC or to one offset"
         )
     # Readable, with the first row's offset, yet blank to pandas: written in another format or zone than row 0.
-    row = end - 1
     raise InputError(
         f"{source_name}: column '{column}' must hold timestamps in one format and time zone; row 0 is "
-        f"{raw.iloc[0]!r}, row {row} is {raw.iloc[row]!r}"
+        f"{raw.iloc[0]!r}, row {end - 1} is {raw.iloc[end - 1]!r}"
     )
 
 
@@ -176,15 +179,6 @@ def check_float32_range(source_name: str, columns: list[str], values: np.ndarray
         )
 
 
-def _mostly_numbers(column: pd.Series) -> bool:
-    present = column.dropna()
-    if present.empty or pd.api.types.is_bool_dtype(column):
-        return False
-    parsed = pd.to_numeric(present, errors="coerce")
-    return bool(parsed.notna().mean() >= 0.9)
-
-
 def _first_non_number(column: pd.Series) -> int | None:
-    parsed = pd.to_numeric(column, errors="coerce")
-    bad = (parsed.isna() & column.notna()).to_numpy()
+    bad = (pd.to_numeric(column, errors="coerce").isna() & column.notna()).to_numpy()
     return int(np.flatnonzero(bad)[0]) if bad.any() else None

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from project.data.calendar import calendar_features, future_timestamps
+from project.data.calendar import calendar_features
 from project.data.panel import Panel
 from project.data.scaling import Scaler, series_key
 from project.errors import InputError
@@ -71,9 +71,8 @@ class PanelWindows(Dataset):
     def __getitem__(self, index: int) -> dict[str, Tensor]:
         series, target_start = self.locate(index)
         start = int(self.panel.series_start[series]) + target_start - self.context_length
-        rows = _scaled_rows(self.panel, self.scaler, series, start, start + self.context_length + self.horizon)
-        item = _split_columns(self.panel, rows, self.context_length)
-        return _with_series_fields(item, self.panel, self.scaler, series, index)
+        end = start + self.context_length + self.horizon
+        return _window(self.panel, self.scaler, series, index, start, end, self.context_length)
 
 
 class ForecastOrigins(Dataset):
@@ -94,7 +93,23 @@ class ForecastOrigins(Dataset):
                 f"length) and are not forecast: {named}{more}",
                 stacklevel=2,
             )
-        self._check_future_covariates(source_name)
+        roles = panel.roles
+        first = len(roles.targets) + len(roles.past)
+        for index, series in enumerate(self.series if roles.future else ()):
+            end = int(panel.series_start[series] + panel.observed[series])
+            known = np.full((horizon, len(roles.future)), np.nan)  # steps past the series' last row are missing
+            block = panel.values[end : min(end + horizon, int(panel.series_start[series + 1]))]
+            known[: len(block)] = block[:, first : first + len(roles.future)]
+            missing = np.argwhere(~np.isfinite(known))
+            if len(missing):
+                step, column = (int(i) for i in missing[0])
+                when = self.target_timestamps(index)
+                raise InputError(
+                    f"{source_name}: future covariate '{roles.future[column]}' is missing for step {step + 1} of the "
+                    f"{horizon} to forecast{'' if when is None else f' ({when[step]})'}"
+                    f"{panel.describe_series(int(series))}; add rows after the last target with the known covariates "
+                    "and empty targets"
+                )
 
     def __len__(self) -> int:
         return len(self.series)
@@ -102,47 +117,26 @@ class ForecastOrigins(Dataset):
     def target_timestamps(self, index: int) -> pd.DatetimeIndex | None:
         series = int(self.series[index])
         timestamps = self.panel.series_timestamps(series)
-        if timestamps is None:
+        if timestamps is None or self.panel.offset is None:
             return None
-        return future_timestamps(timestamps[int(self.panel.observed[series]) - 1], self.panel.offset, self.horizon)
+        last = timestamps[int(self.panel.observed[series]) - 1]
+        return pd.date_range(start=last, periods=self.horizon + 1, freq=self.panel.offset)[1:]
 
     def __getitem__(self, index: int) -> dict[str, Tensor]:
         series = int(self.series[index])
         end = int(self.panel.series_start[series] + self.panel.observed[series])
         roles = self.panel.roles
-        context = _scaled_rows(self.panel, self.scaler, series, end - self.context_length, end)
-        item = _split_columns(self.panel, context, self.context_length)
+        item = _window(self.panel, self.scaler, series, index, end - self.context_length, end, self.context_length)
         if roles.future or roles.calendar:
             # The series' rows after its last target; the calendar comes from the dates and may reach past them.
             future_end = min(end + self.horizon, int(self.panel.series_start[series + 1]))
             future = _scaled_rows(self.panel, self.scaler, series, end, future_end)
-            future = future[:, len(roles.targets) + len(roles.past) :]
-            known = np.zeros((self.horizon, future.shape[1]), dtype=np.float32)
-            known[: len(future)] = future
+            known = np.zeros((self.horizon, item["future_covariates"].shape[1]), dtype=np.float32)
+            known[: len(future)] = future[:, len(roles.targets) + len(roles.past) :]
             if roles.calendar:
                 known[:, -len(roles.calendar) :] = calendar_features(self.target_timestamps(index), self.panel.offset)
             item["future_covariates"] = torch.cat([item["future_covariates"], torch.from_numpy(known)], dim=0)
-        return _with_series_fields(item, self.panel, self.scaler, series, index)
-
-    def _check_future_covariates(self, source_name: str) -> None:
-        roles = self.panel.roles
-        first = len(roles.targets) + len(roles.past)
-        for index, series in enumerate(self.series if roles.future else ()):
-            end = int(self.panel.series_start[series] + self.panel.observed[series])
-            known = np.full((self.horizon, len(roles.future)), np.nan)  # steps past the series' last row are missing
-            block = self.panel.values[end : min(end + self.horizon, int(self.panel.series_start[series + 1]))]
-            known[: len(block)] = block[:, first : first + len(roles.future)]
-            missing = np.argwhere(~np.isfinite(known))
-            if not len(missing):
-                continue
-            step, column = (int(i) for i in missing[0])
-            when = self.target_timestamps(index)
-            date = "" if when is None else f" ({when[step]})"
-            raise InputError(
-                f"{source_name}: future covariate '{roles.future[column]}' is missing for step {step + 1} of the "
-                f"{self.horizon} to forecast{date}{self.panel.describe_series(int(series))}; add rows after the last "
-                "target with the known covariates and empty targets"
-            )
+        return item
 
 
 def split_windows(
@@ -150,10 +144,7 @@ def split_windows(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per series: the local row of the first window's target and the number of windows whose targets lie in
     rows ``[split_start, observed_end)``. Contexts may reach back before ``split_start`` but not before row 0.
-
-    Windows are anchored at the end: the last one's target ends on the split's last row, and with ``stride`` > 1
-    it is the oldest rows that are skipped.
-    """
+    Windows are anchored at the end: the last target ends on the split's last row; a ``stride`` > 1 skips the oldest."""
     earliest = np.maximum(split_start, context_length)
     latest = observed_end - horizon
     count = np.where(latest >= earliest, (latest - earliest) // stride + 1, 0)
@@ -169,27 +160,25 @@ def _scaled_rows(panel: Panel, scaler: Scaler, series: int, start: int, end: int
     return rows
 
 
-def _split_columns(panel: Panel, rows: np.ndarray, context_length: int) -> dict[str, Tensor]:
+def _window(
+    panel: Panel, scaler: Scaler, series: int, index: int, start: int, end: int, context_length: int
+) -> dict[str, Tensor]:
+    """Window ``index`` as the batch format above: rows ``[start, end)`` of ``series``, context then target."""
     roles = panel.roles
     targets, past = len(roles.targets), len(roles.past)
-    values = torch.from_numpy(rows)
+    values = torch.from_numpy(_scaled_rows(panel, scaler, series, start, end))
     item = {"context": values[:context_length, :targets]}
-    if len(rows) > context_length:
+    if len(values) > context_length:
         item["target"] = values[context_length:, :targets]
     if roles.past:
         item["past_covariates"] = values[:context_length, targets : targets + past]
     if roles.future or roles.calendar:
         item["future_covariates"] = values[:, targets + past :]
-    return item
-
-
-def _with_series_fields(item: dict, panel: Panel, scaler: Scaler, series: int, index: int) -> dict[str, Tensor]:
-    if panel.roles.static_categorical:
+    if roles.static_categorical:
         item["static_categorical"] = torch.from_numpy(panel.static_categorical[series])
-    if panel.roles.static_real:
+    if roles.static_real:
         static = (panel.static_real[series] - scaler.static_loc) / scaler.static_scale
         item["static_real"] = torch.from_numpy(static.astype(np.float32))
-    targets = len(panel.roles.targets)
     item["series"] = torch.tensor(series)
     item["window"] = torch.tensor(index)
     item["loc"] = torch.from_numpy(scaler.loc[series, :targets].astype(np.float32)).unsqueeze(0)
