@@ -13,11 +13,9 @@ activations for one T-long pass, as teacher forcing does. The ŷ come from a cac
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -276,9 +274,8 @@ REGIMES: dict[str, Regime] = {
 
 
 def regime_name(spec: dict) -> str | None:
-    """The registry name of a regime as a checkpoint records it (``{"class_path": ..., "init_args": {...}}``), by
-    its class's name and the arguments that tell the registry's entries of that class apart; None for another
-    class. Nothing is imported."""
+    """The ``REGIMES`` name of a regime as a checkpoint records it (``{"class_path": ..., "init_args": {...}}``), by its
+    class's name and the arguments that tell that class's entries apart; None for another class. Nothing is imported."""
     class_name = str(spec.get("class_path", "")).rpartition(".")[2]
     given = spec.get("init_args") or {}
     candidates = {name: r.init_args for name, r in REGIMES.items() if type(r).__name__ == class_name}
@@ -293,34 +290,27 @@ def regime_arguments(name: str) -> list[str]:
     return [f"--model.regime={json.dumps(component_spec(REGIMES[name]))}"]
 
 
+@torch.no_grad()
 def _no_grad_rollout(
     model: ForecastNetwork, encoded: Any, start: Tensor, horizon: int, options: RegimeOptions
 ) -> Tensor:
     """The values fed back at decoder positions 1..T-1, (N, horizon - P, F): a rollout one patch short of the
-    horizon, because the last forecast is never fed back."""
+    horizon, because the last forecast is never fed back. Without ``rollout_dropout``, in eval mode for its duration."""
     steps = horizon - model.patch_length
     if steps <= 0:
         return start[:, :0]
-    with torch.no_grad(), _dropout(model, options.rollout_dropout):
-        return rollout(model, encoded, start, steps, options.feedback_value, options.generator, options.cuda_graph)[1]
-
-
-@contextlib.contextmanager
-def _dropout(model: ForecastNetwork, enabled: bool) -> Iterator[None]:
-    """Dropout as the model's mode has it, or off for the duration (eval mode, restored afterwards)."""
-    if enabled or not model.training:
-        yield
-        return
-    model.eval()
+    evaluating = model.training and not options.rollout_dropout
+    if evaluating:
+        model.eval()
     try:
-        yield
+        return rollout(model, encoded, start, steps, options.feedback_value, options.generator, options.cuda_graph)[1]
     finally:
-        model.train()
+        if evaluating:
+            model.train()
 
 
-# An empty ``steps`` of ``ScheduledSampling`` decays over this share of the run's optimizer steps: about what the
-# decoder-depth study's scheduled-sampling cells used (project/tools/depth.py: ETTh1 100 of 212 steps, M4 Hourly 140
-# of about 280).
+# ``ScheduledSampling`` without ``steps`` decays over this share of the run: about what the decoder-depth study used
+# (project/tools/depth.py: ETTh1 100 of 212 optimizer steps, M4 Hourly 140 of about 280).
 DECAY_SHARE_OF_RUN = 0.5
 
 
