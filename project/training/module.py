@@ -53,17 +53,20 @@ class Forecast:
 
 class ContextNorm:
     """Instance normalisation by each sample's per-channel mean and std over the *context* only (RevIN without the
-    affine part): the target window never contributes, so nothing about the future leaks into the inputs."""
+    affine part): the target window never contributes, so nothing about the future leaks into the inputs. Not
+    ``enabled`` (``instance_norm`` off), it leaves values as they are."""
 
-    def __init__(self, context: Tensor, eps: float = 1e-5) -> None:
-        self.mean = context.mean(dim=1, keepdim=True)  # (N, 1, F)
-        self.std = (context.var(dim=1, keepdim=True, unbiased=False) + eps).sqrt()
+    def __init__(self, context: Tensor, enabled: bool = True, eps: float = 1e-5) -> None:
+        self.enabled = enabled
+        if enabled:
+            self.mean = context.mean(dim=1, keepdim=True)  # (N, 1, F)
+            self.std = (context.var(dim=1, keepdim=True, unbiased=False) + eps).sqrt()
 
     def __call__(self, values: Tensor) -> Tensor:
-        return (values - self.mean) / self.std
+        return (values - self.mean) / self.std if self.enabled else values
 
     def inverse(self, values: Tensor) -> Tensor:
-        return values * self.std + self.mean
+        return values * self.std + self.mean if self.enabled else values
 
 
 def longest_forecast(horizon: int, max_horizon: int | None = None) -> int:
@@ -244,7 +247,7 @@ class Forecaster(L.LightningModule):
                 f"horizon {horizon} is outside 1..max_horizon={self.max_horizon}; set the model's max_horizon at "
                 "training time to forecast further"
             )
-        norm = self._context_norm(batch["context"])
+        norm = ContextNorm(batch["context"], self.hparams.instance_norm)
         context = norm(batch["context"])
         covariates = {name: batch[name] for name in COVARIATES if name in batch}
         cuda_graph = self.hparams.cuda_graph
@@ -263,14 +266,14 @@ class Forecaster(L.LightningModule):
         """Forecast parameters (N, T, F, n_parameters) whose loss has the gradient of ``regime`` (default: the
         configured one), in the units of the batch."""
         context, target = batch["context"], batch["target"]
-        norm = self._context_norm(context)
+        norm = ContextNorm(context, self.hparams.instance_norm)
         context, target = norm(context), norm(target)
         covariates = {name: batch[name] for name in COVARIATES if name in batch}
         encoded, start = self.network.encode(context, **covariates), self.network.start_of(context)
         regime = regime or self.regime
         options = regime.options(self.global_step, self.run_steps, self.hparams.cuda_graph)
         forecast = regime.forecast(self.network, encoded, start, target, options)
-        return forecast if isinstance(norm, _Identity) else self.distribution.affine(forecast, norm.mean, norm.std)
+        return self.distribution.affine(forecast, norm.mean, norm.std) if norm.enabled else forecast
 
     def training_loss(self, batch: dict[str, Tensor], regime: Regime | None = None) -> Tensor:
         return self.distribution.loss(self.training_forecast(batch, regime), batch["target"])
@@ -278,9 +281,6 @@ class Forecaster(L.LightningModule):
     def teacher_forcing_probability(self) -> float:
         """The regime's share of true previous values at this optimizer step (a schedule's value, or a constant)."""
         return self.regime.teacher_forcing_probability(self.global_step, self.run_steps)
-
-    def _context_norm(self, context: Tensor) -> ContextNorm | _Identity:
-        return ContextNorm(context) if self.hparams.instance_norm else _Identity()
 
     # -- Lightning hooks ---------------------------------------------------------------------------------------
 
@@ -310,7 +310,14 @@ class Forecaster(L.LightningModule):
 
     def training_step(self, batch: dict[str, Tensor], batch_index: int) -> Tensor:
         loss = self.training_loss(batch)
-        self._stop_if_diverged(loss)
+        diverged = not torch.isfinite(loss).item()
+        if self._trainer is not None and self.trainer.world_size > 1:  # every process stops, or none does
+            diverged = self.trainer.strategy.reduce_boolean_decision(diverged, all=False)
+        if diverged:
+            raise TrainingDiverged(
+                f"training diverged: the loss is {loss.item()} at step {self.global_step}"
+                f"{self._last_good_checkpoint()}; lower the learning rate or check the data"
+            )
         self.step_loss.update(loss.detach())
         self.epoch_loss.update(loss.detach())
         self.log("train/loss_epoch", self.epoch_loss, on_step=False, on_epoch=True)
@@ -353,16 +360,6 @@ class Forecaster(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         check_finite_weights(checkpoint.get("state_dict", {}))
 
-    def _stop_if_diverged(self, loss: Tensor) -> None:
-        diverged = not torch.isfinite(loss).item()
-        if self._trainer is not None and self.trainer.world_size > 1:  # every process stops, or none does
-            diverged = self.trainer.strategy.reduce_boolean_decision(diverged, all=False)
-        if diverged:
-            raise TrainingDiverged(
-                f"training diverged: the loss is {loss.item()} at step {self.global_step}"
-                f"{self._last_good_checkpoint()}; lower the learning rate or check the data"
-            )
-
     def _last_good_checkpoint(self) -> str:
         callback = self._trainer.checkpoint_callback if self._trainer is not None else None
         path = callback and (callback.last_model_path or callback.best_model_path)
@@ -398,16 +395,6 @@ class Forecaster(L.LightningModule):
         if isinstance(scheduler, WarmupCosine):  # it decays to zero at the run's last optimizer step
             scheduler.set_run_steps(self.trainer.estimated_stepping_batches)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
-
-
-class _Identity:
-    """``ContextNorm`` when instance normalisation is off."""
-
-    def __call__(self, values: Tensor) -> Tensor:
-        return values
-
-    def inverse(self, values: Tensor) -> Tensor:
-        return values
 
 
 def callable_spec(value: Any) -> Any:
