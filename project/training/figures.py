@@ -93,14 +93,9 @@ class ForecastFigures(L.Callback):
         self.num_windows = num_windows
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if (
-            not self.every_n_epochs
-            or trainer.sanity_checking
-            or trainer.current_epoch % self.every_n_epochs
-            or not trainer.is_global_zero
-            or trainer.logger is None
-            or not hasattr(trainer.logger.experiment, "add_figure")
-        ):
+        if not self.every_n_epochs or trainer.sanity_checking or trainer.current_epoch % self.every_n_epochs:
+            return
+        if not trainer.is_global_zero or not hasattr(getattr(trainer.logger, "experiment", None), "add_figure"):
             return
         figure = forecast_figure(pl_module, trainer.datamodule, "val", self.num_windows)
         trainer.logger.experiment.add_figure("val/forecasts", figure, global_step=trainer.global_step)
