@@ -20,14 +20,7 @@ from torchmetrics import MeanMetric
 
 from project.domains import AtLeastTwo, OpenUnitInterval, PositiveInt, UnitLevels, check_arguments
 from project.errors import InputError, TrainingDiverged
-from project.imports import (
-    CLI_TRUST,
-    built_component,
-    checkpoint_class,
-    component_class,
-    default_of,
-    is_component_spec,
-)
+from project.imports import CLI_TRUST, built_component, checkpoint_class, component_class, default_of, is_component_spec
 from project.model.decoding import generate
 from project.model.distributions import DEFAULT_QUANTILES, Distribution, check_distribution
 from project.model.network import ForecastNetwork, build_network, component_spec, network_spec

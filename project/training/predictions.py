@@ -29,7 +29,6 @@ class ForecastWriter(BasePredictionWriter):
     def __init__(self, output: str | None = None, overwrite: bool = False) -> None:
         super().__init__(write_interval="epoch")
         self.output, self.overwrite = output, overwrite
-        self.written: Path | None = None
         self.inputs: list[str | Path | None] = []  # the run's other inputs (config files), set by the CLI
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -49,7 +48,6 @@ class ForecastWriter(BasePredictionWriter):
         frame = forecast_frame(trainer.datamodule, parts, getattr(pl_module, "prediction_quantiles", []))
         path = self._path(trainer)
         write_atomically(path, lambda temporary: frame.to_csv(temporary, index=False))
-        self.written = path
         print(f"Wrote {frame['window'].nunique()} forecasts of {frame['step'].max()} steps to {path}")
 
     def _path(self, trainer: L.Trainer) -> Path:
