@@ -25,9 +25,8 @@ def exit_after_sigterm(stopped: SIGTERMException) -> NoReturn:
 
 
 def _resume(latest_checkpoint: str | None) -> str:
-    if latest_checkpoint:
-        return f"{latest_checkpoint} holds the current step; continue with --ckpt_path last"
-    return "no checkpoint holds the current step"
+    found = f"{latest_checkpoint} holds the current step; continue with --ckpt_path last"
+    return found if latest_checkpoint else "no checkpoint holds the current step"
 
 
 class ForecastCheckpoint(ModelCheckpoint):
@@ -92,8 +91,7 @@ class RandomState(L.Callback):
     """Saves the random number generators' state in every checkpoint and restores it when training resumes, so
     that a resumed run draws the same dropout masks (and sampled feedback) as one that was never interrupted."""
 
-    def __init__(self) -> None:
-        self._restored: dict | None = None
+    _restored: dict | None = None  # the state a resumed run loaded, until training starts
 
     def state_dict(self) -> dict:
         state = {"torch": torch.get_rng_state()}

@@ -86,10 +86,9 @@ class Forecaster(L.LightningModule):
     forecast free-running, as at prediction time; the teacher-forced loss is logged as a diagnostic.
 
     Args:
-        network: The network (a ``project.model.network.ForecastNetwork``), with its architecture's hyperparameters
-            and its head's ``distribution``, whose loss the model trains with; in a config, ``class_path:
-            project.model.ForecastTransformer`` (or ``project.model.GRUForecaster``, or yours) and its
-            ``init_args``. Its sizes that the data decides are linked from the data module.
+        network: The network (a ``project.model.network.ForecastNetwork``) with its head's ``distribution``, whose loss
+            it trains with; in a config, ``class_path: project.model.ForecastTransformer`` (or ``GRUForecaster``, or
+            yours) and ``init_args``, the sizes the data decides linked from the data module.
         context_length: Time steps of each input window (linked from the data module).
         horizon: Time steps to forecast in training and evaluation (linked from the data module).
         predict_horizon: Time steps ``predict`` forecasts (linked from the data module); empty: ``horizon``.
@@ -98,8 +97,7 @@ class Forecaster(L.LightningModule):
         instance_norm: Normalise each window by its context's per-channel mean and std, and undo it on the
             forecast (RevIN without the affine part). Statistics never use the target.
         regime: How the decoder is driven in training: ``project.training.FreeRunning`` (``gradient``: ``detach`` at
-            teacher-forcing memory, or ``bptt``), ``project.training.TeacherForcing``,
-            ``project.training.ScheduledSampling``, or yours, as a config's ``class_path`` and ``init_args``.
+            teacher-forcing memory, or ``bptt``), ``TeacherForcing``, ``ScheduledSampling`` or yours, by class_path.
         num_samples: Sample paths drawn per window for evaluation and ``predict`` with a distribution.
         prediction_quantiles: Quantiles ``predict`` reports (and figures draw) from the sample paths.
         interval: Coverage of a distribution's central prediction interval, which evaluation scores (``coverage``,
@@ -108,8 +106,7 @@ class Forecaster(L.LightningModule):
             one decode step captured as a CUDA graph: the same forecasts, far fewer kernel launches. Needs CUDA.
         optimizer: The optimizer (default: AdamW, ``lr`` 1e-3, ``weight_decay`` 0.01), given two parameter groups:
             weight matrices, and biases and norms (``weight_decay`` 0).
-        lr_scheduler: The learning-rate schedule, stepped once per optimizer step (default:
-            ``project.training.WarmupCosine``).
+        lr_scheduler: The learning-rate schedule, stepped per optimizer step; default ``project.training.WarmupCosine``.
     """
 
     def __init__(
@@ -408,8 +405,7 @@ def callable_spec(value: Any) -> Any:
 
 
 def _callable(value: Any, what: str) -> Callable:
-    """The optimizer or scheduler callable, rebuilt from its record when the model was built from a checkpoint's
-    settings (Python code: classes of modules it imported, under ``project.imports``' rule)."""
+    """The optimizer or scheduler callable, rebuilt from its record under ``project.imports``' rule (a checkpoint's)."""
     if not is_component_spec(value):
         return value
     cls = component_class(value, what, OPTIMIZATION_BASES[what], allow_imported=True)

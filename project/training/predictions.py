@@ -61,8 +61,7 @@ def forecast_frame(datamodule, parts: dict[str, torch.Tensor], quantile_levels: 
     first_of = {int(window): index for index, window in reversed(list(enumerate(parts["window"].tolist())))}
     frames = []
     for window, index in sorted(first_of.items()):
-        point = parts["point"][index]  # (T, F)
-        frame = pd.DataFrame(point.numpy(), columns=datamodule.target_names)
+        frame = pd.DataFrame(parts["point"][index].numpy(), columns=datamodule.target_names)  # (T, F)
         if "quantiles" in parts:
             for q, level in enumerate(quantile_levels):
                 for f, name in enumerate(datamodule.target_names):
