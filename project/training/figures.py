@@ -89,8 +89,7 @@ class ForecastFigures(L.Callback):
 
     def __init__(self, every_n_epochs: NonNegativeInt = 1, num_windows: FigureWindows = 3) -> None:
         check_arguments(ForecastFigures, {"every_n_epochs": every_n_epochs, "num_windows": num_windows})
-        self.every_n_epochs = every_n_epochs
-        self.num_windows = num_windows
+        self.every_n_epochs, self.num_windows = every_n_epochs, num_windows
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self.every_n_epochs or trainer.sanity_checking or trainer.current_epoch % self.every_n_epochs:

@@ -46,8 +46,7 @@ class Forecast:
 
 class ContextNorm:
     """Instance normalisation by each sample's per-channel mean and std over the *context* only (RevIN without the
-    affine part): the target window never contributes, so nothing about the future leaks into the inputs. Not
-    ``enabled`` (``instance_norm`` off), it leaves values as they are."""
+    affine part), so nothing about the future leaks into the inputs; not ``enabled``, it leaves values as they are."""
 
     def __init__(self, context: Tensor, enabled: bool = True, eps: float = 1e-5) -> None:
         self.enabled = enabled
@@ -149,13 +148,12 @@ class Forecaster(L.LightningModule):
         self.optimizer, self.lr_scheduler = optimizer, lr_scheduler  # or their records, from a checkpoint
         self.run_steps: float | None = None  # the run's optimizer steps, once fit starts (on_fit_start)
         self.network: ForecastNetwork = network
-        # Every score as a sum and a count synchronised across processes: exact under DDP, unlike the mean of
-        # per-process means that self.log(..., sync_dist=True) would give.
         scores = ["loss", "loss_teacher_forced", "mse", "mae", "smape"]
         scores += [f"{name}_original_units" for name in ("mse", "mae", "smape")]
         scores += ["crps", "coverage", "width", "crps_original_units"] if self.has_distribution else []
-        # A NaN forecast makes its scores NaN, never a finite mean of the other values. nan_strategy=NaN (NaN kept,
-        # weights kept), not "disable": torchmetrics' "disable" drops the weights passed to update.
+        # Every score as a sum and a count synchronised across processes: exact under DDP, unlike sync_dist's mean of
+        # per-process means. A NaN forecast makes its scores NaN, never a finite mean of the other values:
+        # nan_strategy=NaN keeps NaN and the weights; torchmetrics' "disable" would drop the weights passed to update.
         self.val_scores = torch.nn.ModuleDict({name: MeanMetric(nan_strategy=math.nan) for name in scores})
         self.test_scores = torch.nn.ModuleDict({name: MeanMetric(nan_strategy=math.nan) for name in scores})
         # The sample paths' spread around the point forecast is scaled by it: 1 until IntervalCalibration sets it; a
@@ -178,8 +176,7 @@ class Forecaster(L.LightningModule):
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path, *args, **kwargs):
         """Lightning's ``load_from_checkpoint``, once every class the checkpoint records passes ``project.imports``'
-        rule. Lightning hands the recorded settings to jsonargparse, which would import what they name first: a
-        foreign class is one line, and nothing is imported."""
+        rule (Lightning's jsonargparse would import them first): a foreign class is one line and nothing is imported."""
         recorded = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
         settings = recorded.get("hyper_parameters", {}) if isinstance(recorded, dict) else {}
         for what, class_path in recorded_class_paths(settings):
@@ -220,8 +217,6 @@ class Forecaster(L.LightningModule):
         if settings["cuda_graph"] and not hasattr(network, "new_fixed_shape_cache"):
             network_name = type(network).__name__
             raise InputError(f"cuda_graph needs a network with new_fixed_shape_cache; {network_name} has none")
-
-    # -- Forecasting -------------------------------------------------------------------------------------------
 
     def forward(self, batch: dict[str, Tensor] | Tensor, horizon: int | None = None) -> Tensor:
         """Free-running point forecast (N, horizon, F) of a batch (or of a bare context tensor, without covariates)."""
@@ -271,8 +266,6 @@ class Forecaster(L.LightningModule):
     def teacher_forcing_probability(self) -> float:
         """The regime's share of true previous values at this optimizer step (a schedule's value, or a constant)."""
         return self.regime.teacher_forcing_probability(self.global_step, self.run_steps)
-
-    # -- Lightning hooks ---------------------------------------------------------------------------------------
 
     def setup(self, stage: str) -> None:
         if self.hparams.cuda_graph and self.device.type != "cuda":

@@ -29,6 +29,7 @@ from project.model.distributions import Distribution
 from project.model.network import ForecastNetwork, component_spec
 
 FeedbackValue = Literal["mean", "sample"]
+GradientMode = Literal["detach", "bptt"]
 TeacherForcingSchedule = Literal["linear", "exponential", "inverse_sigmoid"]
 
 
@@ -147,10 +148,7 @@ class FreeRunning(_FeedsBack):
     """
 
     def __init__(
-        self,
-        gradient: Literal["detach", "bptt"] = "detach",
-        feedback: FeedbackValue = "mean",
-        rollout_dropout: bool = True,
+        self, gradient: GradientMode = "detach", feedback: FeedbackValue = "mean", rollout_dropout: bool = True
     ) -> None:
         super().__init__(feedback, rollout_dropout)
         _check_choice(self, "gradient", gradient, ("detach", "bptt"))
@@ -196,9 +194,8 @@ class ScheduledSampling(_FeedsBack):
 
     Args:
         schedule: ``linear``, ``exponential`` or ``inverse_sigmoid`` decay of the teacher-forcing probability.
-        steps: Optimizer steps over which the probability decays. Empty: half of the run's optimizer steps, so that
-            one config serves runs of any length; a run of unknown length (``max_epochs: -1``, no ``max_steps``) must
-            set it.
+        steps: Optimizer steps over which the probability decays; empty: half the run's, so that one config serves
+            runs of any length (a run of unknown length, ``max_epochs: -1`` without ``max_steps``, must set it).
         minimum: Floor of the teacher-forcing probability.
         feedback: What is fed back where the coin says so, as ``FreeRunning``'s.
         rollout_dropout: Keep dropout on in the no-grad rollout, as ``FreeRunning``'s.
