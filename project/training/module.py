@@ -250,9 +250,8 @@ class Forecaster(L.LightningModule):
     def training_forecast(self, batch: dict[str, Tensor], regime: Regime | None = None) -> Tensor:
         """Forecast parameters (N, T, F, n_parameters) whose loss has the gradient of ``regime`` (default: the
         configured one), in the units of the batch."""
-        context, target = batch["context"], batch["target"]
-        norm = ContextNorm(context, self.hparams.instance_norm)
-        context, target = norm(context), norm(target)
+        norm = ContextNorm(batch["context"], self.hparams.instance_norm)
+        context, target = norm(batch["context"]), norm(batch["target"])
         covariates = {name: batch[name] for name in COVARIATES if name in batch}
         encoded, start = self.network.encode(context, **covariates), self.network.start_of(context)
         regime = regime or self.regime

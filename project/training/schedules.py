@@ -31,11 +31,8 @@ class WarmupCosine(torch.optim.lr_scheduler.LambdaLR):
         check_arguments(WarmupCosine, {"warmup_steps": warmup_steps, "run_steps": run_steps})
         self.warmup_steps, self.decay = warmup_steps, decay
         self.run_steps: float | None = run_steps
-
-        def factor(step: int) -> float:  # a function, not a bound method: LambdaLR's state_dict skips functions
-            return self.factor(step)
-
-        super().__init__(optimizer, factor)
+        # A function, not the bound method: LambdaLR's state_dict skips functions.
+        super().__init__(optimizer, lambda step: self.factor(step))
 
     def set_run_steps(self, run_steps: float) -> None:
         """The run's optimizer steps (``inf``: unknown) unless ``run_steps`` was given; set by ``Forecaster`` at fit."""
