@@ -25,16 +25,19 @@ def exit_after_sigterm(stopped: SIGTERMException) -> NoReturn:
 
 
 def _resume(latest_checkpoint: str | None) -> str:
-    found = f"{latest_checkpoint} holds the current step; continue with --ckpt_path last"
-    return found if latest_checkpoint else "no checkpoint holds the current step"
+    if latest_checkpoint:
+        return f"{latest_checkpoint} holds the current step; continue with --ckpt_path last"
+    return "no checkpoint holds the current step"
 
 
 class ForecastCheckpoint(ModelCheckpoint):
-    """``ModelCheckpoint`` whose ``last.ckpt`` is the latest state, not the latest *best* one: Lightning writes it only
-    at a step where it also saved a top-k checkpoint, so resuming from it could silently repeat work. Here ``save_last``
-    (``true`` or ``false``; ``link`` is refused) writes it after every validation, at the end of every training epoch
-    and of ``fit``, and when SIGTERM or Ctrl-C stops the run, with the Trainer's public ``save_checkpoint``. The
-    arguments are ``ModelCheckpoint``'s."""
+    """``ModelCheckpoint`` whose ``last.ckpt`` is the latest state, not the latest *best* one.
+
+    Lightning writes ``last.ckpt`` only at a step where it also saved a top-k checkpoint, so resuming from it could
+    silently repeat work. Here ``save_last`` (``true`` or ``false``; ``link`` is refused) writes it after every
+    validation, at the end of every training epoch and of ``fit``, and when SIGTERM or Ctrl-C stops the run, with
+    the Trainer's public ``save_checkpoint``. The arguments are ``ModelCheckpoint``'s.
+    """
 
     # save_last as the user gave it; save_last itself is set to False at setup so that Lightning's own last.ckpt
     # (written only beside a top-k checkpoint) never replaces ours.

@@ -21,9 +21,12 @@ def symmetric_percentage_errors(forecast: Tensor, actual: Tensor) -> Tensor:
 
 
 def crps_from_samples(samples: Tensor, target: Tensor) -> Tensor:
-    """Continuous ranked probability score of an ensemble, per value: E|X − y| − ½ E|X − X'|, lower is better (for
-    K identical draws, the absolute error). ``samples`` (N, K, …) are K draws of the forecast of ``target`` (N, …);
-    E|X − X'| over all pairs comes from the sorted draws in O(K log K): 2 / K² Σᵢ (2i − K − 1) x₍ᵢ₎, i = 1..K."""
+    """Continuous ranked probability score of an ensemble, per value: E|X − y| − ½ E|X − X'|.
+
+    ``samples`` (N, K, …) are K draws of the forecast of ``target`` (N, …). The second expectation over all
+    pairs is computed from the sorted draws in O(K log K): E|X − X'| = 2 / K² Σᵢ (2i − K − 1) x₍ᵢ₎, i = 1..K.
+    Lower is better; for a point forecast (K identical draws) it is the absolute error.
+    """
     draws = samples.shape[1]
     spread_to_target = (samples - target.unsqueeze(1)).abs().mean(dim=1)
     ordered = samples.sort(dim=1).values

@@ -55,9 +55,13 @@ def teacher_forcing(
 class Regime(ABC):
     """A way of driving the decoder in training: a component given by class_path, as the distribution is
     (``model.regime: {class_path: project.training.FreeRunning, init_args: {gradient: detach}}``). Your own is a
-    subclass in your own module (``tests/test_regimes.py`` trains one from a temporary module). ``scheduled``: its
-    share of true previous values follows a schedule over the run (logged as ``train/teacher_forcing_probability``);
-    ``init_args``: the constructor's arguments, recorded in checkpoints so that they can rebuild it."""
+    subclass in your own module (``tests/test_regimes.py`` trains one from a temporary module).
+
+    Attributes:
+        scheduled: Whether its share of true previous values follows a schedule over the run (then logged as
+            ``train/teacher_forcing_probability``).
+        init_args: The constructor's arguments, recorded in checkpoints so that they can rebuild it.
+    """
 
     scheduled: bool = False
 
@@ -310,10 +314,12 @@ DECAY_SHARE_OF_RUN = 0.5
 def teacher_forcing_probability(
     step: int, schedule: TeacherForcingSchedule, decay_steps: int, minimum: float = 0.0
 ) -> float:
-    """Probability of feeding the true value at optimizer step ``step``: 1 at the start, decaying to ``minimum`` on
-    one of the curves of Bengio et al. (2015), parameterised by the steps they take to decay (``decay_steps``):
-    ``linear`` reaches the minimum there; ``exponential`` is k^step, 1% there; ``inverse_sigmoid`` is
-    k / (k + exp(step / k)), logistic, centred on ``decay_steps / 2``: 99% at the start and 1% at ``decay_steps``."""
+    """Probability of feeding the true value at optimizer step ``step``: 1 at the start, decaying to ``minimum``.
+
+    The curves of Bengio et al. (2015), parameterised by the steps they take to decay (``decay_steps``): ``linear``
+    reaches the minimum there; ``exponential`` is k^step, 1% there; ``inverse_sigmoid`` is k / (k + exp(step / k)),
+    logistic, centred on ``decay_steps / 2``: 99% at the start and 1% at ``decay_steps``.
+    """
     progress = step / decay_steps
     if schedule == "linear":
         probability = 1.0 - progress
