@@ -358,8 +358,7 @@ class Forecaster(L.LightningModule):
             scores["loss"].update(per_value["crps"])
         else:
             scores["loss"].update(self.distribution.loss(forecast.point.unsqueeze(-1), target), target.numel())
-        teacher_forced = self.distribution.loss(self.training_forecast(batch, REGIMES["teacher_forcing"]), target)
-        scores["loss_teacher_forced"].update(teacher_forced, target.numel())
+        scores["loss_teacher_forced"].update(self.training_loss(batch, REGIMES["teacher_forcing"]), target.numel())
         for name, values in per_value.items():
             scores[name].update(values)
         for name, score in scores.items():

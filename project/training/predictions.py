@@ -62,10 +62,9 @@ def forecast_frame(datamodule, parts: dict[str, torch.Tensor], quantile_levels: 
     frames = []
     for window, index in sorted(first_of.items()):
         frame = pd.DataFrame(parts["point"][index].numpy(), columns=datamodule.target_names)  # (T, F)
-        if "quantiles" in parts:
-            for q, level in enumerate(quantile_levels):
-                for f, name in enumerate(datamodule.target_names):
-                    frame[f"{name}_q{level:g}"] = parts["quantiles"][index, :, f, q].numpy()
+        if "quantiles" in parts:  # (T, F, Q): a column per level and target, level by level
+            columns = [f"{name}_q{level:g}" for level in quantile_levels for name in datamodule.target_names]
+            frame[columns] = parts["quantiles"][index].transpose(1, 2).flatten(1).numpy()
         timestamps = dataset.target_timestamps(window)
         if timestamps is not None:
             frame.insert(0, "timestamp", timestamps[: len(frame)])
