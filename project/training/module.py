@@ -198,11 +198,10 @@ class Forecaster(L.LightningModule):
                 "covariates: a patch's token holds the covariates of all its steps, beyond the last one asked for"
             )
         # Set to other than their defaults (the default quantiles, however given, included): they would do nothing.
-        options = ("num_samples", "prediction_quantiles", "interval")
-        defaults = {name: default_of(Forecaster, name) for name in options}
+        defaults = {name: default_of(Forecaster, name) for name in ("num_samples", "prediction_quantiles", "interval")}
         defaults["prediction_quantiles"] = DEFAULT_QUANTILES  # the argument's default is empty: these
         given = {**settings, "prediction_quantiles": tuple(self.prediction_quantiles)}
-        changed = [name for name in options if given[name] != defaults[name]]
+        changed = [name for name, default in defaults.items() if given[name] != default]
         if changed and not network.distribution.probabilistic:
             raise InputError(
                 f"{', '.join(changed)} apply to the sample paths of a distribution; the network's PointForecast "
