@@ -38,11 +38,8 @@ def plot_forecasts(
             axis.plot(past, context[window, :, channel], color="0.4", linewidth=1)
             axis.plot(future, target[window, :, channel], color="black", linewidth=1, label="truth")
             if band is not None:
-                lower, upper = band
-                axis.fill_between(
-                    future, lower[window, :, channel], upper[window, :, channel], color="tab:red", alpha=0.2,
-                    linewidth=0, label=band_name,
-                )  # fmt: skip
+                ends = [end[window, :, channel] for end in band]  # lower, upper
+                axis.fill_between(future, *ends, color="tab:red", alpha=0.2, linewidth=0, label=band_name)
             axis.plot(future, forecast[window, :, channel], color="tab:red", linewidth=1.2, label="forecast")
             axis.axvline(0.5, color="0.8", linewidth=0.8)
             if window == 0:
