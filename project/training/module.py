@@ -395,7 +395,7 @@ def callable_spec(value: Any) -> Any:
 
 
 def _callable(value: Any, what: str) -> Callable:
-    """The optimizer or scheduler callable, rebuilt from its record under ``project.imports``' rule (a checkpoint's)."""
+    """The optimizer or scheduler callable, rebuilt from a checkpoint's record (under ``project.imports``' rule)."""
     if not is_component_spec(value):
         return value
     cls = component_class(value, what, OPTIMIZATION_BASES[what], allow_imported=True)

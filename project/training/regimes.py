@@ -296,13 +296,13 @@ def _no_grad_rollout(
     steps = horizon - model.patch_length
     if steps <= 0:
         return start[:, :0]
-    evaluating = model.training and not options.rollout_dropout
-    if evaluating:
+    dropout_off = model.training and not options.rollout_dropout
+    if dropout_off:
         model.eval()
     try:
         return rollout(model, encoded, start, steps, options.feedback_value, options.generator, options.cuda_graph)[1]
     finally:
-        if evaluating:
+        if dropout_off:
             model.train()
 
 
