@@ -92,8 +92,7 @@ class RandomState(L.Callback):
     """Saves the random number generators' state in every checkpoint and restores it when training resumes, so
     that a resumed run draws the same dropout masks (and sampled feedback) as one that was never interrupted."""
 
-    def __init__(self) -> None:
-        self._restored: dict | None = None
+    _restored: dict | None = None  # the state a resumed run loaded, until training starts
 
     def state_dict(self) -> dict:
         state = {"torch": torch.get_rng_state()}

@@ -38,11 +38,8 @@ def plot_forecasts(
             axis.plot(past, context[window, :, channel], color="0.4", linewidth=1)
             axis.plot(future, target[window, :, channel], color="black", linewidth=1, label="truth")
             if band is not None:
-                lower, upper = band
-                axis.fill_between(
-                    future, lower[window, :, channel], upper[window, :, channel], color="tab:red", alpha=0.2,
-                    linewidth=0, label=band_name,
-                )  # fmt: skip
+                ends = [end[window, :, channel] for end in band]  # lower, upper
+                axis.fill_between(future, *ends, color="tab:red", alpha=0.2, linewidth=0, label=band_name)
             axis.plot(future, forecast[window, :, channel], color="tab:red", linewidth=1.2, label="forecast")
             axis.axvline(0.5, color="0.8", linewidth=0.8)
             if window == 0:
@@ -89,18 +86,12 @@ class ForecastFigures(L.Callback):
 
     def __init__(self, every_n_epochs: NonNegativeInt = 1, num_windows: FigureWindows = 3) -> None:
         check_arguments(ForecastFigures, {"every_n_epochs": every_n_epochs, "num_windows": num_windows})
-        self.every_n_epochs = every_n_epochs
-        self.num_windows = num_windows
+        self.every_n_epochs, self.num_windows = every_n_epochs, num_windows
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if (
-            not self.every_n_epochs
-            or trainer.sanity_checking
-            or trainer.current_epoch % self.every_n_epochs
-            or not trainer.is_global_zero
-            or trainer.logger is None
-            or not hasattr(trainer.logger.experiment, "add_figure")
-        ):
+        if not self.every_n_epochs or trainer.sanity_checking or trainer.current_epoch % self.every_n_epochs:
+            return
+        if not trainer.is_global_zero or not hasattr(getattr(trainer.logger, "experiment", None), "add_figure"):
             return
         figure = forecast_figure(pl_module, trainer.datamodule, "val", self.num_windows)
         trainer.logger.experiment.add_figure("val/forecasts", figure, global_step=trainer.global_step)

@@ -14,8 +14,7 @@ from torch import Tensor
 
 def symmetric_percentage_errors(forecast: Tensor, actual: Tensor) -> Tensor:
     """Per value, 200 · |y − ŷ| / (|y| + |ŷ|): their mean is sMAPE in percent, as the M4 competition defines it
-    (0 where forecast and actual are both 0). The one definition the module, backtest and the M4 table use
-    (through ``forecast_scores`` or directly)."""
+    (0 where forecast and actual are both 0), as the module, backtest and the M4 table score it."""
     denominator = actual.abs() + forecast.abs()
     errors = 200 * (actual - forecast).abs() / denominator.clamp_min(torch.finfo(denominator.dtype).tiny)
     return torch.where(denominator > 0, errors, torch.zeros_like(errors))
@@ -40,8 +39,7 @@ def crps_from_samples(samples: Tensor, target: Tensor) -> Tensor:
 def central_interval(samples: Tensor, coverage: float) -> tuple[Tensor, Tensor]:
     """Lower and upper ends of the central ``coverage`` interval of the draws (dimension 1), interpolated."""
     tail = (1 - coverage) / 2
-    lower, upper = torch.quantile(samples, samples.new_tensor([tail, 1 - tail]), dim=1)
-    return lower, upper
+    return torch.quantile(samples, samples.new_tensor([tail, 1 - tail]), dim=1).unbind()
 
 
 def unscale(values: Tensor, loc: Tensor, scale: Tensor) -> Tensor:

@@ -20,14 +20,7 @@ from torchmetrics import MeanMetric
 
 from project.domains import AtLeastTwo, OpenUnitInterval, PositiveInt, UnitLevels, check_arguments
 from project.errors import InputError, TrainingDiverged
-from project.imports import (
-    CLI_TRUST,
-    built_component,
-    checkpoint_class,
-    component_class,
-    default_of,
-    is_component_spec,
-)
+from project.imports import CLI_TRUST, built_component, checkpoint_class, component_class, default_of, is_component_spec
 from project.model.decoding import generate
 from project.model.distributions import DEFAULT_QUANTILES, Distribution, check_distribution
 from project.model.network import ForecastNetwork, build_network, component_spec, network_spec
@@ -53,17 +46,19 @@ class Forecast:
 
 class ContextNorm:
     """Instance normalisation by each sample's per-channel mean and std over the *context* only (RevIN without the
-    affine part): the target window never contributes, so nothing about the future leaks into the inputs."""
+    affine part), so nothing about the future leaks into the inputs; not ``enabled``, it leaves values as they are."""
 
-    def __init__(self, context: Tensor, eps: float = 1e-5) -> None:
-        self.mean = context.mean(dim=1, keepdim=True)  # (N, 1, F)
-        self.std = (context.var(dim=1, keepdim=True, unbiased=False) + eps).sqrt()
+    def __init__(self, context: Tensor, enabled: bool = True, eps: float = 1e-5) -> None:
+        self.enabled = enabled
+        if enabled:
+            self.mean = context.mean(dim=1, keepdim=True)  # (N, 1, F)
+            self.std = (context.var(dim=1, keepdim=True, unbiased=False) + eps).sqrt()
 
     def __call__(self, values: Tensor) -> Tensor:
-        return (values - self.mean) / self.std
+        return (values - self.mean) / self.std if self.enabled else values
 
     def inverse(self, values: Tensor) -> Tensor:
-        return values * self.std + self.mean
+        return values * self.std + self.mean if self.enabled else values
 
 
 def longest_forecast(horizon: int, max_horizon: int | None = None) -> int:
@@ -90,10 +85,9 @@ class Forecaster(L.LightningModule):
     forecast free-running, as at prediction time; the teacher-forced loss is logged as a diagnostic.
 
     Args:
-        network: The network (a ``project.model.network.ForecastNetwork``), with its architecture's hyperparameters
-            and its head's ``distribution``, whose loss the model trains with; in a config, ``class_path:
-            project.model.ForecastTransformer`` (or ``project.model.GRUForecaster``, or yours) and its
-            ``init_args``. Its sizes that the data decides are linked from the data module.
+        network: The network (a ``project.model.network.ForecastNetwork``) with its head's ``distribution``, whose loss
+            it trains with; in a config, ``class_path: project.model.ForecastTransformer`` (or ``GRUForecaster``, or
+            yours) and ``init_args``, the sizes the data decides linked from the data module.
         context_length: Time steps of each input window (linked from the data module).
         horizon: Time steps to forecast in training and evaluation (linked from the data module).
         predict_horizon: Time steps ``predict`` forecasts (linked from the data module); empty: ``horizon``.
@@ -102,8 +96,7 @@ class Forecaster(L.LightningModule):
         instance_norm: Normalise each window by its context's per-channel mean and std, and undo it on the
             forecast (RevIN without the affine part). Statistics never use the target.
         regime: How the decoder is driven in training: ``project.training.FreeRunning`` (``gradient``: ``detach`` at
-            teacher-forcing memory, or ``bptt``), ``project.training.TeacherForcing``,
-            ``project.training.ScheduledSampling``, or yours, as a config's ``class_path`` and ``init_args``.
+            teacher-forcing memory, or ``bptt``), ``TeacherForcing``, ``ScheduledSampling`` or yours, by class_path.
         num_samples: Sample paths drawn per window for evaluation and ``predict`` with a distribution.
         prediction_quantiles: Quantiles ``predict`` reports (and figures draw) from the sample paths.
         interval: Coverage of a distribution's central prediction interval, which evaluation scores (``coverage``,
@@ -112,8 +105,7 @@ class Forecaster(L.LightningModule):
             one decode step captured as a CUDA graph: the same forecasts, far fewer kernel launches. Needs CUDA.
         optimizer: The optimizer (default: AdamW, ``lr`` 1e-3, ``weight_decay`` 0.01), given two parameter groups:
             weight matrices, and biases and norms (``weight_decay`` 0).
-        lr_scheduler: The learning-rate schedule, stepped once per optimizer step (default:
-            ``project.training.WarmupCosine``).
+        lr_scheduler: The learning-rate schedule, stepped per optimizer step; default ``project.training.WarmupCosine``.
     """
 
     def __init__(
@@ -156,13 +148,12 @@ class Forecaster(L.LightningModule):
         self.optimizer, self.lr_scheduler = optimizer, lr_scheduler  # or their records, from a checkpoint
         self.run_steps: float | None = None  # the run's optimizer steps, once fit starts (on_fit_start)
         self.network: ForecastNetwork = network
-        # Every score as a sum and a count synchronised across processes: exact under DDP, unlike the mean of
-        # per-process means that self.log(..., sync_dist=True) would give.
         scores = ["loss", "loss_teacher_forced", "mse", "mae", "smape"]
         scores += [f"{name}_original_units" for name in ("mse", "mae", "smape")]
         scores += ["crps", "coverage", "width", "crps_original_units"] if self.has_distribution else []
-        # A NaN forecast makes its scores NaN, never a finite mean of the other values. nan_strategy=NaN (NaN kept,
-        # weights kept), not "disable": torchmetrics' "disable" drops the weights passed to update.
+        # Every score as a sum and a count synchronised across processes: exact under DDP, unlike sync_dist's mean of
+        # per-process means. A NaN forecast makes its scores NaN, never a finite mean of the other values:
+        # nan_strategy=NaN keeps NaN and the weights; torchmetrics' "disable" would drop the weights passed to update.
         self.val_scores = torch.nn.ModuleDict({name: MeanMetric(nan_strategy=math.nan) for name in scores})
         self.test_scores = torch.nn.ModuleDict({name: MeanMetric(nan_strategy=math.nan) for name in scores})
         # The sample paths' spread around the point forecast is scaled by it: 1 until IntervalCalibration sets it; a
@@ -185,8 +176,7 @@ class Forecaster(L.LightningModule):
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path, *args, **kwargs):
         """Lightning's ``load_from_checkpoint``, once every class the checkpoint records passes ``project.imports``'
-        rule. Lightning hands the recorded settings to jsonargparse, which would import what they name first: a
-        foreign class is one line, and nothing is imported."""
+        rule (Lightning's jsonargparse would import them first): a foreign class is one line and nothing is imported."""
         recorded = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
         settings = recorded.get("hyper_parameters", {}) if isinstance(recorded, dict) else {}
         for what, class_path in recorded_class_paths(settings):
@@ -208,11 +198,10 @@ class Forecaster(L.LightningModule):
                 "covariates: a patch's token holds the covariates of all its steps, beyond the last one asked for"
             )
         # Set to other than their defaults (the default quantiles, however given, included): they would do nothing.
-        options = ("num_samples", "prediction_quantiles", "interval")
-        defaults = {name: default_of(Forecaster, name) for name in options}
+        defaults = {name: default_of(Forecaster, name) for name in ("num_samples", "prediction_quantiles", "interval")}
         defaults["prediction_quantiles"] = DEFAULT_QUANTILES  # the argument's default is empty: these
         given = {**settings, "prediction_quantiles": tuple(self.prediction_quantiles)}
-        changed = [name for name in options if given[name] != defaults[name]]
+        changed = [name for name, default in defaults.items() if given[name] != default]
         if changed and not network.distribution.probabilistic:
             raise InputError(
                 f"{', '.join(changed)} apply to the sample paths of a distribution; the network's PointForecast "
@@ -228,8 +217,6 @@ class Forecaster(L.LightningModule):
             network_name = type(network).__name__
             raise InputError(f"cuda_graph needs a network with new_fixed_shape_cache; {network_name} has none")
 
-    # -- Forecasting -------------------------------------------------------------------------------------------
-
     def forward(self, batch: dict[str, Tensor] | Tensor, horizon: int | None = None) -> Tensor:
         """Free-running point forecast (N, horizon, F) of a batch (or of a bare context tensor, without covariates)."""
         return self.forecast(batch, horizon).point
@@ -244,7 +231,7 @@ class Forecaster(L.LightningModule):
                 f"horizon {horizon} is outside 1..max_horizon={self.max_horizon}; set the model's max_horizon at "
                 "training time to forecast further"
             )
-        norm = self._context_norm(batch["context"])
+        norm = ContextNorm(batch["context"], self.hparams.instance_norm)
         context = norm(batch["context"])
         covariates = {name: batch[name] for name in COVARIATES if name in batch}
         cuda_graph = self.hparams.cuda_graph
@@ -262,15 +249,14 @@ class Forecaster(L.LightningModule):
     def training_forecast(self, batch: dict[str, Tensor], regime: Regime | None = None) -> Tensor:
         """Forecast parameters (N, T, F, n_parameters) whose loss has the gradient of ``regime`` (default: the
         configured one), in the units of the batch."""
-        context, target = batch["context"], batch["target"]
-        norm = self._context_norm(context)
-        context, target = norm(context), norm(target)
+        norm = ContextNorm(batch["context"], self.hparams.instance_norm)
+        context, target = norm(batch["context"]), norm(batch["target"])
         covariates = {name: batch[name] for name in COVARIATES if name in batch}
         encoded, start = self.network.encode(context, **covariates), self.network.start_of(context)
         regime = regime or self.regime
         options = regime.options(self.global_step, self.run_steps, self.hparams.cuda_graph)
         forecast = regime.forecast(self.network, encoded, start, target, options)
-        return forecast if isinstance(norm, _Identity) else self.distribution.affine(forecast, norm.mean, norm.std)
+        return self.distribution.affine(forecast, norm.mean, norm.std) if norm.enabled else forecast
 
     def training_loss(self, batch: dict[str, Tensor], regime: Regime | None = None) -> Tensor:
         return self.distribution.loss(self.training_forecast(batch, regime), batch["target"])
@@ -278,11 +264,6 @@ class Forecaster(L.LightningModule):
     def teacher_forcing_probability(self) -> float:
         """The regime's share of true previous values at this optimizer step (a schedule's value, or a constant)."""
         return self.regime.teacher_forcing_probability(self.global_step, self.run_steps)
-
-    def _context_norm(self, context: Tensor) -> ContextNorm | _Identity:
-        return ContextNorm(context) if self.hparams.instance_norm else _Identity()
-
-    # -- Lightning hooks ---------------------------------------------------------------------------------------
 
     def setup(self, stage: str) -> None:
         if self.hparams.cuda_graph and self.device.type != "cuda":
@@ -310,7 +291,14 @@ class Forecaster(L.LightningModule):
 
     def training_step(self, batch: dict[str, Tensor], batch_index: int) -> Tensor:
         loss = self.training_loss(batch)
-        self._stop_if_diverged(loss)
+        diverged = not torch.isfinite(loss).item()
+        if self._trainer is not None and self.trainer.world_size > 1:  # every process stops, or none does
+            diverged = self.trainer.strategy.reduce_boolean_decision(diverged, all=False)
+        if diverged:
+            raise TrainingDiverged(
+                f"training diverged: the loss is {loss.item()} at step {self.global_step}"
+                f"{self._last_good_checkpoint()}; lower the learning rate or check the data"
+            )
         self.step_loss.update(loss.detach())
         self.epoch_loss.update(loss.detach())
         self.log("train/loss_epoch", self.epoch_loss, on_step=False, on_epoch=True)
@@ -353,16 +341,6 @@ class Forecaster(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         check_finite_weights(checkpoint.get("state_dict", {}))
 
-    def _stop_if_diverged(self, loss: Tensor) -> None:
-        diverged = not torch.isfinite(loss).item()
-        if self._trainer is not None and self.trainer.world_size > 1:  # every process stops, or none does
-            diverged = self.trainer.strategy.reduce_boolean_decision(diverged, all=False)
-        if diverged:
-            raise TrainingDiverged(
-                f"training diverged: the loss is {loss.item()} at step {self.global_step}"
-                f"{self._last_good_checkpoint()}; lower the learning rate or check the data"
-            )
-
     def _last_good_checkpoint(self) -> str:
         callback = self._trainer.checkpoint_callback if self._trainer is not None else None
         path = callback and (callback.last_model_path or callback.best_model_path)
@@ -379,8 +357,7 @@ class Forecaster(L.LightningModule):
             scores["loss"].update(per_value["crps"])
         else:
             scores["loss"].update(self.distribution.loss(forecast.point.unsqueeze(-1), target), target.numel())
-        teacher_forced = self.distribution.loss(self.training_forecast(batch, REGIMES["teacher_forcing"]), target)
-        scores["loss_teacher_forced"].update(teacher_forced, target.numel())
+        scores["loss_teacher_forced"].update(self.training_loss(batch, REGIMES["teacher_forcing"]), target.numel())
         for name, values in per_value.items():
             scores[name].update(values)
         for name, score in scores.items():
@@ -398,16 +375,6 @@ class Forecaster(L.LightningModule):
         if isinstance(scheduler, WarmupCosine):  # it decays to zero at the run's last optimizer step
             scheduler.set_run_steps(self.trainer.estimated_stepping_batches)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
-
-
-class _Identity:
-    """``ContextNorm`` when instance normalisation is off."""
-
-    def __call__(self, values: Tensor) -> Tensor:
-        return values
-
-    def inverse(self, values: Tensor) -> Tensor:
-        return values
 
 
 def callable_spec(value: Any) -> Any:
@@ -428,8 +395,7 @@ def callable_spec(value: Any) -> Any:
 
 
 def _callable(value: Any, what: str) -> Callable:
-    """The optimizer or scheduler callable, rebuilt from its record when the model was built from a checkpoint's
-    settings (Python code: classes of modules it imported, under ``project.imports``' rule)."""
+    """The optimizer or scheduler callable, rebuilt from a checkpoint's record (under ``project.imports``' rule)."""
     if not is_component_spec(value):
         return value
     cls = component_class(value, what, OPTIMIZATION_BASES[what], allow_imported=True)

@@ -29,7 +29,6 @@ class ForecastWriter(BasePredictionWriter):
     def __init__(self, output: str | None = None, overwrite: bool = False) -> None:
         super().__init__(write_interval="epoch")
         self.output, self.overwrite = output, overwrite
-        self.written: Path | None = None
         self.inputs: list[str | Path | None] = []  # the run's other inputs (config files), set by the CLI
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -49,7 +48,6 @@ class ForecastWriter(BasePredictionWriter):
         frame = forecast_frame(trainer.datamodule, parts, getattr(pl_module, "prediction_quantiles", []))
         path = self._path(trainer)
         write_atomically(path, lambda temporary: frame.to_csv(temporary, index=False))
-        self.written = path
         print(f"Wrote {frame['window'].nunique()} forecasts of {frame['step'].max()} steps to {path}")
 
     def _path(self, trainer: L.Trainer) -> Path:
@@ -63,12 +61,10 @@ def forecast_frame(datamodule, parts: dict[str, torch.Tensor], quantile_levels: 
     first_of = {int(window): index for index, window in reversed(list(enumerate(parts["window"].tolist())))}
     frames = []
     for window, index in sorted(first_of.items()):
-        point = parts["point"][index]  # (T, F)
-        frame = pd.DataFrame(point.numpy(), columns=datamodule.target_names)
-        if "quantiles" in parts:
-            for q, level in enumerate(quantile_levels):
-                for f, name in enumerate(datamodule.target_names):
-                    frame[f"{name}_q{level:g}"] = parts["quantiles"][index, :, f, q].numpy()
+        frame = pd.DataFrame(parts["point"][index].numpy(), columns=datamodule.target_names)  # (T, F)
+        if "quantiles" in parts:  # (T, F, Q): a column per level and target, level by level
+            columns = [f"{name}_q{level:g}" for level in quantile_levels for name in datamodule.target_names]
+            frame[columns] = parts["quantiles"][index].transpose(1, 2).flatten(1).numpy()
         timestamps = dataset.target_timestamps(window)
         if timestamps is not None:
             frame.insert(0, "timestamp", timestamps[: len(frame)])

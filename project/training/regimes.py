@@ -13,11 +13,9 @@ activations for one T-long pass, as teacher forcing does. The ŷ come from a cac
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -31,6 +29,7 @@ from project.model.distributions import Distribution
 from project.model.network import ForecastNetwork, component_spec
 
 FeedbackValue = Literal["mean", "sample"]
+GradientMode = Literal["detach", "bptt"]
 TeacherForcingSchedule = Literal["linear", "exponential", "inverse_sigmoid"]
 
 
@@ -153,10 +152,7 @@ class FreeRunning(_FeedsBack):
     """
 
     def __init__(
-        self,
-        gradient: Literal["detach", "bptt"] = "detach",
-        feedback: FeedbackValue = "mean",
-        rollout_dropout: bool = True,
+        self, gradient: GradientMode = "detach", feedback: FeedbackValue = "mean", rollout_dropout: bool = True
     ) -> None:
         super().__init__(feedback, rollout_dropout)
         _check_choice(self, "gradient", gradient, ("detach", "bptt"))
@@ -202,9 +198,8 @@ class ScheduledSampling(_FeedsBack):
 
     Args:
         schedule: ``linear``, ``exponential`` or ``inverse_sigmoid`` decay of the teacher-forcing probability.
-        steps: Optimizer steps over which the probability decays. Empty: half of the run's optimizer steps, so that
-            one config serves runs of any length; a run of unknown length (``max_epochs: -1``, no ``max_steps``) must
-            set it.
+        steps: Optimizer steps over which the probability decays; empty: half the run's, so that one config serves
+            runs of any length (a run of unknown length, ``max_epochs: -1`` without ``max_steps``, must set it).
         minimum: Floor of the teacher-forcing probability.
         feedback: What is fed back where the coin says so, as ``FreeRunning``'s.
         rollout_dropout: Keep dropout on in the no-grad rollout, as ``FreeRunning``'s.
@@ -276,9 +271,8 @@ REGIMES: dict[str, Regime] = {
 
 
 def regime_name(spec: dict) -> str | None:
-    """The registry name of a regime as a checkpoint records it (``{"class_path": ..., "init_args": {...}}``), by
-    its class's name and the arguments that tell the registry's entries of that class apart; None for another
-    class. Nothing is imported."""
+    """The ``REGIMES`` name of a regime as a checkpoint records it (``{"class_path": ..., "init_args": {...}}``), by its
+    class's name and the arguments that tell that class's entries apart; None for another class. Nothing is imported."""
     class_name = str(spec.get("class_path", "")).rpartition(".")[2]
     given = spec.get("init_args") or {}
     candidates = {name: r.init_args for name, r in REGIMES.items() if type(r).__name__ == class_name}
@@ -293,34 +287,27 @@ def regime_arguments(name: str) -> list[str]:
     return [f"--model.regime={json.dumps(component_spec(REGIMES[name]))}"]
 
 
+@torch.no_grad()
 def _no_grad_rollout(
     model: ForecastNetwork, encoded: Any, start: Tensor, horizon: int, options: RegimeOptions
 ) -> Tensor:
     """The values fed back at decoder positions 1..T-1, (N, horizon - P, F): a rollout one patch short of the
-    horizon, because the last forecast is never fed back."""
+    horizon, because the last forecast is never fed back. Without ``rollout_dropout``, in eval mode for its duration."""
     steps = horizon - model.patch_length
     if steps <= 0:
         return start[:, :0]
-    with torch.no_grad(), _dropout(model, options.rollout_dropout):
-        return rollout(model, encoded, start, steps, options.feedback_value, options.generator, options.cuda_graph)[1]
-
-
-@contextlib.contextmanager
-def _dropout(model: ForecastNetwork, enabled: bool) -> Iterator[None]:
-    """Dropout as the model's mode has it, or off for the duration (eval mode, restored afterwards)."""
-    if enabled or not model.training:
-        yield
-        return
-    model.eval()
+    dropout_off = model.training and not options.rollout_dropout
+    if dropout_off:
+        model.eval()
     try:
-        yield
+        return rollout(model, encoded, start, steps, options.feedback_value, options.generator, options.cuda_graph)[1]
     finally:
-        model.train()
+        if dropout_off:
+            model.train()
 
 
-# An empty ``steps`` of ``ScheduledSampling`` decays over this share of the run's optimizer steps: about what the
-# decoder-depth study's scheduled-sampling cells used (project/tools/depth.py: ETTh1 100 of 212 steps, M4 Hourly 140
-# of about 280).
+# ``ScheduledSampling`` without ``steps`` decays over this share of the run: about what the decoder-depth study used
+# (project/tools/depth.py: ETTh1 100 of 212 optimizer steps, M4 Hourly 140 of about 280).
 DECAY_SHARE_OF_RUN = 0.5
 
 
@@ -329,10 +316,9 @@ def teacher_forcing_probability(
 ) -> float:
     """Probability of feeding the true value at optimizer step ``step``: 1 at the start, decaying to ``minimum``.
 
-    The three curves of Bengio et al. (2015), parameterised by the steps they take to decay:
-    ``linear`` reaches the minimum at ``decay_steps``; ``exponential`` is k^step with k chosen so that the
-    probability is 1% at ``decay_steps``; ``inverse_sigmoid`` is k / (k + exp(step / k)), a logistic curve, here
-    centred on ``decay_steps / 2``: 99% at the start and 1% at ``decay_steps``.
+    The curves of Bengio et al. (2015), parameterised by the steps they take to decay (``decay_steps``): ``linear``
+    reaches the minimum there; ``exponential`` is k^step, 1% there; ``inverse_sigmoid`` is k / (k + exp(step / k)),
+    logistic, centred on ``decay_steps / 2``: 99% at the start and 1% at ``decay_steps``.
     """
     progress = step / decay_steps
     if schedule == "linear":

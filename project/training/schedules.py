@@ -11,9 +11,8 @@ from project.domains import NonNegativeInt, PositiveInt, check_arguments
 
 
 class WarmupCosine(torch.optim.lr_scheduler.LambdaLR):
-    """Linear warm-up from zero over ``warmup_steps`` optimizer steps, then cosine decay to zero at the run's last
-    optimizer step (or a constant rate), stepped once per optimizer step. Built outside a run, or for a run of
-    unknown length (``max_epochs: -1`` without ``max_steps``), the rate stays at its peak after warm-up.
+    """Linear warm-up, then cosine decay to zero at the run's last optimizer step (or a constant rate), stepped once
+    per optimizer step. Outside a run, or in one of unknown length, the rate stays at its peak after warm-up.
 
     Args:
         optimizer: The optimizer whose rate it scales (given by ``configure_optimizers``, not by a config).
@@ -32,15 +31,11 @@ class WarmupCosine(torch.optim.lr_scheduler.LambdaLR):
         check_arguments(WarmupCosine, {"warmup_steps": warmup_steps, "run_steps": run_steps})
         self.warmup_steps, self.decay = warmup_steps, decay
         self.run_steps: float | None = run_steps
-
-        def factor(step: int) -> float:  # a function, not a bound method: LambdaLR's state_dict skips functions
-            return self.factor(step)
-
-        super().__init__(optimizer, factor)
+        # A function, not the bound method: LambdaLR's state_dict skips functions.
+        super().__init__(optimizer, lambda step: self.factor(step))
 
     def set_run_steps(self, run_steps: float) -> None:
-        """The run's optimizer steps (``inf`` when unknown), unless ``run_steps`` was given; the ``Forecaster`` calls
-        it with ``Trainer.estimated_stepping_batches``."""
+        """The run's optimizer steps (``inf``: unknown) unless ``run_steps`` was given; set by ``Forecaster`` at fit."""
         if self.run_steps is None:
             self.run_steps = run_steps
 
