@@ -106,21 +106,6 @@ def recorded_class(hyper_parameters: dict, base: type, path: str | Path) -> type
     return component_class({"class_path": hyper_parameters["_class_path"]}, what, base, f"{path}: ")
 
 
-def datamodule_from_checkpoint(checkpoint: dict, path: str | Path, overrides: dict | None = None) -> WindowDataModule:
-    """The data module (the class it was trained with) with the checkpoint's data settings, its source included,
-    and scaling, ``overrides`` aside."""
-    trained = checkpoint.get("datamodule_hyper_parameters", {})
-    settings = {k: v for k, v in trained.items() if not k.startswith("_")}
-    settings.update(overrides or {})
-    state = checkpoint.get(WindowDataModule.__qualname__, {})
-    if state.get("from_dataframe") and settings.get("source") is None:
-        raise InputError(f"{path}: the checkpoint was trained on a DataFrame, which it does not store; pass the data")
-    datamodule = recorded_class(trained, WindowDataModule, path)(**settings)
-    if state:
-        datamodule.load_state_dict(state)
-    return datamodule
-
-
 def checkpoint_inputs(path: str | Path | None, checkpoint: dict | None, *sources: str | Path | None) -> list:
     """What a command reads, for the output guards (``project.files``): ``sources`` and, with the checkpoint at
     ``path``, the checkpoint and the data it was trained on (never replaced, even by a run that reads other data)."""
@@ -164,11 +149,10 @@ def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: Forecaster,
     (samples, quantiles, the data file, the batch size) may differ."""
     trained = checkpoint["hyper_parameters"]
     given_network, trained_network = flattened(model.hparams["network"]), flattened(trained.get("network", {}))
-    sizes = {name.removeprefix(SIZES): name for name in given_network if name.startswith(SIZES)}
     differing = [
-        f"{size}={given_network[name]!r} (checkpoint: {trained_network[name]!r})"
-        for size, name in sizes.items()
-        if name in trained_network and given_network[name] != trained_network[name]
+        f"{name.removeprefix(SIZES)}={value!r} (checkpoint: {trained_network[name]!r})"
+        for name, value in given_network.items()
+        if name.startswith(SIZES) and name in trained_network and value != trained_network[name]
     ]
     if differing:
         source = datamodule.hparams.get("source") or "the embedded data"
@@ -176,19 +160,22 @@ def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: Forecaster,
             f"{source} does not fit {path}: its columns give the network {', '.join(differing)}; use data with the "
             "checkpoint's targets, covariates and static categories"
         )
-    given = {"model.class_path": class_path_of(type(model))}
-    recorded = {"model.class_path": trained.get("_class_path", class_path_of(Forecaster))}
-    for name, value in given_network.items():
-        if not name.startswith((SIZES, "init_args.max_length")):  # compared above; a table, no weight
-            given[f"model.network.{name}"], recorded[f"model.network.{name}"] = value, trained_network.get(name)
-    for section, name in (("data", "context_length"), ("data", "horizon"), ("model", "instance_norm")):
-        given[f"{section}.{name}"], recorded[f"{section}.{name}"] = model.hparams.get(name), trained.get(name)
-    given["data.scaling"] = getattr(datamodule, "scaling", None)
-    recorded["data.scaling"] = checkpoint.get(WindowDataModule.__qualname__, {}).get("scaler", {}).get("mode")
+    compared = [("model.class_path", class_path_of(type(model)), trained.get("_class_path", class_path_of(Forecaster)))]
+    compared += [  # the sizes were compared above; max_length sizes a table, no weight
+        (f"model.network.{name}", value, trained_network.get(name))
+        for name, value in given_network.items()
+        if not name.startswith((SIZES, "init_args.max_length"))
+    ]
+    compared += [
+        (f"{section}.{name}", model.hparams.get(name), trained.get(name))
+        for section, name in (("data", "context_length"), ("data", "horizon"), ("model", "instance_norm"))
+    ]
+    scaler = checkpoint.get(WindowDataModule.__qualname__, {}).get("scaler", {})
+    compared.append(("data.scaling", getattr(datamodule, "scaling", None), scaler.get("mode")))
     mismatches = [
-        f"{name}={value!r} (checkpoint: {recorded[name]!r})"
-        for name, value in given.items()
-        if recorded[name] is not None and value != recorded[name]
+        f"{name}={given!r} (checkpoint: {recorded!r})"
+        for name, given, recorded in compared
+        if recorded is not None and given != recorded
     ]
     if mismatches:
         raise InputError(f"{path} was trained with other settings than the config: {', '.join(mismatches)}")

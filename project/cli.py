@@ -100,7 +100,6 @@ class ForecastCLI(LightningCLI):
             checkpoints.settle_the_data(self.config[subcommand].data, self.checkpoint)
             run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
         config = self.config[subcommand]
-        run_folders.drop_the_data_cache_without_logs(config)
         run_folders.check_writable_folders(config)
         self.inputs = checkpoints.checkpoint_inputs(ckpt_path, self.checkpoint, *run_folders.input_files(self.config))
 
@@ -126,7 +125,10 @@ class ForecastCLI(LightningCLI):
 
     def _dump_config(self) -> None:
         super()._dump_config()
-        run_folders.make_room_for_linked_sizes(self.config_dump)
+        # An empty init_args for a network given without one: Lightning records the linked sizes into it.
+        network = self.config_dump.get("model", {}).get("init_args", {}).get("network")
+        if isinstance(network, dict):
+            network["init_args"] = network.get("init_args") or {}
 
     def instantiate_trainer(self, **kwargs):
         """The Trainer with the default callbacks, less those whose Trainer feature the user turned off."""

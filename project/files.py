@@ -1,7 +1,7 @@
 """Writing outputs without losing anything: an existing file survives unless ``--overwrite``, an input never (the
 user's data, checkpoint or config), a bad destination is refused before the work, and a file appears whole or not at
-all (``check_output``, ``check_output_folder``, ``write_atomically``). Settings files are read bounded
-(``bounded_yaml``): a hostile file is one line, not minutes of work.
+all (``check_output``, ``write_atomically``). Settings files are read bounded (``bounded_yaml``): a hostile file is
+one line, not minutes of work.
 """
 
 from __future__ import annotations
@@ -39,18 +39,6 @@ def check_output(path: str | Path, inputs: Inputs = (), overwrite: bool = False)
     return path
 
 
-def check_output_folder(folder: str | Path, names: Iterable[str], inputs: Inputs = (), overwrite: bool = False) -> Path:
-    """``folder`` as a Path, after checking each of the files ``names`` that will be written into it as
-    ``check_output`` does. The folder may exist and hold other files: they are left as they are."""
-    folder = check_name_lengths(folder)
-    if folder.exists() and not folder.is_dir():
-        raise InputError(f"{folder} is a file; expected a folder to write {', '.join(names)} into")
-    inputs = list(inputs)
-    for name in names:
-        check_output(folder / name, inputs, overwrite)
-    return folder
-
-
 def write_atomically(path: str | Path, write: Callable[[Path], None]) -> Path:
     """Call ``write(temporary)`` and rename the temporary file to ``path``: an interrupted write leaves the old
     file or none, never half of one."""
@@ -60,7 +48,9 @@ def write_atomically(path: str | Path, write: Callable[[Path], None]) -> Path:
     os.close(handle)
     try:
         write(Path(temporary))
-        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes it private; the output is an ordinary file
+        umask = os.umask(0)  # read by setting it; set back at once
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes it private; the output is an ordinary file
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -125,12 +115,6 @@ def bounded_yaml(text: str, source: str = "settings", load: Callable[[str], obje
         elif isinstance(item, list):
             pending.extend(item)
     return value
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -67,10 +67,7 @@ def checkpoint_class(class_path: object, what: str, where: str, allow_imported: 
     if not isinstance(class_path, str) or not _DOTTED_NAME.fullmatch(class_path):
         raise InputError(f"{where}its {what} {class_path!r} is not a dotted class path (package.module.Class)")
     module_name, _, name = class_path.rpartition(".")
-    own = any(
-        module_name == package or module_name.startswith(package + ".")
-        for package in (OWN_PACKAGE, FRAMEWORK_PACKAGES.get(what, OWN_PACKAGE))
-    )
+    own = f"{module_name}.".startswith((f"{OWN_PACKAGE}.", f"{FRAMEWORK_PACKAGES.get(what, OWN_PACKAGE)}."))
     if not (own or class_path in _trusted or (allow_imported and module_name in sys.modules)):
         how = f"call project.imports.trust(['{class_path}'])"  # from Python; a command names its own option
         if what in _how_to_trust:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 from collections.abc import Iterator, Mapping
 
 from jsonargparse import get_loader, set_loader
@@ -30,6 +31,8 @@ NONE_ATTEMPT = "Expected a <class 'NoneType'>"  # the attempt for `None`, never 
 CLASS_PROBLEM = "Problem with given class_path '"  # `Problem with given class_path 'X':`
 GIVEN_VALUE = "Given value: "
 NOT_ACCEPTED = "is not accepted"  # `Option 'hidden_size' is not accepted`: not an argument of the class
+QUOTED_CLASS_PATH = re.compile(re.escape(CLASS_PROBLEM) + "([^']+)':")  # X of `Problem with given class_path 'X':`
+KEY_LINE = re.compile(re.escape(KEY) + "(.+)" + re.escape(KEY_END))  # network of `Parser key "network":`
 # Why a network option is not accepted, when the user meant a checkpoint's network.
 NETWORK_OPTIONS = (
     "network options are checked against the network the command line and configs name, "
@@ -72,29 +75,17 @@ def readable_error(message: str) -> str:
     if not errors:
         return message
     first, *rest = errors[0]
-    class_path = _quoted_class_path(first)
-    if class_path is None:
+    quoted = QUOTED_CLASS_PATH.match(first)
+    if quoted is None:
         given = message.splitlines()[-1].partition(GIVEN_VALUE)[2]  # the last line: what the user gave
         return f"{KEY}{section}{KEY_END} {given}: {' '.join([first, *rest])}"
     if rest and rest[0].startswith(KEY):
         lines = [rest[0].replace(KEY, f"{KEY}{section}.", 1), *rest[1:]]
-        while len(lines) >= 3 and lines[1].startswith(CLASS_PROBLEM) and (inner := _key(lines[2])):
+        while len(lines) >= 3 and lines[1].startswith(CLASS_PROBLEM) and (inner := KEY_LINE.match(lines[2])):
             # an error inside the network: named as a config names it, model.network.init_args.d_model
-            lines = [lines[0].removesuffix(KEY_END) + f".init_args.{inner}{KEY_END}", *lines[3:]]
+            lines = [lines[0].removesuffix(KEY_END) + f".init_args.{inner[1]}{KEY_END}", *lines[3:]]
         return "\n  ".join(lines)
-    return f"{KEY}{section}{KEY_END} {' '.join(rest)} ({class_path})"
-
-
-def _quoted_class_path(line: str) -> str | None:
-    """``X`` of ``Problem with given class_path 'X': …``; None for any other line."""
-    class_path, quote, after = line.removeprefix(CLASS_PROBLEM).partition("'")
-    return class_path if line.startswith(CLASS_PROBLEM) and class_path and quote and after.startswith(":") else None
-
-
-def _key(line: str) -> str | None:
-    """``network`` of ``Parser key "network":``; None for any other line."""
-    key = line.removeprefix(KEY).rpartition(KEY_END)[0]
-    return key if line.startswith(KEY) and key else None
+    return f"{KEY}{section}{KEY_END} {' '.join(rest)} ({quoted[1]})"
 
 
 @contextlib.contextmanager

@@ -28,22 +28,20 @@ class RunConfig(SaveConfigCallback):
 
 
 def place_the_run(config, resume_last: bool) -> None:
-    """Log under the data's name unless the user named the run (the logger's ``name``, MLflow's ``run_name``) and, for
-    ``--ckpt_path last`` when ``resume_last``, resume its newest run."""
-    logger = config.trainer.get("logger")
+    """Log under the data's name (its file's stem, or ``synthetic_<series>``) unless the user named the run (the
+    logger's ``name``, MLflow's ``run_name``); a run that writes no logs leaves no data cache behind either, unless
+    its folder is set to other than the default; and, for ``--ckpt_path last`` when ``resume_last``, resume the
+    newest run."""
+    logger, data = config.trainer.get("logger"), config.data
     if hasattr(logger, "get") and "init_args" in logger:
         key = next((k for k in ("name", "run_name") if k in logger.init_args), None)
         if key and logger.init_args[key] == default_of(logger.get("class_path"), key):
-            logger.init_args[key] = run_name(config)
+            source, synthetic = data.init_args.get("source"), data.init_args.get("synthetic", "series")
+            logger.init_args[key] = Path(str(source)).stem if source else f"synthetic_{synthetic}"
+    if no_logger(logger) and data.init_args.get("cache_dir") == default_of(data.get("class_path"), "cache_dir"):
+        data.init_args.cache_dir = None
     if resume_last and config.get("ckpt_path") == "last":
         resume_last_run(config)
-
-
-def run_name(config) -> str:
-    """The data's name: its file's stem, or ``synthetic_<series>`` for the embedded data."""
-    data = config.data.init_args
-    source = data.get("source")
-    return Path(str(source)).stem if source else f"synthetic_{data.get('synthetic', 'series')}"
 
 
 def resume_last_run(config) -> None:
@@ -60,19 +58,14 @@ def resume_last_run(config) -> None:
         config.ckpt_path = None
         return
     config.ckpt_path = str(last)
-    init_args.version = _version(last)
+    init_args.version = int(last.parts[-3].removeprefix("version_"))
 
 
 def find_last_checkpoint(log_dir: str | Path) -> Path | None:
     """The ``last.ckpt`` of the newest ``version_N`` run under ``log_dir`` (a logger's save_dir/name folder)."""
-    runs = [path for path in Path(log_dir).glob("version_*/checkpoints/last.ckpt") if _version(path) is not None]
-    return max(runs, key=_version, default=None)
-
-
-def _version(last: Path) -> int | None:
-    """N of ``version_N/checkpoints/last.ckpt``; None for a folder not named so."""
-    number = last.parts[-3].split("_")[-1]
-    return int(number) if number.isdigit() else None
+    found = Path(log_dir).glob("version_*/checkpoints/last.ckpt")
+    runs = {int(n): p for p in found if (n := p.parts[-3].removeprefix("version_")).isdigit()}
+    return runs[max(runs)] if runs else None
 
 
 def check_the_run_folder_is_new(logger, logger_config, ckpt_path: str | None) -> None:
@@ -89,16 +82,6 @@ def check_the_run_folder_is_new(logger, logger_config, ckpt_path: str | None) ->
             f"{log_dir} already holds a run; choose another trainer.logger.init_args.version, or resume it "
             "with --ckpt_path last"
         )
-
-
-def drop_the_data_cache_without_logs(config) -> None:
-    """A run that writes no logs leaves no data cache behind either, unless the cache folder is set to other than
-    the data module's default."""
-    data = config.data
-    if no_logger(config.trainer.get("logger")) and data.init_args.get("cache_dir") == default_of(
-        data.get("class_path"), "cache_dir"
-    ):
-        data.init_args.cache_dir = None
 
 
 def check_writable_folders(config) -> None:
@@ -163,10 +146,3 @@ def best_checkpoint(trainer: L.Trainer) -> str | None:
     why = "checkpointing is off" if callback is None else "no validation ran"
     rank_zero_info(f"Testing the weights at the end of training: there is no best checkpoint ({why})")
     return None
-
-
-def make_room_for_linked_sizes(config_dump: dict) -> None:
-    """An empty ``init_args`` for a network given without one: Lightning records the linked sizes into it."""
-    network = config_dump.get("model", {}).get("init_args", {}).get("network")
-    if isinstance(network, dict):
-        network["init_args"] = network.get("init_args") or {}

@@ -2,7 +2,7 @@
 
 Read from the source, so that a new command (a module with a ``main``) is held to the same rules on the day it is
 added: a file is written only inside a function handed to ``files.write_atomically`` (checked beforehand with
-``files.check_output`` or ``check_output_folder``), nothing is deleted, no module but ``project.checkpoints``
+``files.check_output`` or the tools' ``check_output_folder``), nothing is deleted, no module but ``project.checkpoints``
 unpickles anything, and no module but ``project.imports`` imports a module by name; and, run, that no command imports
 a module a checkpoint names unless the user named it too.
 """

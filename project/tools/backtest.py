@@ -27,13 +27,13 @@ import torch
 from matplotlib.figure import Figure
 from torch.utils.data import DataLoader
 
-from project.checkpoints import checkpoint_inputs, datamodule_from_checkpoint, load_checkpoint
+from project.checkpoints import checkpoint_inputs, load_checkpoint
 from project.data.datamodule import WindowDataModule
 from project.data.windows import PanelWindows
 from project.errors import InputError, reported_in_one_line
-from project.files import check_output_folder, write_atomically
+from project.files import write_atomically
 from project.model.network import build_network
-from project.tools.trust import trust_argument
+from project.tools.common import check_output_folder, datamodule_from_checkpoint, trust_argument
 from project.training.calibration import IntervalCalibration
 from project.training.metrics import forecast_scores, unscale
 from project.training.module import Forecaster

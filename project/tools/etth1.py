@@ -32,6 +32,7 @@ from project.checkpoints import load_checkpoint
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.files import check_output
+from project.tools.common import trust_argument
 from project.tools.linear_baseline import LinearBaseline
 from project.tools.results import (
     DISTRIBUTION_OPTION,
@@ -57,7 +58,6 @@ from project.tools.results import (
     write_table,
 )
 from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_label, statistical_model
-from project.tools.trust import trust_argument
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import forecast_scores
 from project.training.regimes import REGIMES, regime_arguments

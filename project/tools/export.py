@@ -25,10 +25,10 @@ from torch import Tensor, nn
 
 from project.checkpoints import checkpoint_inputs, load_checkpoint
 from project.errors import InputError, reported_in_one_line
-from project.files import check_output_folder, write_atomically
+from project.files import write_atomically
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache
 from project.model.transformer import Encoded, ForecastTransformer
-from project.tools.trust import trust_argument
+from project.tools.common import check_output_folder, trust_argument
 from project.training.module import Forecaster, ends_inside_a_patch
 
 

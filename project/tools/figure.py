@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from project.checkpoints import checkpoint_inputs, datamodule_from_checkpoint, load_checkpoint
+from project.checkpoints import checkpoint_inputs, load_checkpoint
 from project.domains import check_arguments
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
-from project.tools.trust import trust_argument
+from project.tools.common import datamodule_from_checkpoint, trust_argument
 from project.training.figures import ForecastFigures, forecast_figure
 
 

@@ -31,6 +31,7 @@ from project.checkpoints import checkpoint_inputs, load_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output
+from project.tools.common import trust_argument
 from project.tools.linear_baseline import LinearBaseline
 from project.tools.results import (
     best_checkpoint,
@@ -53,7 +54,6 @@ from project.tools.results import (
     write_table,
 )
 from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_label, statistical_model
-from project.tools.trust import trust_argument
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import forecast_scores, symmetric_percentage_errors, unscale
 from project.training.regimes import REGIMES, regime_arguments, regime_name

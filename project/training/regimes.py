@@ -69,11 +69,6 @@ class Regime(ABC):
     def init_args(self) -> dict[str, Any]:
         return {}
 
-    @property
-    def description(self) -> str:
-        """One line for tables and ``--help``: the first line of the class's docstring."""
-        return (type(self).__doc__ or type(self).__name__).strip().splitlines()[0]
-
     def check(self, distribution: Distribution) -> None:  # noqa: B027 (optional: most regimes need nothing)
         """Refuse, in one line (``InputError``), a network distribution this regime cannot train with."""
 
@@ -166,12 +161,6 @@ class FreeRunning(_FeedsBack):
     @property
     def init_args(self) -> dict[str, Any]:
         return {"gradient": self.gradient, "feedback": self.feedback, "rollout_dropout": self.rollout_dropout}
-
-    @property
-    def description(self) -> str:
-        if self.gradient == "bptt":
-            return "own predictions fed back with gradient: a differentiable cached unroll"
-        return "own predictions fed back without gradient: no-grad cached rollout + one parallel pass"
 
     def check(self, distribution: Distribution) -> None:
         super().check(distribution)
