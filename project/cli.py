@@ -53,13 +53,10 @@ CALLBACK_DEFAULTS = {
 
 
 class ForecastCLI(LightningCLI):
-    """LightningCLI for ``Forecaster`` and ``WindowDataModule``; ``extra_callbacks`` are added to the Trainer as
-    objects, for callers that build them in Python (a hyperparameter search's pruning callback)."""
+    """LightningCLI for ``Forecaster`` and ``WindowDataModule``."""
 
-    def __init__(self, *args, extra_callbacks: list | None = None, **kwargs) -> None:
-        self.extra_callbacks = list(extra_callbacks or [])
-        self.checkpoint, self.inputs = None, []  # set once parsed
-        super().__init__(*args, **kwargs)
+    checkpoint: dict | None = None  # the one --ckpt_path names, read once parsed
+    inputs: tuple | list = ()  # the files the run reads, never replaced by its outputs
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         # Default classes: configs set `model.instance_norm` without a class_path, and `predict --ckpt_path X`
@@ -135,7 +132,7 @@ class ForecastCLI(LightningCLI):
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         callbacks = [self._get(self.config_init, key) for key in self._parser(self.subcommand).callback_keys]
         callbacks = run_folders.callbacks_in_use(trainer_config, callbacks)
-        return self._instantiate_trainer(trainer_config, [*callbacks, RandomState(), *self.extra_callbacks])
+        return self._instantiate_trainer(trainer_config, callbacks)
 
     def before_predict(self) -> None:  # the run's inputs are never replaced by its output
         for writer in (c for c in self.trainer.callbacks if isinstance(c, ForecastWriter)):
@@ -153,10 +150,13 @@ class ForecastCLI(LightningCLI):
 
 
 def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None) -> ForecastCLI | None:
+    """The CLI; ``extra_callbacks`` are added to the Trainer as objects, for callers that build them in Python (a
+    hyperparameter search's pruning callback)."""
     try:
         with reported_in_one_line():
             return ForecastCLI(
-                Forecaster, WindowDataModule, args=args, extra_callbacks=extra_callbacks,
+                Forecaster, WindowDataModule, args=args,
+                trainer_defaults={"callbacks": [RandomState(), *(extra_callbacks or [])]},  # always there
                 subclass_mode_model=True, subclass_mode_data=True, parser_class=ForecastArgumentParser,
                 auto_configure_optimizers=False,  # Forecaster.configure_optimizers is the one optimizer setup
                 save_config_callback=run_folders.RunConfig,
