@@ -33,7 +33,7 @@ from project.data.windows import PanelWindows
 from project.errors import InputError, reported_in_one_line
 from project.files import write_atomically
 from project.model.network import build_network
-from project.tools.common import check_output_folder, datamodule_from_checkpoint, trust_argument
+from project.tools.checkpoint_commands import check_output_folder, datamodule_from_checkpoint, trust_argument
 from project.training.calibration import IntervalCalibration
 from project.training.metrics import forecast_scores, unscale
 from project.training.module import Forecaster

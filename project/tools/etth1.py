@@ -32,7 +32,7 @@ from project.checkpoints import load_checkpoint
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.files import check_output
-from project.tools.common import trust_argument
+from project.tools.checkpoint_commands import trust_argument
 from project.tools.linear_baseline import LinearBaseline
 from project.tools.results import (
     DISTRIBUTION_OPTION,

@@ -28,7 +28,7 @@ from project.errors import InputError, reported_in_one_line
 from project.files import write_atomically
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache
 from project.model.transformer import Encoded, ForecastTransformer
-from project.tools.common import check_output_folder, trust_argument
+from project.tools.checkpoint_commands import check_output_folder, trust_argument
 from project.training.module import Forecaster, ends_inside_a_patch
 
 

@@ -14,7 +14,7 @@ from project.checkpoints import checkpoint_inputs, load_checkpoint
 from project.domains import check_arguments
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
-from project.tools.common import datamodule_from_checkpoint, trust_argument
+from project.tools.checkpoint_commands import datamodule_from_checkpoint, trust_argument
 from project.training.figures import ForecastFigures, forecast_figure
 
 

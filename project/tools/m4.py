@@ -31,7 +31,7 @@ from project.checkpoints import checkpoint_inputs, load_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output
-from project.tools.common import trust_argument
+from project.tools.checkpoint_commands import trust_argument
 from project.tools.linear_baseline import LinearBaseline
 from project.tools.results import (
     best_checkpoint,

@@ -1,5 +1,5 @@
-"""What the tools share: ``--trust CLASS_PATH …`` (classes outside this project a checkpoint may name, see
-``project.imports``), a checkpoint's data module, and an output folder checked before the work."""
+"""What the tools that read a checkpoint share: ``--trust CLASS_PATH …`` (classes outside this project the checkpoint
+may name, see ``project.imports``), the checkpoint's data module, and an output folder checked before the work."""
 
 from __future__ import annotations
 
