@@ -30,8 +30,8 @@ class RunConfig(SaveConfigCallback):
 def place_the_run(config, resume_last: bool) -> None:
     """Log under the data's name (its file's stem, or ``synthetic_<series>``) unless the user named the run (the
     logger's ``name``, MLflow's ``run_name``); a run that writes no logs leaves no data cache behind either, unless
-    its folder is set to other than the default; and, for ``--ckpt_path last`` when ``resume_last``, resume the
-    newest run."""
+    the cache folder is set to other than the data module's default; and, for ``--ckpt_path last`` when
+    ``resume_last``, resume the newest run."""
     logger, data = config.trainer.get("logger"), config.data
     if hasattr(logger, "get") and "init_args" in logger:
         key = next((k for k in ("name", "run_name") if k in logger.init_args), None)

@@ -357,7 +357,9 @@ def test_a_users_own_regime_trains_through_the_cli_and_is_the_naive_loop(tmp_pat
     trained, module = load_checkpoint(checkpoint)
     assert type(module.regime).__name__ == "Rollout"
     assert module.regime.init_args == {"gradient": "detach", "feedback": "mean", "rollout_dropout": True}
-    datamodule = WindowDataModule(**{k: v for k, v in trained["datamodule_hyper_parameters"].items() if k[0] != "_"})
+    recorded = trained["datamodule_hyper_parameters"]
+    datamodule = WindowDataModule(**{k: v for k, v in recorded.items() if not k.startswith("_")})
+    datamodule.load_state_dict(trained[WindowDataModule.__qualname__])  # the run's scaling and training order
     datamodule.setup("fit")
     batch = next(iter(datamodule.train_dataloader()))
     batch = {name: value.double() if value.is_floating_point() else value for name, value in batch.items()}
