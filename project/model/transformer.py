@@ -282,16 +282,7 @@ class ForecastTransformer(nn.Module):
             raise ValueError(
                 f"future_covariates must cover the {length} context steps and the forecast; got {tuple(future.shape)}"
             )
-        static, categorical = None, covariates.get("static_categorical")
-        if self.static_embedding is not None:
-            expected = len(self.static_embedding.categories)
-            if expected and (categorical is None or tuple(categorical.shape) != (batch, expected)):
-                got = None if categorical is None else tuple(categorical.shape)
-                raise ValueError(f"static_categorical must have shape ({batch}, {expected}); got {got}")
-            static = self.static_embedding(categorical, covariates.get("static_real"))  # (N, d_model)
-            if self.channel_independent:
-                static = static.repeat_interleave(self.n_targets, dim=0)
-            static = static.unsqueeze(1)  # (B, 1, d_model)
+        static = self._static(covariates.get("static_categorical"), covariates.get("static_real"), batch)
         known = [c for c in (past, None if future is None else future[:, :length]) if c is not None]
         tokens = self._tokens("context", context, torch.cat(known, dim=-1) if known else None)
         x = self.encoder_embedding(tokens) + self._positions("context", tokens, offset=0)
@@ -302,19 +293,7 @@ class ForecastTransformer(nn.Module):
 
     def decode(self, tgt: Tensor, encoded: Encoded, cache: KVCache | None = None) -> Tensor:
         offset = 0 if cache is None else cache.length  # a tensor for a fixed-shape cache
-        future, steps = encoded.future, tgt.shape[1]  # the future covariates of the steps decoded
-        if future is not None:
-            start = offset * self.patch_length
-            if isinstance(offset, Tensor):  # a fixed-shape cache: gathered, so the step's shapes do not depend on it
-                future = future.index_select(1, start + torch.arange(steps, device=offset.device))
-            elif start + steps > future.shape[1]:
-                raise ValueError(
-                    f"future_covariates cover {future.shape[1]} forecast steps; forecasting step "
-                    f"{start + steps} needs them for every step up to it"
-                )
-            else:
-                future = future[:, start : start + steps]
-        tokens = self._tokens("tgt", tgt, future, encoded.samples)
+        tokens = self._tokens("tgt", tgt, self._future_steps(encoded, offset, tgt.shape[1]), encoded.samples)
         if not isinstance(cache, FixedShapeKVCache):
             self._check_memory(encoded, tokens, cache)
         x = self.decoder_embedding(tokens) + self._positions("tgt", tokens, offset)
@@ -364,6 +343,33 @@ class ForecastTransformer(nn.Module):
             got = None if values is None else tuple(values.shape)
             raise ValueError(f"{name} must have shape ({batch}, length, {width}); got {got}")
         return values
+
+    def _future_steps(self, encoded: Encoded, offset: int | Tensor, length: int) -> Tensor | None:
+        """The future covariates of the ``length`` forecast steps from token ``offset`` on."""
+        if encoded.future is None:
+            return None
+        if isinstance(offset, Tensor):  # a fixed-shape cache: gathered, so the step's shapes do not depend on it
+            steps = offset * self.patch_length + torch.arange(length, device=offset.device)
+            return encoded.future.index_select(1, steps)
+        start = offset * self.patch_length
+        if start + length > encoded.future.shape[1]:
+            raise ValueError(
+                f"future_covariates cover {encoded.future.shape[1]} forecast steps; forecasting step "
+                f"{start + length} needs them for every step up to it"
+            )
+        return encoded.future[:, start : start + length]
+
+    def _static(self, categorical: Tensor | None, reals: Tensor | None, batch: int) -> Tensor | None:
+        if self.static_embedding is None:
+            return None
+        expected = len(self.static_embedding.categories)
+        if expected and (categorical is None or tuple(categorical.shape) != (batch, expected)):
+            got = None if categorical is None else tuple(categorical.shape)
+            raise ValueError(f"static_categorical must have shape ({batch}, {expected}); got {got}")
+        embedding = self.static_embedding(categorical, reals)  # (N, d_model)
+        if self.channel_independent:
+            embedding = embedding.repeat_interleave(self.n_targets, dim=0)
+        return embedding.unsqueeze(1)  # (B, 1, d_model)
 
     def _run_layer(self, layer: nn.Module, *inputs) -> Tensor:
         if self.checkpoint_layers and self.training and torch.is_grad_enabled():
