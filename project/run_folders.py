@@ -58,14 +58,19 @@ def resume_last_run(config) -> None:
         config.ckpt_path = None
         return
     config.ckpt_path = str(last)
-    init_args.version = int(last.parts[-3].removeprefix("version_"))
+    init_args.version = _version(last)
 
 
 def find_last_checkpoint(log_dir: str | Path) -> Path | None:
     """The ``last.ckpt`` of the newest ``version_N`` run under ``log_dir`` (a logger's save_dir/name folder)."""
-    found = Path(log_dir).glob("version_*/checkpoints/last.ckpt")
-    runs = {int(n): p for p in found if (n := p.parts[-3].removeprefix("version_")).isdigit()}
-    return runs[max(runs)] if runs else None
+    runs = [path for path in Path(log_dir).glob("version_*/checkpoints/last.ckpt") if _version(path) is not None]
+    return max(runs, key=_version, default=None)
+
+
+def _version(last: Path) -> int | None:
+    """N of ``version_N/checkpoints/last.ckpt``; None for a folder not named so."""
+    number = last.parts[-3].removeprefix("version_")
+    return int(number) if number.isdigit() else None
 
 
 def check_the_run_folder_is_new(logger, logger_config, ckpt_path: str | None) -> None:
