@@ -51,15 +51,15 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
     model_class = recorded_class(checkpoint["hyper_parameters"], Forecaster, path)
     data = checkpoint.get("datamodule_hyper_parameters", {})
     data_class = recorded_class(data, WindowDataModule, path)  # refused here, not later
-    unknown = sorted(set(settings) - init_arguments(model_class))
-    unknown += sorted(f"data.{name}" for name in set(data) - init_arguments(data_class) if not name.startswith("_"))
-    if unknown:
-        owner, ours = model_class.__module__, model_class.__module__.startswith("project.")
-        written_by = "an earlier version of this project" if ours else f"another version of {owner}"
-        raise InputError(
-            f"{path}: written by {written_by}: its settings {', '.join(unknown)} are not {model_class.__name__}'s or "
-            f"{data_class.__name__}'s; retrain it, or use it with the version that wrote it"
-        )
+    data_settings = {k: v for k, v in data.items() if not k.startswith("_")}
+    for cls, arguments in ((model_class, settings), (data_class, data_settings)):
+        try:  # a setting the class does not take (Python's own check): the checkpoint of another version
+            inspect.signature(cls).bind(**arguments)
+        except TypeError as error:
+            raise InputError(
+                f"{path}: its settings do not fit this version's {cls.__name__} ({error}); retrain it, or use it "
+                "with the version that wrote it"
+            ) from None
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
     network = build_network(settings.get("network"), f"{path}: ")
     components = {"network": network}
@@ -84,17 +84,6 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
             f"{path}: its weights do not fit the settings it records ({' '.join(lines[1:3])[:200]})"
         ) from None
     return checkpoint, module.eval()
-
-
-def init_arguments(cls: type) -> set[str]:
-    """The argument names ``cls(...)`` takes, also through a subclass's ``**kwargs`` passed on to its parents."""
-    names: set[str] = set()
-    for klass in cls.__mro__:
-        parameters = inspect.signature(klass.__init__).parameters.values()
-        names |= {p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
-        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
-            break
-    return names - {"self"}
 
 
 def recorded_class(hyper_parameters: dict, base: type, path: str | Path) -> type:

@@ -134,12 +134,12 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
         ),
         (
             lambda c: c["hyper_parameters"].update(attention_layout="old"),
-            "written by an earlier version of this project: its settings attention_layout are not Forecaster's",
+            "its settings do not fit this version's Forecaster (got an unexpected keyword argument 'attention_layout')",
         ),
         (  # a checkpoint of the regime as a pair of options, before it was a component
             lambda c: c["hyper_parameters"].update(training_mode="free_running", feedback_gradient="detach"),
-            "written by an earlier version of this project: its settings feedback_gradient, training_mode are not "
-            "Forecaster's or WindowDataModule's; retrain it",
+            "its settings do not fit this version's Forecaster (got an unexpected keyword argument 'training_mode'); "
+            "retrain it, or use it with the version that wrote it",
         ),
         (
             lambda c: c["hyper_parameters"]["regime"].update(class_path="subprocess.Popen"),
