@@ -11,7 +11,7 @@ import torch
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import check_name_lengths
-from project.imports import built_component, component_class, default_of, is_component_spec
+from project.imports import built_component, component_class, is_component_spec
 from project.model.network import build_network
 from project.training.module import OPTIMIZATION_BASES, Forecaster, check_finite_weights
 from project.training.regimes import Regime
@@ -104,31 +104,24 @@ def checkpoint_inputs(path: str | Path | None, checkpoint: dict | None, *sources
     return [path, *(source for source in (trained_on, *sources) if source is not None)]
 
 
-def checkpoint_defaults(checkpoint: dict, linked: tuple[str, ...]) -> dict:
+def checkpoint_defaults(checkpoint: dict, linked: tuple[str, ...], reads_a_file: bool) -> dict:
     """The model and data sections a config would give for the checkpoint (its classes and settings): the parser's
     defaults for a command with ``--ckpt_path``, so that the user's configs and flags win by the parser's own rule.
-    ``linked``: the settings the CLI's links give (never defaults); where the data is cached is this run's choice."""
+    ``linked``: the settings the CLI's links give (never defaults); where the data is cached is this run's choice, and
+    so is the embedded data's ``synthetic`` when the command ``reads_a_file`` of its own."""
     model = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_") and k not in linked}
     network = model.get("network")
     if isinstance(network, dict):
         arguments = {k: v for k, v in (network.get("init_args") or {}).items() if k not in linked}
         model["network"] = {**network, "init_args": arguments}
     trained = checkpoint.get("datamodule_hyper_parameters", {})
-    data = {k: v for k, v in trained.items() if not k.startswith("_") and k != "cache_dir"}
+    this_runs = ("cache_dir", "synthetic") if reads_a_file else ("cache_dir",)
+    data = {k: v for k, v in trained.items() if not k.startswith("_") and k not in this_runs}
     return {
         "model": {"class_path": checkpoint["hyper_parameters"].get("_class_path", class_path_of(Forecaster)),
                   "init_args": model},
         "data": {"class_path": trained.get("_class_path", class_path_of(WindowDataModule)), "init_args": data},
     }  # fmt: skip
-
-
-def settle_the_data(data, checkpoint: dict) -> None:
-    """The checkpoint's choice of embedded data does not carry over to a file the run reads (``data``: the parsed
-    data section, the user's settings over the checkpoint's): it takes its default again."""
-    trained = checkpoint.get("datamodule_hyper_parameters", {})
-    user_file = data.init_args.get("source") is not None
-    if user_file and "synthetic" in data.init_args and data.init_args.synthetic == trained.get("synthetic"):
-        data.init_args.synthetic = default_of(data.get("class_path"), "synthetic")
 
 
 def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: Forecaster, datamodule: WindowDataModule) -> None:

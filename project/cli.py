@@ -92,9 +92,10 @@ class ForecastCLI(LightningCLI):
             named = {v for k, v in self.config[subcommand].items() if k.endswith("class_path") and isinstance(v, str)}
             trust(named, CLI_TRUST)  # the classes the user's configs name
             self.checkpoint, _ = checkpoints.load_checkpoint(ckpt_path)
-            self._parser(subcommand).set_defaults(checkpoints.checkpoint_defaults(self.checkpoint, LINKED_INTO_NETWORK))
+            reads_a_file = self.config[subcommand].data.init_args.get("source") is not None
+            defaults = checkpoints.checkpoint_defaults(self.checkpoint, LINKED_INTO_NETWORK, reads_a_file)
+            self._parser(subcommand).set_defaults(defaults)
             super().parse_arguments(parser, args)
-            checkpoints.settle_the_data(self.config[subcommand].data, self.checkpoint)
             run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
         config = self.config[subcommand]
         run_folders.check_writable_folders(config)
