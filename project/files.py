@@ -40,20 +40,16 @@ def check_output(path: str | Path, inputs: Inputs = (), overwrite: bool = False)
 
 
 def write_atomically(path: str | Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(temporary)`` and rename the temporary file to ``path``: an interrupted write leaves the old
-    file or none, never half of one."""
+    """Call ``write(temporary)`` and rename the temporary file (beside ``path``, named for this process) to ``path``:
+    an interrupted write leaves the old file or none, never half of one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(handle)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}{path.suffix}")  # the suffix a writer may go by
     try:
-        write(Path(temporary))
-        umask = os.umask(0)  # read by setting it; set back at once
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes it private; the output is an ordinary file
+        write(temporary)
         os.replace(temporary, path)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
     return path
 
