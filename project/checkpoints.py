@@ -96,12 +96,11 @@ def recorded_class(hyper_parameters: dict, base: type, path: str | Path) -> type
 
 
 def checkpoint_inputs(path: str | Path | None, checkpoint: dict | None, *sources: str | Path | None) -> list:
-    """What a command reads, for the output guards (``project.files``): ``sources`` and, with the checkpoint at
-    ``path``, the checkpoint and the data it was trained on (never replaced, even by a run that reads other data)."""
+    """What a command reads, for the output guards (``project.files``; a None is passed over): ``sources``, and with
+    the checkpoint at ``path`` the checkpoint and its training data (never replaced, even by a run on other data)."""
     if checkpoint is None:
-        return [source for source in sources if source is not None]
-    trained_on = checkpoint.get("datamodule_hyper_parameters", {}).get("source")
-    return [path, *(source for source in (trained_on, *sources) if source is not None)]
+        return list(sources)
+    return [path, checkpoint.get("datamodule_hyper_parameters", {}).get("source"), *sources]
 
 
 def checkpoint_defaults(checkpoint: dict, linked: tuple[str, ...], reads_a_file: bool) -> dict:
