@@ -141,6 +141,11 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
             "its settings do not fit this version's Forecaster (got an unexpected keyword argument 'training_mode'); "
             "retrain it, or use it with the version that wrote it",
         ),
+        (  # a checkpoint of the split as fractions on the data module, before it was a component
+            lambda c: c["datamodule_hyper_parameters"].update(val_fraction=0.1),
+            "its settings do not fit this version's WindowDataModule (got an unexpected keyword argument "
+            "'val_fraction'); retrain it",
+        ),
         (
             lambda c: c["hyper_parameters"]["regime"].update(class_path="subprocess.Popen"),
             "the checkpoint names the regime subprocess.Popen, outside this project; nothing was imported: pass "

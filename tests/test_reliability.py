@@ -1,5 +1,7 @@
 """Never lose the user's data, never report a failure as success, and date forecasts in the data's calendar."""
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -49,6 +51,14 @@ def test_an_interrupted_write_leaves_the_old_file_whole(tmp_path):
         write_atomically(output, fail_halfway)
     assert output.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["table.csv"]  # no temporary file left behind
+
+
+def test_an_atomically_written_file_has_the_permissions_of_any_new_file(tmp_path):
+    umask = os.umask(0)  # read by setting it; set back at once
+    os.umask(umask)
+    output = write_atomically(tmp_path / "table.csv", lambda temporary: temporary.write_text("new\n"))
+    assert output.stat().st_mode & 0o777 == 0o666 & ~umask
+    assert [p.name for p in tmp_path.iterdir()] == ["table.csv"]
 
 
 def test_a_diverging_run_stops_with_one_line_a_non_zero_exit_and_no_nan_checkpoint(tmp_path, capsys):
