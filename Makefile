@@ -55,9 +55,12 @@ test-without-tools: $(BIN)/.installed
 	echo "The suite without project/tools and tests/tools, in $$core" && \
 	cd $$core && $(PYTEST) -q -m "not slow"; status=$$?; rm -rf $$core; exit $$status
 
+# The formatter decides layout everywhere: no line is held out of it.
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	@! grep -rnE '# fmt: (skip|off)' --include='*.py' . --exclude-dir=.venv || \
+		(echo 'lint: the lines above hold the formatter off; remove the fmt markers' && false)
 
 format: $(BIN)/.installed
 	$(BIN)/ruff check --fix .

@@ -117,10 +117,12 @@ def checkpoint_defaults(checkpoint: dict, linked: tuple[str, ...], reads_a_file:
     this_runs = ("cache_dir", "synthetic") if reads_a_file else ("cache_dir",)
     data = {k: v for k, v in trained.items() if not k.startswith("_") and k not in this_runs}
     return {
-        "model": {"class_path": checkpoint["hyper_parameters"].get("_class_path", class_path_of(Forecaster)),
-                  "init_args": model},
+        "model": {
+            "class_path": checkpoint["hyper_parameters"].get("_class_path", class_path_of(Forecaster)),
+            "init_args": model,
+        },
         "data": {"class_path": trained.get("_class_path", class_path_of(WindowDataModule)), "init_args": data},
-    }  # fmt: skip
+    }
 
 
 def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: Forecaster, datamodule: WindowDataModule) -> None:

@@ -30,26 +30,37 @@ LINKED_SETTINGS = ("context_length", "horizon", "predict_horizon")
 MODEL, DATA = "model.init_args", "data.init_args"  # subclass mode: a class_path, and its arguments under init_args
 NETWORK = f"{MODEL}.network.init_args"
 DEFAULT_CLASSES = {
-    "model": {"class_path": "project.training.module.Forecaster",
-              "init_args": {"network": {"class_path": "project.model.ForecastTransformer"}}},
-    "data": {"class_path": "project.data.WindowDataModule",
-             "init_args": {"split": {"class_path": "project.data.Fractions"}}},
-}  # fmt: skip
+    "model": {
+        "class_path": "project.training.module.Forecaster",
+        "init_args": {"network": {"class_path": "project.model.ForecastTransformer"}},
+    },
+    "data": {
+        "class_path": "project.data.WindowDataModule",
+        "init_args": {"split": {"class_path": "project.data.Fractions"}},
+    },
+}
 # The network's arguments that are linked (from the data or the model's own options), never set by the user.
 LINKED_INTO_NETWORK = ("sizes", "max_length")
 CALLBACKS = {  # the default callbacks, by the config section that sets each
-    "checkpoint": ForecastCheckpoint, "early_stopping": EarlyStopping, "lr_monitor": LearningRateMonitor,
-    "forecast_figures": ForecastFigures, "predictions": ForecastWriter, "interval_calibration": IntervalCalibration,
+    "checkpoint": ForecastCheckpoint,
+    "early_stopping": EarlyStopping,
+    "lr_monitor": LearningRateMonitor,
+    "forecast_figures": ForecastFigures,
+    "predictions": ForecastWriter,
+    "interval_calibration": IntervalCalibration,
     "naive_comparison": NaiveComparison,
-}  # fmt: skip
+}
 CALLBACK_DEFAULTS = {
-    "checkpoint.monitor": "val/loss", "checkpoint.filename": "best-epoch{epoch}-step{step}",
-    "checkpoint.auto_insert_metric_name": False, "checkpoint.save_last": True,
-    "early_stopping.monitor": "val/loss", "early_stopping.patience": 10,
+    "checkpoint.monitor": "val/loss",
+    "checkpoint.filename": "best-epoch{epoch}-step{step}",
+    "checkpoint.auto_insert_metric_name": False,
+    "checkpoint.save_last": True,
+    "early_stopping.monitor": "val/loss",
+    "early_stopping.patience": 10,
     # After each validation, so a run cut short by max_steps before validating still ends cleanly.
     "early_stopping.check_on_train_epoch_end": False,
     "lr_monitor.logging_interval": "step",
-}  # fmt: skip
+}
 
 
 class ForecastCLI(LightningCLI):
@@ -156,13 +167,17 @@ def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None)
     try:
         with reported_in_one_line():
             return ForecastCLI(
-                Forecaster, WindowDataModule, args=args,
+                Forecaster,
+                WindowDataModule,
+                args=args,
                 trainer_defaults={"callbacks": [RandomState(), *(extra_callbacks or [])]},  # always there
-                subclass_mode_model=True, subclass_mode_data=True, parser_class=ForecastArgumentParser,
+                subclass_mode_model=True,
+                subclass_mode_data=True,
+                parser_class=ForecastArgumentParser,
                 auto_configure_optimizers=False,  # Forecaster.configure_optimizers is the one optimizer setup
                 save_config_callback=run_folders.RunConfig,
                 save_config_kwargs={"overwrite": True},  # before_fit refuses an existing run folder itself
-            )  # fmt: skip
+            )
     except SIGTERMException as stopped:
         exit_after_sigterm(stopped)
 

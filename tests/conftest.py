@@ -82,8 +82,13 @@ def quantile_panel_run(tmp_path_factory) -> Path:
     """The same panel model with a quantile head and sampled feedback: the checkpoint of the tests of sample paths,
     quantiles and bands (predict, figures). Leave it as found."""
     log_dir = tmp_path_factory.mktemp("quantile_panel")
-    arguments = [*SMALL_MODEL, *quick_fit_arguments(log_dir), "--model.network.init_args.distribution=Quantiles",
-                 "--model.num_samples=20", "--model.regime.feedback=sample"]  # fmt: skip
+    arguments = [
+        *SMALL_MODEL,
+        *quick_fit_arguments(log_dir),
+        "--model.network.init_args.distribution=Quantiles",
+        "--model.num_samples=20",
+        "--model.regime.feedback=sample",
+    ]
     assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments) == 0
     return only_run(log_dir, "synthetic_panel") / "checkpoints" / "last.ckpt"
 

@@ -162,10 +162,21 @@ def relative_difference(actual: torch.Tensor, expected: torch.Tensor) -> float:
 
 TINY = dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32, dropout=0.0)
 NETWORK_ARGUMENTS = (
-    "n_targets", "n_past_covariates", "n_future_covariates", "static_cardinalities", "n_static_reals", "d_model",
-    "nhead", "num_encoder_layers", "num_decoder_layers", "dim_feedforward", "dropout", "patch_length",
-    "channel_independent", "checkpoint_layers",
-)  # fmt: skip
+    "n_targets",
+    "n_past_covariates",
+    "n_future_covariates",
+    "static_cardinalities",
+    "n_static_reals",
+    "d_model",
+    "nhead",
+    "num_encoder_layers",
+    "num_decoder_layers",
+    "dim_feedforward",
+    "dropout",
+    "patch_length",
+    "channel_independent",
+    "checkpoint_layers",
+)
 
 
 def forecaster(network_class=ForecastTransformer, **arguments) -> Forecaster:

@@ -37,8 +37,14 @@ def with_value(frame: pd.DataFrame, row: int, column: str, value) -> pd.DataFram
 def data(tmp: Path, frame: pd.DataFrame | None = None, *extra: str, name: str = "series.csv") -> list[str]:
     """Arguments for a fit on ``frame`` (written as a CSV) with a time column 'time'."""
     frame = frame_of_row_numbers() if frame is None else frame
-    return [f"--data.source={write(frame, tmp / name)}", "--data.time_column=time", "--data.context_length=5",
-            "--data.horizon=3", "--data.calendar_features=false", *extra]  # fmt: skip
+    return [
+        f"--data.source={write(frame, tmp / name)}",
+        "--data.time_column=time",
+        "--data.context_length=5",
+        "--data.horizon=3",
+        "--data.calendar_features=false",
+        *extra,
+    ]
 
 
 def panel(tmp: Path, change=None, *extra: str) -> list[str]:

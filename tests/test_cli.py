@@ -79,8 +79,13 @@ def test_the_readme_panel_fit_then_predict_then_runs_commands_work_as_written(tm
     assert_ok(run_cli(*predict[3:], cwd=tmp_path))
     assert list(tmp_path.rglob("predictions.csv"))  # in the predict run's log folder
     runs = readme_command("python -m project.training.runs")
-    result = subprocess.run([sys.executable, *runs[1:]], cwd=tmp_path, capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPOSITORY)})  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, *runs[1:]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+    )
     assert_ok(result)
     assert "synthetic_panel" in result.stdout
 
@@ -94,9 +99,19 @@ def test_the_readme_column_roles_command_trains_on_a_sales_table(tmp_path):
         for product in ("tea", "cake"):
             for day, date in enumerate(pd.date_range("2024-01-01", periods=200, freq="D")):
                 price = 2.0 + (day % 7 == 5)
-                rows.append(dict(date=date, store=store, product=product, sales=10 + day % 7 + 3 * (product == "tea"),
-                                 footfall=100 + day % 7, price=price, promotion=int(day % 14 == 0),
-                                 region=store, store_size=1.5 if store == "north" else 2.5))  # fmt: skip
+                rows.append(
+                    dict(
+                        date=date,
+                        store=store,
+                        product=product,
+                        sales=10 + day % 7 + 3 * (product == "tea"),
+                        footfall=100 + day % 7,
+                        price=price,
+                        promotion=int(day % 14 == 0),
+                        region=store,
+                        store_size=1.5 if store == "north" else 2.5,
+                    )
+                )
     pd.DataFrame(rows).to_csv(tmp_path / "data" / "sales.csv", index=False)
     command = readme_full_command("python -m project.cli fit --config configs/base.yaml --data.source data/sales.csv")
     assert command[:3] == ["python", "-m", "project.cli"]
@@ -112,8 +127,9 @@ def test_the_readme_tensorboard_command_reads_a_runs_curves(trained_run):
     command = readme_command("tensorboard --logdir lightning_logs")
     executable = Path(sys.executable).parent / command[0]
     # --inspect: TensorBoard's own digest of what it would show, instead of a server that never exits.
-    result = subprocess.run([str(executable), "--inspect", "--logdir", str(trained_run)], capture_output=True,
-                            text=True, timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [str(executable), "--inspect", "--logdir", str(trained_run)], capture_output=True, text=True, timeout=120
+    )
     assert_ok(result)
     assert "train/loss" in result.stdout
     assert "val/loss" in result.stdout
@@ -132,8 +148,15 @@ def test_the_readme_pre_commit_command_installs_the_hook(tmp_path):
 def test_test_from_a_checkpoint_restores_the_model_and_data_settings(trained_run, tmp_path):
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
     # No model or data settings: they come from the checkpoint, not from the parser's defaults.
-    assert cli("test", f"--ckpt_path={checkpoint}", f"--trainer.default_root_dir={tmp_path}",
-               "--trainer.limit_test_batches=2") == 0  # fmt: skip
+    assert (
+        cli(
+            "test",
+            f"--ckpt_path={checkpoint}",
+            f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.limit_test_batches=2",
+        )
+        == 0
+    )
     metrics = read_scalars(only_run(tmp_path, "lightning_logs"))
     assert {"test/mse", "test/mae", "test/smape", "test/loss_teacher_forced"} <= set(metrics)
     assert {"test/mse_original_units", "test/mae_original_units", "test/mae_repeat_last_original_units"} <= set(metrics)
@@ -142,8 +165,15 @@ def test_test_from_a_checkpoint_restores_the_model_and_data_settings(trained_run
 def test_test_and_validate_print_the_model_beside_the_naive_forecasts_in_original_units(trained_run, tmp_path, capfd):
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
     for command, split in (("test", "test"), ("validate", "val")):
-        assert cli(command, f"--ckpt_path={checkpoint}", f"--trainer.default_root_dir={tmp_path / command}",
-                   "--naive_comparison.season=12") == 0  # fmt: skip
+        assert (
+            cli(
+                command,
+                f"--ckpt_path={checkpoint}",
+                f"--trainer.default_root_dir={tmp_path / command}",
+                "--naive_comparison.season=12",
+            )
+            == 0
+        )
         metrics = read_scalars(only_run(tmp_path / command, "lightning_logs"))
         printed = capfd.readouterr().err
         line = next(line for line in printed.splitlines() if line.startswith(f"{split} MAE in original units"))
@@ -154,8 +184,16 @@ def test_test_and_validate_print_the_model_beside_the_naive_forecasts_in_origina
 
 def test_the_naive_comparison_is_removed_in_one_config_line(trained_run, tmp_path, capfd):
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
-    assert cli("test", f"--ckpt_path={checkpoint}", f"--trainer.default_root_dir={tmp_path}",
-               "--trainer.limit_test_batches=2", "--naive_comparison.enabled=false") == 0  # fmt: skip
+    assert (
+        cli(
+            "test",
+            f"--ckpt_path={checkpoint}",
+            f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.limit_test_batches=2",
+            "--naive_comparison.enabled=false",
+        )
+        == 0
+    )
     metrics = read_scalars(only_run(tmp_path, "lightning_logs"))
     assert "test/mae_original_units" in metrics
     assert not [name for name in metrics if "naive" in name or "repeat_last" in name]
@@ -164,8 +202,15 @@ def test_the_naive_comparison_is_removed_in_one_config_line(trained_run, tmp_pat
 
 def test_a_season_longer_than_the_context_is_refused_in_one_line(trained_run, tmp_path, capsys):
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
-    assert cli("test", f"--ckpt_path={checkpoint}", f"--trainer.default_root_dir={tmp_path}",
-               "--naive_comparison.season=13") == 2  # fmt: skip
+    assert (
+        cli(
+            "test",
+            f"--ckpt_path={checkpoint}",
+            f"--trainer.default_root_dir={tmp_path}",
+            "--naive_comparison.season=13",
+        )
+        == 2
+    )
     assert one_line_error(capsys) == (
         "error: naive_comparison.season=13 must be at most model.context_length=12 (the seasonal-naive forecast "
         "repeats the context's last season)"
@@ -173,8 +218,11 @@ def test_a_season_longer_than_the_context_is_refused_in_one_line(trained_run, tm
 
 
 def test_the_comparison_warns_in_one_line_naming_each_naive_forecast_that_did_better():
-    metrics = {"test/mae_original_units": 2.0, "test/mae_repeat_last_original_units": 1.5,
-               "test/mae_seasonal_naive_original_units": 3.0}  # fmt: skip
+    metrics = {
+        "test/mae_original_units": 2.0,
+        "test/mae_repeat_last_original_units": 1.5,
+        "test/mae_seasonal_naive_original_units": 3.0,
+    }
     comparison, warning = naive_comparison("test", metrics, 24).splitlines()
     assert comparison == "test MAE in original units: model 2, repeat-last 1.5, seasonal naive (season 24) 3"
     assert warning == "warning: the model's test MAE is worse than repeat-last on the same windows"
@@ -185,10 +233,14 @@ def test_the_comparison_warns_in_one_line_naming_each_naive_forecast_that_did_be
 def test_a_checkpoint_used_with_an_incompatible_config_fails_with_one_line(trained_run, tmp_path, capsys):
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
     code = cli(
-        "test", "--config", BASE, f"--ckpt_path={checkpoint}", "--model.network.init_args.d_model=64",
+        "test",
+        "--config",
+        BASE,
+        f"--ckpt_path={checkpoint}",
+        "--model.network.init_args.d_model=64",
         "--data.horizon=24",
         *quick_fit_arguments(tmp_path),
-    )  # fmt: skip
+    )
     assert code == 2
     line = last_line(capsys.readouterr().err)
     assert line.startswith(f"error: {checkpoint} was trained with other settings than the config:")
@@ -274,9 +326,16 @@ def test_a_users_own_model_and_data_classes_train_and_forecast_through_the_cli(t
             load_checkpoint(checkpoint)  # a class outside the project, not named by the user: never imported
         trust(["usermod.DampedForecaster", "usermod.ShiftedData"])
         _, module = load_checkpoint(checkpoint)
-        predicted = cli_main(["predict", f"--ckpt_path={checkpoint}", f"--predictions.output={forecast}",
-                              "--model=usermod.DampedForecaster", "--data=usermod.ShiftedData",
-                              "--trainer.logger=false"])  # fmt: skip
+        predicted = cli_main(
+            [
+                "predict",
+                f"--ckpt_path={checkpoint}",
+                f"--predictions.output={forecast}",
+                "--model=usermod.DampedForecaster",
+                "--data=usermod.ShiftedData",
+                "--trainer.logger=false",
+            ]
+        )
     finally:
         sys.path.remove(str(tmp_path))
     assert (type(module).__name__, module.damping) == ("DampedForecaster", 0.25)
@@ -331,8 +390,11 @@ def test_sigterm_stops_fit_with_last_ckpt_at_the_current_step_and_a_non_zero_exi
 
 @pytest.mark.slow
 def test_ctrl_c_saves_the_current_step_and_says_how_to_continue(tmp_path):
-    interrupt = ["--trainer.callbacks+=tests.test_training.Terminate", "--trainer.callbacks.step=3",
-                 "--trainer.callbacks.signal_name=SIGINT"]  # fmt: skip
+    interrupt = [
+        "--trainer.callbacks+=tests.test_training.Terminate",
+        "--trainer.callbacks.step=3",
+        "--trainer.callbacks.signal_name=SIGINT",
+    ]
     arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=6)]
     result = run_cli("fit", "--config", BASE, *arguments, *interrupt)
     assert result.returncode != 0
@@ -356,8 +418,18 @@ def test_sigterm_with_checkpointing_off_says_that_no_checkpoint_holds_the_step(t
 
 def test_training_with_the_logger_turned_off_runs_without_monitors_figures_or_files(tmp_path):
     arguments = [a for a in quick_fit_arguments(tmp_path) if "logger" not in a]
-    assert cli("fit", "--config", BASE, *SMALL_MODEL, *arguments, "--trainer.logger=false",
-               f"--checkpoint.dirpath={tmp_path / 'checkpoints'}") == 0  # fmt: skip
+    assert (
+        cli(
+            "fit",
+            "--config",
+            BASE,
+            *SMALL_MODEL,
+            *arguments,
+            "--trainer.logger=false",
+            f"--checkpoint.dirpath={tmp_path / 'checkpoints'}",
+        )
+        == 0
+    )
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
     assert not list(tmp_path.rglob("hparams.yaml"))
     assert not list(tmp_path.rglob("config.yaml"))  # not even in the working directory
@@ -410,9 +482,14 @@ def test_the_panel_preset_trains_and_predicts_every_series_with_its_ids_and_futu
 
 def test_the_amp_preset_trains_with_bf16_on_cpu(tmp_path):
     result = run_cli(
-        "fit", "--config", BASE, "--config", config("amp.yaml"), *SMALL_MODEL,
+        "fit",
+        "--config",
+        BASE,
+        "--config",
+        config("amp.yaml"),
+        *SMALL_MODEL,
         *quick_fit_arguments(tmp_path),
-    )  # fmt: skip
+    )
     assert_ok(result)
     assert "Using bfloat16 Automatic Mixed Precision" in result.stdout + result.stderr
     config_text = (only_run(tmp_path) / "config.yaml").read_text()
@@ -436,15 +513,36 @@ def test_fit_help_documents_every_option():
     """`fit --help` lists the Trainer's and the callbacks' options; the model's and the data's are listed by
     `--model.help` and `--data.help` with the class (subclass mode: they depend on the class chosen)."""
     expected_in = {
-        ("--help",): ["--model CONFIG | CLASS_PATH_OR_NAME", "--data CONFIG | CLASS_PATH_OR_NAME", "--overwrite",
-                      "--forecast_figures.every_n_epochs", "--predictions.output", "--checkpoint.monitor"],
-        ("--model.help", "Forecaster"): ["--model.regime", "teacher-forcing memory", "--model.optimizer",
-                                         "--model.network", "--model.lr_scheduler", "--model.max_horizon"],
-        ("--model.regime.help", "FreeRunning"): ["--regime.gradient", "--regime.feedback", "--regime.rollout_dropout",
-                                                 "teacher-forcing memory"],
-        ("--data.help", "WindowDataModule"): ["--data.context_length", "look-back window", "--data.id_columns",
-                                              "--data.future_covariates", "--data.static_covariates"],
-    }  # fmt: skip
+        ("--help",): [
+            "--model CONFIG | CLASS_PATH_OR_NAME",
+            "--data CONFIG | CLASS_PATH_OR_NAME",
+            "--overwrite",
+            "--forecast_figures.every_n_epochs",
+            "--predictions.output",
+            "--checkpoint.monitor",
+        ],
+        ("--model.help", "Forecaster"): [
+            "--model.regime",
+            "teacher-forcing memory",
+            "--model.optimizer",
+            "--model.network",
+            "--model.lr_scheduler",
+            "--model.max_horizon",
+        ],
+        ("--model.regime.help", "FreeRunning"): [
+            "--regime.gradient",
+            "--regime.feedback",
+            "--regime.rollout_dropout",
+            "teacher-forcing memory",
+        ],
+        ("--data.help", "WindowDataModule"): [
+            "--data.context_length",
+            "look-back window",
+            "--data.id_columns",
+            "--data.future_covariates",
+            "--data.static_covariates",
+        ],
+    }
     for arguments, expected in expected_in.items():
         result = run_cli("fit", *arguments)
         assert_ok(result)

@@ -57,7 +57,9 @@ def test_the_suite_is_collected_without_the_tools(tmp_path):
     assert not (copy / "tests" / "tools").exists()
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
-        cwd=copy, capture_output=True, text=True,
-    )  # fmt: skip
+        cwd=copy,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     assert re.match(r"\d+ tests collected in", result.stdout.strip().splitlines()[-1]), result.stdout[-3000:]

@@ -176,9 +176,16 @@ def test_a_users_own_distribution_trains_through_the_cli_and_its_checkpoint_pred
     (tmp_path / "userdist.py").write_text(USER_DISTRIBUTION)
     logs, named = tmp_path / "logs", "--model.network.init_args.distribution=userdist.Laplace"
     result = run_cli(
-        "fit", "--config", BASE, named, "--model.network.init_args.distribution.min_scale=0.01",
-        "--model.num_samples=4", *quick_fit_arguments(logs), python_path=(tmp_path,), cwd=tmp_path,
-    )  # fmt: skip
+        "fit",
+        "--config",
+        BASE,
+        named,
+        "--model.network.init_args.distribution.min_scale=0.01",
+        "--model.num_samples=4",
+        *quick_fit_arguments(logs),
+        python_path=(tmp_path,),
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, last_line(result.stderr)
     (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
     spec = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]["init_args"]["distribution"]

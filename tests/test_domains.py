@@ -20,10 +20,14 @@ from tests.test_network_contract import NETWORKS as NETWORK_TABLE
 
 NETWORKS = [f"{cls.__module__}.{cls.__qualname__}" for cls, _ in NETWORK_TABLE.values()]  # the contract's table
 OWN_CLASSES = {  # the sections of this project's classes → the class whose signature declares their domains
-    "model": Forecaster, "data": WindowDataModule, "forecast_figures": ForecastFigures,
-    "naive_comparison": NaiveComparison, "model.network.init_args": NETWORK_TABLE["transformer"][0],
-    "model.regime.init_args": ScheduledSampling, "model.lr_scheduler.init_args": WarmupCosine,
-}  # fmt: skip
+    "model": Forecaster,
+    "data": WindowDataModule,
+    "forecast_figures": ForecastFigures,
+    "naive_comparison": NaiveComparison,
+    "model.network.init_args": NETWORK_TABLE["transformer"][0],
+    "model.regime.init_args": ScheduledSampling,
+    "model.lr_scheduler.init_args": WarmupCosine,
+}
 DOMAINS = {}  # every option's domain, by its dotted name, from the signatures
 for section, owner in [*OWN_CLASSES.items(), *(("model.network.init_args", c) for c, _ in NETWORK_TABLE.values())]:
     DOMAINS.update({f"{section}.{name}": domain for name, domain in declared_domains(owner).items()})

@@ -80,8 +80,9 @@ def test_an_entry_point_writes_only_through_the_output_guard_and_deletes_nothing
     for call in calls(tree):
         name, target = called_name(call), dotted(call.func)
         where = f"{path.name}:{call.lineno} {target}"
-        if name in WRITES or (name == "open" and any(isinstance(a, ast.Constant) and "w" in str(a.value)
-                                                      for a in call.args[1:])):  # fmt: skip
+        if name in WRITES or (
+            name == "open" and any(isinstance(a, ast.Constant) and "w" in str(a.value) for a in call.args[1:])
+        ):
             assert inside(call, allowed), f"{where} writes outside files.write_atomically"
         assert not {name, target} & DELETES, f"{where} deletes or renames"
     if allowed:

@@ -30,8 +30,14 @@ def test_predict_never_replaces_its_checkpoint_or_its_config_even_with_overwrite
     config.write_text("trainer:\n  logger: false\n")
     for output in (checkpoint, config):
         before = digests(checkpoint, config)
-        code = cli("predict", "--config", str(config), f"--ckpt_path={checkpoint}",
-                   f"--predictions.output={output}", "--overwrite=true")  # fmt: skip
+        code = cli(
+            "predict",
+            "--config",
+            str(config),
+            f"--ckpt_path={checkpoint}",
+            f"--predictions.output={output}",
+            "--overwrite=true",
+        )
         assert code == 2
         assert one_line_error(capsys).endswith("choose another output path")
         assert digests(checkpoint, config) == before
@@ -52,8 +58,9 @@ def test_an_unwritable_prediction_output_is_refused_before_predicting(user_run, 
 def test_a_read_only_output_folder_is_refused_before_predicting(user_run, tmp_path, capsys):
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o555)
-    code = cli("predict", f"--ckpt_path={user_run[2]}", f"--predictions.output={locked / 'f.csv'}",
-               "--trainer.logger=false")  # fmt: skip
+    code = cli(
+        "predict", f"--ckpt_path={user_run[2]}", f"--predictions.output={locked / 'f.csv'}", "--trainer.logger=false"
+    )
     assert code == 2
     assert "cannot write into" in one_line_error(capsys)
 
@@ -74,8 +81,13 @@ def test_an_explicit_scaling_other_than_the_checkpoints_is_refused(user_run, cap
 def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(user_run, tmp_path, capsys):
     other = tmp_path / "three.csv"
     frame_of_row_numbers(400, n_features=3).to_csv(other, index=False)
-    code = cli("predict", f"--ckpt_path={user_run[2]}", f"--data.source={other}", "--trainer.logger=false",
-               f"--predictions.output={tmp_path / 'p.csv'}")  # fmt: skip
+    code = cli(
+        "predict",
+        f"--ckpt_path={user_run[2]}",
+        f"--data.source={other}",
+        "--trainer.logger=false",
+        f"--predictions.output={tmp_path / 'p.csv'}",
+    )
     assert code == 2
     assert "its columns give the network n_targets=3 (checkpoint: 2)" in one_line_error(capsys)
 
@@ -201,10 +213,13 @@ def test_every_way_of_giving_a_config_is_compared_with_the_checkpoint(user_run, 
     network = tmp_path / "network.yaml"
     network.write_text("network:\n  init_args:\n    d_model: 32\n")
     ways = {
-        "model.network.init_args.d_model=32 (checkpoint: 16)": [[f"-c{wider}"], ["--conf", str(wider)],
-                                                                ["--model", str(network)]],
+        "model.network.init_args.d_model=32 (checkpoint: 16)": [
+            [f"-c{wider}"],
+            ["--conf", str(wider)],
+            ["--model", str(network)],
+        ],
         "data.context_length=48 (checkpoint: 12)": [["--data", str(longer)]],
-    }  # fmt: skip
+    }
     for message, arguments in ways.items():
         for given in arguments:
             assert cli("predict", *given, f"--ckpt_path={user_run[2]}", "--trainer.logger=false") == 2, given
@@ -228,8 +243,9 @@ def test_a_setting_the_checkpoint_did_not_record_applies_not_ignored(user_run, t
     path = tmp_path / "without_dropout.ckpt"
     torch.save(checkpoint, path)
     output = f"--predictions.output={tmp_path / 'p.csv'}"
-    command = cli_main(["predict", f"--ckpt_path={path}", "--model.network.init_args.dropout=0.0", output,
-                        "--trainer.logger=false"])  # fmt: skip
+    command = cli_main(
+        ["predict", f"--ckpt_path={path}", "--model.network.init_args.dropout=0.0", output, "--trainer.logger=false"]
+    )
     assert command.model.network.init_args["dropout"] == 0.0
 
 
@@ -237,8 +253,14 @@ def test_a_runs_own_saved_config_validates_and_predicts_with_its_own_checkpoint(
     run = user_run[2].parent.parent
     for subcommand in ("validate", "predict"):
         extra = [f"--predictions.output={tmp_path / 'p.csv'}"] if subcommand == "predict" else []
-        code = cli(subcommand, "--config", str(run / "config.yaml"), f"--ckpt_path={user_run[2]}",
-                   "--trainer.logger=false", *extra)  # fmt: skip
+        code = cli(
+            subcommand,
+            "--config",
+            str(run / "config.yaml"),
+            f"--ckpt_path={user_run[2]}",
+            "--trainer.logger=false",
+            *extra,
+        )
         assert code == 0, capsys.readouterr().err
 
 
@@ -261,8 +283,16 @@ def test_predict_from_another_folder_forecasts_the_file_the_checkpoint_was_train
     frame_of_row_numbers(400).assign(c0=0.0, c1=0.0).to_csv(elsewhere / source.name, index=False)  # a decoy
     monkeypatch.chdir(elsewhere)
     for name, data in (("implicit.csv", []), ("explicit.csv", [f"--data.source={source}"])):
-        assert cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={tmp_path / name}",
-                   "--trainer.logger=false", *data) == 0  # fmt: skip
+        assert (
+            cli(
+                "predict",
+                f"--ckpt_path={checkpoint}",
+                f"--predictions.output={tmp_path / name}",
+                "--trainer.logger=false",
+                *data,
+            )
+            == 0
+        )
     assert pd.read_csv(tmp_path / "implicit.csv").equals(pd.read_csv(tmp_path / "explicit.csv"))
 
 
@@ -272,8 +302,14 @@ def test_the_data_a_checkpoint_was_trained_on_is_never_an_output(user_run, tmp_p
     other = tmp_path / "other.csv"
     frame_of_row_numbers(400).to_csv(other, index=False)
     before = digests(source)
-    code = cli("predict", f"--ckpt_path={checkpoint}", f"--data.source={other}", f"--predictions.output={source}",
-               "--overwrite=true", "--trainer.logger=false")  # fmt: skip
+    code = cli(
+        "predict",
+        f"--ckpt_path={checkpoint}",
+        f"--data.source={other}",
+        f"--predictions.output={source}",
+        "--overwrite=true",
+        "--trainer.logger=false",
+    )
     assert code == 2
     assert one_line_error(capsys).endswith(f"the output would replace the input {source}; choose another output path")
     assert digests(source) == before
@@ -318,8 +354,9 @@ def test_a_name_longer_than_the_file_system_allows_is_refused_in_one_line(user_r
         assert "has 304 bytes; a file or folder name has at most 255" in one_line_error(capsys)
 
 
-@pytest.mark.parametrize("option", ["checkpoint.filename", "trainer.logger.init_args.name",
-                                    "trainer.logger.init_args.version"])  # fmt: skip
+@pytest.mark.parametrize(
+    "option", ["checkpoint.filename", "trainer.logger.init_args.name", "trainer.logger.init_args.version"]
+)
 def test_a_run_folder_or_checkpoint_name_too_long_is_refused_before_training(option, tmp_path, capsys):
     code = cli("fit", "--config", BASE, *SMALL_MODEL, *quick_fit_arguments(tmp_path), f"--{option}={'x' * 300}")
     assert code == 2
@@ -373,8 +410,15 @@ def test_the_embedded_datas_settings_of_a_checkpoint_are_not_blamed_on_a_file_th
 def test_a_network_option_refused_beside_a_checkpoint_says_how_to_name_the_checkpoints_network(user_run, capsys):
     """Network options are parsed before the checkpoint is read: a GRU checkpoint's option is checked against the
     default transformer, and the line says so (and what to add)."""
-    assert cli("predict", f"--ckpt_path={user_run[2]}", "--model.network.init_args.hidden_size=64",
-               "--trainer.logger=false") == 2  # fmt: skip
+    assert (
+        cli(
+            "predict",
+            f"--ckpt_path={user_run[2]}",
+            "--model.network.init_args.hidden_size=64",
+            "--trainer.logger=false",
+        )
+        == 2
+    )
     assert one_line_error(capsys).endswith(
         "Option 'hidden_size' is not accepted (network options are checked against the network the command line and "
         "configs name, project.model.ForecastTransformer unless they name another; with --ckpt_path, name the "

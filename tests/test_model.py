@@ -338,13 +338,17 @@ def test_fixed_shape_decoding_equals_cached_decoding(variant, distribution):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
 def test_a_cuda_graph_replays_the_cached_decode_exactly():
     model = small_model(torch.float32, **COVARIATES).cuda()
-    src, covariates = torch.randn(8, 6, 5).cuda(), {k: v.cuda().float() if v.is_floating_point() else v.cuda()
-                                                    for k, v in covariates_for(8, 6, 12).items()}  # fmt: skip
+    src, covariates = (
+        torch.randn(8, 6, 5).cuda(),
+        {k: v.cuda().float() if v.is_floating_point() else v.cuda() for k, v in covariates_for(8, 6, 12).items()},
+    )
     with torch.no_grad():
         torch.testing.assert_close(
-            generate(model, src, 12, cuda_graph=True, **covariates), generate(model, src, 12, **covariates),
-            rtol=1e-5, atol=1e-5,
-        )  # fmt: skip
+            generate(model, src, 12, cuda_graph=True, **covariates),
+            generate(model, src, 12, **covariates),
+            rtol=1e-5,
+            atol=1e-5,
+        )
 
 
 @pytest.mark.parametrize(
@@ -378,9 +382,22 @@ def test_channel_independence_with_one_target_is_the_joint_model(regime):
     """With one target channel the two layouts are the same computation, down to the random draws, through a
     training step: the defaults' round five (results/search/base_defaults.md) carries the single-target datasets'
     runs over on this. Free running feeds every prediction back; scheduled sampling draws its coins."""
-    arguments = dict(COVARIATES, n_targets=1, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
-                     dim_feedforward=32, dropout=0.1, patch_length=2, context_length=8, horizon=4, loss="mae",
-                     instance_norm=True, regime=regime)  # fmt: skip
+    arguments = dict(
+        COVARIATES,
+        n_targets=1,
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=32,
+        dropout=0.1,
+        patch_length=2,
+        context_length=8,
+        horizon=4,
+        loss="mae",
+        instance_norm=True,
+        regime=regime,
+    )
     batch = {"context": torch.randn(3, 8, 1), "target": torch.randn(3, 4, 1), **covariates_for(3, 8, 4, torch.float32)}
     results = []
     for channel_independent in (False, True):

@@ -211,8 +211,9 @@ def test_an_empty_schedule_steps_decays_over_half_of_the_runs_optimizer_steps():
     recorder = RecordTeacherForcing()
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
     module = tiny_module(regime=ScheduledSampling())  # inverse sigmoid: 99% at step 0, 1% at its end
-    trainer = quiet_trainer(max_epochs=2, limit_train_batches=10, accumulate_grad_batches=2, limit_val_batches=0,
-                            callbacks=[recorder])  # fmt: skip
+    trainer = quiet_trainer(
+        max_epochs=2, limit_train_batches=10, accumulate_grad_batches=2, limit_val_batches=0, callbacks=[recorder]
+    )
     trainer.fit(module, datamodule)
     assert trainer.estimated_stepping_batches == 10  # 2 epochs of 10 batches, accumulated 2 to a step
     assert module.regime.decay_steps(module.run_steps) == 5
@@ -240,7 +241,7 @@ NO_EFFECT = {  # option → settings under which it means nothing, and the words
     "prediction_quantiles": (dict(prediction_quantiles=[0.05, 0.5, 0.95]), "PointForecast forecasts points"),
     "interval": (dict(interval=0.9), "PointForecast forecasts points"),
     "huber_delta": (dict(loss="mse", huber_delta=0.5), "applies to loss=huber"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("option", NO_EFFECT)

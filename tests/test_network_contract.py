@@ -239,10 +239,15 @@ def test_a_users_own_network_trains_through_the_cli(tmp_path):
     (tmp_path / "usermod.py").write_text(textwrap.dedent(USER_NETWORK))
     logs = tmp_path / "logs"
     result = run_cli(
-        "fit", "--config", BASE, "--model.network.class_path=usermod.MyNetwork",
-        "--model.network.init_args.scale=2.0", *quick_fit_arguments(logs),
-        python_path=(tmp_path,), cwd=tmp_path,
-    )  # fmt: skip
+        "fit",
+        "--config",
+        BASE,
+        "--model.network.class_path=usermod.MyNetwork",
+        "--model.network.init_args.scale=2.0",
+        *quick_fit_arguments(logs),
+        python_path=(tmp_path,),
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, last_line(result.stderr)
     (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
     spec = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]
@@ -262,9 +267,15 @@ def test_a_network_whose_only_argument_is_the_linked_sizes_trains_through_the_cl
     (tmp_path / "usermod.py").write_text(only_targets)
     logs = tmp_path / "logs"
     result = run_cli(
-        "fit", "--config", BASE, "--model.network.class_path=usermod.MyNetwork", *quick_fit_arguments(logs),
-        "--test_after_fit=false", python_path=(tmp_path,), cwd=tmp_path,
-    )  # fmt: skip
+        "fit",
+        "--config",
+        BASE,
+        "--model.network.class_path=usermod.MyNetwork",
+        *quick_fit_arguments(logs),
+        "--test_after_fit=false",
+        python_path=(tmp_path,),
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, last_line(result.stderr)
     (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
     sizes = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]["init_args"]["sizes"]

@@ -90,9 +90,15 @@ def test_a_model_learns_a_target_it_can_only_know_from_an_aligned_future_covaria
     frame = pd.concat(frames, ignore_index=True)
     L.seed_everything(0)
     datamodule = WindowDataModule(
-        frame, id_columns=["series"], target_columns=["value"], future_covariates=["known"],
-        context_length=8, horizon=4, batch_size=32, scaling="none",
-    )  # fmt: skip
+        frame,
+        id_columns=["series"],
+        target_columns=["value"],
+        future_covariates=["known"],
+        context_length=8,
+        horizon=4,
+        batch_size=32,
+        scaling="none",
+    )
     module = tiny_module(
         n_targets=1,
         n_future_covariates=1,

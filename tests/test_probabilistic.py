@@ -43,18 +43,25 @@ def true_crps(last: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 def test_on_a_gaussian_ar1_the_80_percent_interval_covers_80_percent_and_crps_is_near_the_truths():
     L.seed_everything(0)
     datamodule = WindowDataModule(
-        gaussian_ar1(), context_length=8, horizon=4, batch_size=64, scaling="none", eval_stride=2,
-    )  # fmt: skip
+        gaussian_ar1(),
+        context_length=8,
+        horizon=4,
+        batch_size=64,
+        scaling="none",
+        eval_stride=2,
+    )
     module = tiny_module(
-        n_targets=1, distribution="normal", regime=TeacherForcing(), optimizer=adamw(3e-3),
-        lr_scheduler=warmup_cosine(20), num_samples=200,
-    )  # fmt: skip
+        n_targets=1,
+        distribution="normal",
+        regime=TeacherForcing(),
+        optimizer=adamw(3e-3),
+        lr_scheduler=warmup_cosine(20),
+        num_samples=200,
+    )
     quiet_trainer(max_steps=400, limit_val_batches=0).fit(module, datamodule)
     (scores,) = quiet_trainer().test(module, datamodule, verbose=False)
     assert 0.75 <= scores["test/coverage"] <= 0.85
-    truth = torch.cat(
-        [true_crps(b["context"][:, -1:], b["target"]) for b in datamodule.test_dataloader()]
-    ).mean()  # fmt: skip
+    truth = torch.cat([true_crps(b["context"][:, -1:], b["target"]) for b in datamodule.test_dataloader()]).mean()
     assert abs(scores["test/crps"] - truth.item()) <= 0.1 * truth.item()
 
 
@@ -151,8 +158,16 @@ def test_interval_calibration_is_removed_in_one_config_line(quantile_panel_run, 
     from project.training.runs import read_scalars
 
     for enabled in ("true", "false"):
-        assert cli("validate", f"--ckpt_path={quantile_panel_run}", f"--trainer.default_root_dir={tmp_path / enabled}",
-                   "--trainer.limit_val_batches=2", f"--interval_calibration.enabled={enabled}") == 0  # fmt: skip
+        assert (
+            cli(
+                "validate",
+                f"--ckpt_path={quantile_panel_run}",
+                f"--trainer.default_root_dir={tmp_path / enabled}",
+                "--trainer.limit_val_batches=2",
+                f"--interval_calibration.enabled={enabled}",
+            )
+            == 0
+        )
         logged = read_scalars(only_run(tmp_path / enabled, "lightning_logs"))
         assert "val/coverage" in logged
         assert ("val/interval_scale" in logged) == (enabled == "true")

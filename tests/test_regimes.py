@@ -149,14 +149,19 @@ def test_detach_with_sampled_feedback_equals_the_naive_loop_given_the_same_draws
     assert_same_loss_and_gradients(
         model,
         lambda: regime(
-            model, src, "free_running_detach", target, covariates, feedback_value="sample",
+            model,
+            src,
+            "free_running_detach",
+            target,
+            covariates,
+            feedback_value="sample",
             generator=torch.Generator().manual_seed(3),
         ),
         lambda: naive_free_running(
             model, src, target, "detach", "sample", torch.Generator().manual_seed(3), **covariates
         ),
         target,
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize("distribution", ["normal", "student_t"])
@@ -315,8 +320,9 @@ def test_activation_checkpointing_saves_less_and_keeps_the_gradient():
     gradients, memory = [], []
     for checkpoint_layers in (False, True):
         torch.manual_seed(0)
-        module = forecaster(n_targets=5, d_model=32, nhead=4, dim_feedforward=64, dropout=0.0,
-                            checkpoint_layers=checkpoint_layers)  # fmt: skip
+        module = forecaster(
+            n_targets=5, d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, checkpoint_layers=checkpoint_layers
+        )
         module = module.double().train()
         memory.append(saved_bytes(module, lambda m=module: m.training_forecast(batch_dict)))
         gradients.append(

@@ -18,8 +18,13 @@ def test_a_predict_aimed_at_the_input_csv_leaves_it_untouched(user_run, capsys):
     _, source, checkpoint = user_run
     before = source.read_bytes()
     for overwrite in ("false", "true"):  # not even --overwrite replaces the data
-        code = cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={source}",
-                   f"--overwrite={overwrite}", "--trainer.logger=false")  # fmt: skip
+        code = cli(
+            "predict",
+            f"--ckpt_path={checkpoint}",
+            f"--predictions.output={source}",
+            f"--overwrite={overwrite}",
+            "--trainer.logger=false",
+        )
         assert code == 2
         assert "the output would replace the input" in last_line(capsys.readouterr().err)
     assert source.read_bytes() == before
@@ -63,8 +68,15 @@ def test_an_atomically_written_file_has_the_permissions_of_any_new_file(tmp_path
 
 def test_a_diverging_run_stops_with_one_line_a_non_zero_exit_and_no_nan_checkpoint(tmp_path, capsys):
     arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=20), "--trainer.val_check_interval=2"]
-    code = cli("fit", "--config", BASE, *arguments, "--model.optimizer.init_args.lr=1e6",
-               "--model.lr_scheduler.init_args.warmup_steps=1", "--trainer.gradient_clip_val=null")  # fmt: skip
+    code = cli(
+        "fit",
+        "--config",
+        BASE,
+        *arguments,
+        "--model.optimizer.init_args.lr=1e6",
+        "--model.lr_scheduler.init_args.warmup_steps=1",
+        "--trainer.gradient_clip_val=null",
+    )
     assert code == 2
     line = last_line(capsys.readouterr().err)
     assert line.startswith("error: training diverged: the")
@@ -122,8 +134,13 @@ def test_predict_needs_the_future_covariates_of_every_forecast_step(tmp_path):
     future = pd.DataFrame({"time": pd.date_range(frame["time"].iloc[-1], periods=3, freq="h")[1:], "price": 2.0})
     frame = pd.concat([frame, future], ignore_index=True)  # 2 known future rows; the horizon needs 3
     datamodule = WindowDataModule(
-        frame, time_column="time", target_columns=["c0"], future_covariates=["price"], context_length=5, horizon=3,
+        frame,
+        time_column="time",
+        target_columns=["c0"],
+        future_covariates=["price"],
+        context_length=5,
+        horizon=3,
         calendar_features=False,
-    )  # fmt: skip
+    )
     with pytest.raises(InputError, match=r"future covariate 'price' is missing for step 3 of the 3 to forecast \("):
         datamodule.predict_dataset()

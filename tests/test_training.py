@@ -66,9 +66,12 @@ def resumable_run(directory, callbacks=(), ckpt_path=None) -> L.LightningModule:
     module = tiny_module(dropout=0.2, optimizer=adamw(3e-3), lr_scheduler=warmup_cosine(5))
     checkpoint = ForecastCheckpoint(dirpath=directory, monitor="val/loss", save_last=True)
     trainer = quiet_trainer(
-        max_steps=30, val_check_interval=10, limit_val_batches=2, enable_checkpointing=True,
+        max_steps=30,
+        val_check_interval=10,
+        limit_val_batches=2,
+        enable_checkpointing=True,
         callbacks=[checkpoint, RandomState(), *callbacks],
-    )  # fmt: skip
+    )
     trainer.fit(module, datamodule, ckpt_path=ckpt_path)
     return module
 

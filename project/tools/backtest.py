@@ -48,9 +48,14 @@ def origin_windows(datamodule: WindowDataModule, origin: int, step: int) -> Pane
     first = test_start + origin * step
     fits = (first >= datamodule.context_length) & (first + datamodule.horizon <= test_end)
     return PanelWindows(
-        datamodule.panel, datamodule.scaler, datamodule.context_length, datamodule.horizon,
-        first_target=first, count=fits.astype(np.int64), stride=1,
-    )  # fmt: skip
+        datamodule.panel,
+        datamodule.scaler,
+        datamodule.context_length,
+        datamodule.horizon,
+        first_target=first,
+        count=fits.astype(np.int64),
+        stride=1,
+    )
 
 
 def evaluate(module: Forecaster, windows: PanelWindows, origin: int, datamodule: WindowDataModule):
@@ -95,9 +100,13 @@ def refit(
     module = model_class(**{**settings, "network": build_network(settings["network"])})
     calibration = IntervalCalibration(IntervalCalibration.enabled_in(checkpoint))  # as the fit did
     trainer = L.Trainer(
-        max_epochs=epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, callbacks=[calibration],
-    )  # fmt: skip
+        max_epochs=epochs,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[calibration],
+    )
     trainer.fit(module, refitted)
     return module.eval(), refitted
 

@@ -338,17 +338,26 @@ def benchmark_panel(args: argparse.Namespace) -> str:
         write_atomically(path, lambda temporary, table=frame: table.to_parquet(temporary))
         matrix_mb = frame[list("abcdefgh")].to_numpy().nbytes / 2**20
         del frame
-        settings = dict(id_columns=["series"], target_columns=["a", "b"], past_covariates=["c", "d", "e"],
-                        future_covariates=["f", "g", "h"], context_length=96, horizon=24, batch_size=256,
-                        cache_dir=str(folder / "cache"))  # fmt: skip
+        settings = dict(
+            id_columns=["series"],
+            target_columns=["a", "b"],
+            past_covariates=["c", "d", "e"],
+            future_covariates=["f", "g", "h"],
+            context_length=96,
+            horizon=24,
+            batch_size=256,
+            cache_dir=str(folder / "cache"),
+        )
         started = time.perf_counter()
         _panel_child(path, settings, build_only=True)
         build_seconds = time.perf_counter() - started
         measure = f"from project.tools.bench import _panel_child; _panel_child({str(path)!r}, {settings!r})"
         child = subprocess.run(
             [sys.executable, "-c", measure],
-            capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"},
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        )
         if child.returncode != 0:  # its last line is the error; the table would have no measurement
             last = (child.stderr.strip().splitlines() or ["no output"])[-1]
             raise InputError(f"the panel suite's measuring process failed (exit status {child.returncode}): {last}")
@@ -472,9 +481,12 @@ def profile_rollouts(args: argparse.Namespace, device: torch.device) -> str:
 def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m project.tools.bench", description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--suite", nargs="+", default=["training", "inference", "sampling"],
-        choices=["training", "inference", "sampling", "panel", "profile"], help="what to measure",
-    )  # fmt: skip
+        "--suite",
+        nargs="+",
+        default=["training", "inference", "sampling"],
+        choices=["training", "inference", "sampling", "panel", "profile"],
+        help="what to measure",
+    )
     parser.add_argument("--horizons", type=int, nargs="+", default=[12, 48, 96], help="forecast horizons T")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--d-model", type=int, default=128, help="model width (3+3 layers, 8 heads, ff 512)")

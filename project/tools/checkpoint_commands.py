@@ -28,10 +28,14 @@ def trust_argument(parser: argparse.ArgumentParser) -> None:
     """Add ``--trust`` to a tool's parser; a refusal then names it."""
     trust([], TOOL_TRUST)
     parser.add_argument(
-        "--trust", nargs="*", default=[], metavar="CLASS_PATH", action=TrustAction,
+        "--trust",
+        nargs="*",
+        default=[],
+        metavar="CLASS_PATH",
+        action=TrustAction,
         help="classes outside this project that the checkpoint names (its network, distribution, model or data "
         "class) and that may be imported: importing runs the module's code",
-    )  # fmt: skip
+    )
 
 
 def datamodule_from_checkpoint(checkpoint: dict, path: str | Path, overrides: dict | None = None) -> WindowDataModule:

@@ -100,8 +100,10 @@ def fetch(download: Download, folder: Path, source: Path | None = None) -> Path:
             raise InputError(f"{url}: download failed ({error}); pass a local copy with --from") from None
         digest = sha256_of(temporary)
         if digest != download.sha256:
-            raise InputError(f"{url}: checksum mismatch for {download.name} (got {digest[:12]}…, expected "
-                             f"{download.sha256[:12]}…); the file is not the published one")  # fmt: skip
+            raise InputError(
+                f"{url}: checksum mismatch for {download.name} (got {digest[:12]}…, expected "
+                f"{download.sha256[:12]}…); the file is not the published one"
+            )
 
     return write_atomically(destination, write)
 

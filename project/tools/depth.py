@@ -185,8 +185,14 @@ VALIDATION_TAGS = {
 
 
 CELL_SCORES = ("val_mse", "val_mae", "val_loss", "val_loss_tf", "test_mse", "test_mae")  # the table's columns
-CELL_LABELS = ("validation MSE", "validation MAE", "validation loss", "validation loss, teacher-forced", "test MSE",
-               "test MAE")  # fmt: skip
+CELL_LABELS = (
+    "validation MSE",
+    "validation MAE",
+    "validation loss",
+    "validation loss, teacher-forced",
+    "test MSE",
+    "test MAE",
+)
 
 
 def cell_row(runs: list[Path], monitor: str) -> dict:
@@ -241,8 +247,17 @@ def markdown(
     lines = []
     for row in baselines:
         scores = [mean_std(row[k]) for k in ("val_mse", "val_mae")] + ["–", "–"]
-        lines.append([row["model"], "–", "–", *scores, *(mean_std(row[k]) for k in ("test_mse", "test_mae")),
-                      "deterministic", "–"])  # fmt: skip
+        lines.append(
+            [
+                row["model"],
+                "–",
+                "–",
+                *scores,
+                *(mean_std(row[k]) for k in ("test_mse", "test_mae")),
+                "deterministic",
+                "–",
+            ]
+        )
     for regime in REGIME_ORDER:
         for depth in study.depths:
             name, found = regime.replace("_", " "), cells.get((regime, depth))
@@ -253,8 +268,15 @@ def markdown(
                 seconds = statistics.mean(found["seconds"])
                 lines.append([*first, *scores, str(len(found["seconds"])), f"{seconds:.0f} s (best epoch {epochs})"])
             else:
-                lines.append([*first, f"left out: {found or 'not run by this command (--regimes/--depths)'}",
-                              *["–"] * 5, "0", "–"])  # fmt: skip
+                lines.append(
+                    [
+                        *first,
+                        f"left out: {found or 'not run by this command (--regimes/--depths)'}",
+                        *["–"] * 5,
+                        "0",
+                        "–",
+                    ]
+                )
     loss = "validation MSE" if study.monitor == "val/mse" else "the validation loss (MAE, the training loss)"
     caption = (
         f"{named or study.title}: every regime at every decoder depth D = {study.horizon} / patch, mean ± standard "
@@ -382,13 +404,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace existing --output and --figure files")
     parser.add_argument("--reuse", action="store_true", help="keep runs already in --logs that reached their test")
     parser.add_argument(
-        "--leave-out", nargs="*", default=[], metavar="REGIME:D=REASON",
+        "--leave-out",
+        nargs="*",
+        default=[],
+        metavar="REGIME:D=REASON",
         help="cells not to train, each with the reason (and measured cost) its row gives",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--statistical", nargs="*", default=["AutoETS", "AutoTheta"], choices=list(STATISTICAL_MODELS),
+        "--statistical",
+        nargs="*",
+        default=["AutoETS", "AutoTheta"],
+        choices=list(STATISTICAL_MODELS),
         help="statsforecast models per series and channel (the baselines extra) as baseline rows; none: --statistical",
-    )  # fmt: skip
+    )
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     study = STUDIES[args.dataset]
     args.data = args.data or Path("data/ETTh1.csv" if args.dataset == "etth1" else "data/m4_hourly.csv")

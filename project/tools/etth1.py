@@ -285,9 +285,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=Path("data/ETTh1.csv"), help="path to ETTh1.csv")
     parser.add_argument("--experiment", choices=["regimes", "covariates", "probabilistic"], default="regimes")
     parser.add_argument(
-        "--regimes", nargs="*", default=SEARCHED_REGIMES, choices=list(REGIMES), metavar="REGIME",
+        "--regimes",
+        nargs="*",
+        default=SEARCHED_REGIMES,
+        choices=list(REGIMES),
+        metavar="REGIME",
         help="regimes of the regimes table (default: the two with a search of their own)",
-    )  # fmt: skip
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one training run per seed")
     parser.add_argument("--jobs", type=int, default=1, help="training runs at a time (each gets a share of the CPU)")
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs"), help="where the runs are logged")
@@ -295,13 +299,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.add_argument("--trained", action="store_true", help="tabulate the runs already in --logs, do not train")
     parser.add_argument(
-        "--statistical", nargs="*", default=["AutoETS", "AutoTheta"], choices=list(STATISTICAL_MODELS),
+        "--statistical",
+        nargs="*",
+        default=["AutoETS", "AutoTheta"],
+        choices=list(STATISTICAL_MODELS),
         help="statsforecast models per channel (the baselines extra) in a second table; none: --statistical alone",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--statistical_stride", type=int, default=24,
+        "--statistical_stride",
+        type=int,
+        default=24,
         help="the second table: every row, the statistical ones too, again on every Nth validation and test window",
-    )  # fmt: skip
+    )
     trust_argument(parser)  # a network outside the project, passed on to every fit, read back from its checkpoints
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     if not args.data.is_file():

@@ -72,14 +72,18 @@ LOSS = "--model.network.init_args.distribution.init_args.loss"  # of the point f
 MSE, MAE = f"{LOSS}=mse", f"{LOSS}=mae"
 RECIPES = {  # name → its settings, each complete (configs/panel.yaml sets them too); chosen by validation MAE
     "per-series scaling, MSE (configs/panel.yaml before this check)": [
-        "--data.scaling=per_series", MSE, "--model.instance_norm=false",
+        "--data.scaling=per_series",
+        MSE,
+        "--model.instance_norm=false",
     ],
     "per-series scaling, MAE": ["--data.scaling=per_series", MAE, "--model.instance_norm=false"],
     "mean-absolute scaling, MAE": ["--data.scaling=mean_abs", MAE, "--model.instance_norm=false"],
     "mean-absolute scaling, MAE, per-window normalisation": [
-        "--data.scaling=mean_abs", MAE, "--model.instance_norm=true",
+        "--data.scaling=mean_abs",
+        MAE,
+        "--model.instance_norm=true",
     ],
-}  # fmt: skip
+}
 NAIVE = {
     "repeat-last": "mae_repeat_last_original_units",
     f"seasonal naive ({SEASON})": "mae_seasonal_naive_original_units",
@@ -171,9 +175,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.add_argument("--floor", action="store_true", help="no training: naive, AutoETS and AutoTheta rows only")
     parser.add_argument(
-        "--statistical", nargs="*", default=["AutoETS", "AutoTheta"], choices=list(STATISTICAL_MODELS),
+        "--statistical",
+        nargs="*",
+        default=["AutoETS", "AutoTheta"],
+        choices=list(STATISTICAL_MODELS),
         help="the table's statsforecast rows (the baselines extra); with no name, none",
-    )  # fmt: skip
+    )
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     run_commit()  # what the stamp names: the code at the start
     with reported_in_one_line():
@@ -217,19 +224,27 @@ def main(argv: list[str] | None = None) -> None:
             for tag in ("mae_original_units", *NAIVE.values()):
                 tested.setdefault(tag, []).append(float(curves[f"test/{tag}"].iloc[-1]))
         model = tested["mae_original_units"]
-        row = [f"{chosen} (chosen)", "test", mean_std(model),
-               *(f"{tested[t][0]:.3f}" for t in NAIVE.values()), ", ".join(map(str, args.seeds))]  # fmt: skip
+        row = [
+            f"{chosen} (chosen)",
+            "test",
+            mean_std(model),
+            *(f"{tested[t][0]:.3f}" for t in NAIVE.values()),
+            ", ".join(map(str, args.seeds)),
+        ]
         values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(args.seeds, model))
         per_seed = f"- {chosen} (chosen), test model MAE: {values}"
         windows = panel_windows(args.data, extra)  # the data read: the caption counts its series
         maes, seconds = floor_maes(windows, args.statistical, SEASON, SEASON)
         floor = [  # the naive columns computed again on the same windows
-            [f"{statistical_label(name, SEASON)}, statsforecast, per series ({seconds[name]:.0f} s, both splits)",
-             label,
-             *(f"{maes[n][split]:.3f}" for n in (name, "repeat-last", f"seasonal naive ({SEASON})")), "deterministic"]
+            [
+                f"{statistical_label(name, SEASON)}, statsforecast, per series ({seconds[name]:.0f} s, both splits)",
+                label,
+                *(f"{maes[n][split]:.3f}" for n in (name, "repeat-last", f"seasonal naive ({SEASON})")),
+                "deterministic",
+            ]
             for name in args.statistical
             for split, label in (("val", "validation"), ("test", "test"))
-        ]  # fmt: skip
+        ]
         write_table(args.output, markdown(selection, row, floor, per_seed, windows.panel.n_series), argv)
 
 

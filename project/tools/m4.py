@@ -290,8 +290,9 @@ def check_fits_m4(path: Path, checkpoint: dict, windows: WindowDataModule, bench
     }
     expected = {"targets": 1, "horizon": benchmark.horizon, "context_length": windows.context_length}
     here = f"M4 {benchmark.name}"
-    differing = [f"{name} {trained[name]} ({here} here: {value})" for name, value in expected.items()
-                 if trained[name] != value]  # fmt: skip
+    differing = [
+        f"{name} {trained[name]} ({here} here: {value})" for name, value in expected.items() if trained[name] != value
+    ]
     if differing:
         raise InputError(
             f"{path} was not trained on these {here} windows: its {', '.join(differing)}; pass checkpoints of "
@@ -347,9 +348,13 @@ def markdown(rows: list[dict], hardware_name: str, benchmark: Benchmark = HOURLY
 def _row(name: str, smape_, mase_, seconds: list[float] | None = None) -> dict:
     as_list = lambda value: value if isinstance(value, list) else [value]  # noqa: E731
     return {
-        "model": name, "smape": as_list(smape_), "mase": as_list(mase_), "val_smape": [], "val_mase": [],
+        "model": name,
+        "smape": as_list(smape_),
+        "mase": as_list(mase_),
+        "val_smape": [],
+        "val_mase": [],
         "seconds": seconds,
-    }  # fmt: skip
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -363,13 +368,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", type=Path, default=None, help="Markdown table to write (default: results/m4_*.md)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.add_argument(
-        "--statistical", nargs="*", default=list(STATISTICAL), choices=list(STATISTICAL_MODELS),
+        "--statistical",
+        nargs="*",
+        default=list(STATISTICAL),
+        choices=list(STATISTICAL_MODELS),
         help="statsforecast models fitted per series (the baselines extra); none: --statistical with no name",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--ckpt_path", type=Path, nargs="*", default=None,
+        "--ckpt_path",
+        type=Path,
+        nargs="*",
+        default=None,
         help="score these checkpoints (one configuration, e.g. one per seed) instead of training",
-    )  # fmt: skip
+    )
     trust_argument(parser)
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     benchmark = BENCHMARKS[args.frequency]

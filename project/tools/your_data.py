@@ -63,9 +63,19 @@ SPLITS = {"val": "validation", "test": "test"}
 
 # What the README's "Your data" section asks a user for, the `data:` keys each dataset's own settings are cut to:
 # the columns' roles, the look-back and horizon, the split and the training stride (on a large panel, the budget).
-GIVEN = ("time_column", "id_columns", "target_columns", "past_covariates", "future_covariates", "static_covariates",
-         "context_length", "horizon", "split", "eval_stride",
-         "stride")  # fmt: skip
+GIVEN = (
+    "time_column",
+    "id_columns",
+    "target_columns",
+    "past_covariates",
+    "future_covariates",
+    "static_covariates",
+    "context_length",
+    "horizon",
+    "split",
+    "eval_stride",
+    "stride",
+)
 
 
 def given(settings: dict) -> list[str]:
@@ -186,8 +196,16 @@ def verdict(model: list[float], naive: list[float]) -> str:
 def markdown(
     rows: dict[str, list[dict[str, float]]], seeds: list[int], seconds: dict[str, list[float]], labels: dict[str, str]
 ) -> str:
-    header = ["data", "split", "model MAE", "repeat-last MAE", "seasonal naive MAE", "below both (worst seed)",
-              "seeds", "wall-clock (fit + test)"]  # fmt: skip
+    header = [
+        "data",
+        "split",
+        "model MAE",
+        "repeat-last MAE",
+        "seasonal naive MAE",
+        "below both (worst seed)",
+        "seeds",
+        "wall-clock (fit + test)",
+    ]
     table, per_seed = [], []
     for key, runs in rows.items():
         dataset = DATASETS[key]
@@ -198,8 +216,18 @@ def markdown(
                 continue
             naive = [runs[0][f"{split}/{tag}"] for tag in NAIVE]  # the same windows every seed: one value
             seasonal = f"{naive[1]:.3f} (season {dataset.season})" if dataset.season else "– (season > look-back)"
-            table.append([labels[key], name, mean_std(model), f"{naive[0]:.3f}", seasonal, verdict(model, naive),
-                          str(len(runs)), minutes])  # fmt: skip
+            table.append(
+                [
+                    labels[key],
+                    name,
+                    mean_std(model),
+                    f"{naive[0]:.3f}",
+                    seasonal,
+                    verdict(model, naive),
+                    str(len(runs)),
+                    minutes,
+                ]
+            )
             values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(seeds, model))
             per_seed.append(f"- {labels[key]}, {name} model MAE: {values}")
     caption = (
@@ -243,10 +271,19 @@ def floor_markdown(
         for split, by_seed in model.items():  # the splits the runs were scored on
             seasonal = maes.get(f"seasonal naive ({dataset.season})")
             taken = [f"{maes[n][split]:.3f} ({seconds[n]:.0f} s)" for n in statistical]
-            table.append([labels[key], SPLITS[split], every, str(dataset.period), mean_std(by_seed),
-                          f"{maes['repeat-last'][split]:.3f}",
-                          f"{seasonal[split]:.3f}" if seasonal else "–", *taken,
-                          *(verdict(by_seed, [maes[n][split]]) for n in statistical)])  # fmt: skip
+            table.append(
+                [
+                    labels[key],
+                    SPLITS[split],
+                    every,
+                    str(dataset.period),
+                    mean_std(by_seed),
+                    f"{maes['repeat-last'][split]:.3f}",
+                    f"{seasonal[split]:.3f}" if seasonal else "–",
+                    *taken,
+                    *(verdict(by_seed, [maes[n][split]]) for n in statistical),
+                ]
+            )
             values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(seeds, by_seed))
             per_seed.append(f"- {labels[key]}, {SPLITS[split]}, {every}, model MAE: {values}")
     caption = (
@@ -269,9 +306,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.add_argument("--reuse", action="store_true", help="keep runs already in --logs that reached their test")
     parser.add_argument(
-        "--statistical", nargs="*", default=["AutoETS", "AutoTheta"], choices=list(STATISTICAL_MODELS),
+        "--statistical",
+        nargs="*",
+        default=["AutoETS", "AutoTheta"],
+        choices=list(STATISTICAL_MODELS),
         help="the floor's statsforecast models (the baselines extra); with no name, no floor table",
-    )  # fmt: skip
+    )
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     run_commit()  # what the stamp names: the code at the start
     with reported_in_one_line():

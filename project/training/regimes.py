@@ -265,8 +265,12 @@ def regime_name(spec: dict) -> str | None:
     class_name = str(spec.get("class_path", "")).rpartition(".")[2]
     given = spec.get("init_args") or {}
     candidates = {name: r.init_args for name, r in REGIMES.items() if type(r).__name__ == class_name}
-    differing = {k for args in candidates.values() for k, v in args.items()
-                 if any(other.get(k) != v for other in candidates.values())}  # fmt: skip
+    differing = {
+        k
+        for args in candidates.values()
+        for k, v in args.items()
+        if any(other.get(k) != v for other in candidates.values())
+    }
     matches = (name for name, args in candidates.items() if all(given.get(k, args[k]) == args[k] for k in differing))
     return next(matches, None)
 

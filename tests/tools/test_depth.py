@@ -74,8 +74,19 @@ def test_table_and_figure_have_every_cell_and_baseline_and_label_a_left_out_cell
 
 def test_a_bad_left_out_cell_is_refused_in_one_line(etth1_shaped, tmp_path, in_repository, capsys):
     with pytest.raises(SystemExit):
-        depth.main(["etth1", "--data", str(etth1_shaped), "--leave-out", "free_running_bptt:32", "--output",
-                    str(tmp_path / "t.md"), "--figure", str(tmp_path / "f.png")])  # fmt: skip
+        depth.main(
+            [
+                "etth1",
+                "--data",
+                str(etth1_shaped),
+                "--leave-out",
+                "free_running_bptt:32",
+                "--output",
+                str(tmp_path / "t.md"),
+                "--figure",
+                str(tmp_path / "f.png"),
+            ]
+        )
     assert "--leave-out takes REGIME:D=REASON" in capsys.readouterr().err
 
 
@@ -87,10 +98,28 @@ def test_depth_tool_trains_the_grid_labels_what_it_left_out_and_reuses_tested_ru
     # Batch counts of 2: jsonargparse reads a limit of 1 as the float 1.0, which Lightning takes as "all".
     short = ["--trainer.max_steps=2", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2"]
     short += ["--trainer.limit_test_batches=2", "--data.batch_size=4"]
-    arguments = ["etth1", "--data", str(etth1_shaped), "--regimes", "teacher_forcing", "free_running_bptt",
-                 "--depths", "32", "--seeds", "0", "--logs", str(tmp_path / "logs"), "--output", str(output),
-                 "--figure", str(figure), "--leave-out", "scheduled_sampling:2=1 min an epoch", "--statistical",
-                 *short]  # fmt: skip
+    arguments = [
+        "etth1",
+        "--data",
+        str(etth1_shaped),
+        "--regimes",
+        "teacher_forcing",
+        "free_running_bptt",
+        "--depths",
+        "32",
+        "--seeds",
+        "0",
+        "--logs",
+        str(tmp_path / "logs"),
+        "--output",
+        str(output),
+        "--figure",
+        str(figure),
+        "--leave-out",
+        "scheduled_sampling:2=1 min an epoch",
+        "--statistical",
+        *short,
+    ]
     depth.main(arguments)
     stamp, table = output.read_text().split("\n\n", 1)
     assert stamp.startswith("Written by `python -m ")

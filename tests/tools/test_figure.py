@@ -25,6 +25,9 @@ def test_the_figure_tool_draws_a_checkpoints_forecasts_with_a_band_on_its_own_da
     before = output.read_bytes()
     refused = figure(str(checkpoint), "--output", str(output))
     assert refused.returncode == 2
-    assert refused.stderr.strip().splitlines()[-1].endswith("already exists; choose another output path or pass "
-                                                            "--overwrite to replace it")  # fmt: skip
+    assert (
+        refused.stderr.strip()
+        .splitlines()[-1]
+        .endswith("already exists; choose another output path or pass --overwrite to replace it")
+    )
     assert output.read_bytes() == before

@@ -24,10 +24,17 @@ def test_the_data_settings_read_the_panel_with_one_validation_and_one_test_windo
     source = tmp_path / "panel.csv"
     intermittent.intermittent_panel().to_csv(source, index=False)
     windows = WindowDataModule(
-        source=str(source), time_column="month", id_columns=["store", "product"], target_columns=["sales"],
-        future_covariates=["price", "promotion"], static_covariates=["store_size", "category"], context_length=12,
-        horizon=6, split=LastRows(6, 6), eval_stride=6,
-    )  # fmt: skip
+        source=str(source),
+        time_column="month",
+        id_columns=["store", "product"],
+        target_columns=["sales"],
+        future_covariates=["price", "promotion"],
+        static_covariates=["store_size", "category"],
+        context_length=12,
+        horizon=6,
+        split=LastRows(6, 6),
+        eval_stride=6,
+    )
     windows.setup("fit")
     assert len(windows.split("val")) == len(windows.split("test")) == 350
 
@@ -36,10 +43,24 @@ def test_the_data_settings_read_the_panel_with_one_validation_and_one_test_windo
 def test_the_check_chooses_on_validation_and_tests_the_choice_once_per_seed(tmp_path, monkeypatch):
     monkeypatch.chdir(REPOSITORY)  # the tool reads configs/
     output = tmp_path / "table.md"
-    quick = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2",
-             "--trainer.limit_test_batches=2", "--trainer.enable_progress_bar=false"]  # fmt: skip
-    intermittent.main([f"--data={tmp_path / 'panel.csv'}", f"--logs={tmp_path / 'logs'}", f"--output={output}",
-                       "--seeds", "0", "--statistical", *quick])  # fmt: skip
+    quick = [
+        "--trainer.max_epochs=1",
+        "--trainer.limit_train_batches=2",
+        "--trainer.limit_val_batches=2",
+        "--trainer.limit_test_batches=2",
+        "--trainer.enable_progress_bar=false",
+    ]
+    intermittent.main(
+        [
+            f"--data={tmp_path / 'panel.csv'}",
+            f"--logs={tmp_path / 'logs'}",
+            f"--output={output}",
+            "--seeds",
+            "0",
+            "--statistical",
+            *quick,
+        ]
+    )
     table = output.read_text()
     assert table.count("| validation |") == len(intermittent.RECIPES)
     assert table.count("(chosen) | test |") == 1

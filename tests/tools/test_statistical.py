@@ -29,9 +29,15 @@ def seasonal_panel(n_series: int = 3, length: int = 96) -> list[np.ndarray]:
 def panel_windows(panel: list[np.ndarray]) -> WindowDataModule:
     frame = pd.DataFrame({"series": np.repeat(np.arange(len(panel)), len(panel[0])), "value": np.concatenate(panel)})
     windows = WindowDataModule(
-        source=frame, id_columns=["series"], target_columns=["value"], context_length=24, horizon=HORIZON,
-        split=LastRows(12, 12), eval_stride=1, scaling="per_series",
-    )  # fmt: skip
+        source=frame,
+        id_columns=["series"],
+        target_columns=["value"],
+        context_length=24,
+        horizon=HORIZON,
+        split=LastRows(12, 12),
+        eval_stride=1,
+        scaling="per_series",
+    )
     windows.setup("test")
     return windows
 
@@ -84,9 +90,13 @@ def test_the_etth1_rows_score_every_channel_on_scaled_values_beside_the_baseline
         }
     )
     windows = WindowDataModule(
-        source=frame, target_columns=["a", "b"], context_length=48, horizon=24, split=LastRows(48, 48),
+        source=frame,
+        target_columns=["a", "b"],
+        context_length=48,
+        horizon=24,
+        split=LastRows(48, 48),
         eval_stride=12,
-    )  # fmt: skip
+    )
     windows.setup("test")
     row = etth1.statistical_row("AutoETS", windows)
     naive = {r["model"]: r for r in etth1.measure_baselines(windows)}["repeat-last (measured)"]
@@ -101,8 +111,20 @@ def test_your_datas_floor_scores_the_kept_checkpoint_again_on_the_tested_windows
     intermittent.intermittent_panel(n_stores=2, n_products=3).to_csv(tmp_path / "intermittent_panel.csv", index=False)
     output, logs = tmp_path / "table.md", tmp_path / "logs"
     quick = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false"]
-    your_data.main(["--datasets", "intermittent", "--seeds", "0", f"--data_dir={tmp_path}", f"--logs={logs}",
-                    f"--output={output}", "--statistical", "AutoETS", *quick])  # fmt: skip
+    your_data.main(
+        [
+            "--datasets",
+            "intermittent",
+            "--seeds",
+            "0",
+            f"--data_dir={tmp_path}",
+            f"--logs={logs}",
+            f"--output={output}",
+            "--statistical",
+            "AutoETS",
+            *quick,
+        ]
+    )
     logged = your_data.scores(your_data.tested_run(logs, "intermittent_seed0"))
     label = "intermittent monthly panel (synthetic), 6 series, horizon 6, look-back 12"  # 2 stores x 3 products
     table = output.read_text()
@@ -126,10 +148,33 @@ def test_the_etth1_covariates_table_has_the_floor_with_each_run_scored_again_on_
 
     monkeypatch.chdir(REPOSITORY)  # the tool reads configs/
     output = tmp_path / "covariates.md"
-    short = ["--trainer.max_steps=2", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2",
-             "--trainer.limit_test_batches=2", "--trainer.enable_progress_bar=false"]  # fmt: skip
-    tool.main(["--experiment", "covariates", "--data", str(etth1), "--seeds", "0", "1", "--logs", str(tmp_path),
-               "--output", str(output), "--statistical", "AutoETS", "--statistical_stride", "480", *short])  # fmt: skip
+    short = [
+        "--trainer.max_steps=2",
+        "--trainer.limit_train_batches=2",
+        "--trainer.limit_val_batches=2",
+        "--trainer.limit_test_batches=2",
+        "--trainer.enable_progress_bar=false",
+    ]
+    tool.main(
+        [
+            "--experiment",
+            "covariates",
+            "--data",
+            str(etth1),
+            "--seeds",
+            "0",
+            "1",
+            "--logs",
+            str(tmp_path),
+            "--output",
+            str(output),
+            "--statistical",
+            "AutoETS",
+            "--statistical_stride",
+            "480",
+            *short,
+        ]
+    )
     main, floor = output.read_text().split("every 480th validation and test window")
     assert "| AutoETS (season 24), statsforecast, per channel (measured, OT) |" in floor
     for title in tool.COVARIATE_RUNS:
@@ -146,8 +191,18 @@ def test_the_intermittent_tables_floor_rows_are_scored_on_the_chosen_recipes_tes
     data, output = tmp_path / "panel.csv", tmp_path / "table.md"
     intermittent.intermittent_panel(n_stores=2, n_products=3).to_csv(data, index=False)
     quick = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false"]
-    intermittent.main([f"--data={data}", f"--logs={tmp_path / 'logs'}", f"--output={output}", "--seeds", "0",
-                       "--statistical", "AutoETS", *quick])  # fmt: skip
+    intermittent.main(
+        [
+            f"--data={data}",
+            f"--logs={tmp_path / 'logs'}",
+            f"--output={output}",
+            "--seeds",
+            "0",
+            "--statistical",
+            "AutoETS",
+            *quick,
+        ]
+    )
     rows = {}
     for line in output.read_text().splitlines():
         cells = [cell.strip() for cell in line.strip("|").split("|")]

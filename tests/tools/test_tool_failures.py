@@ -21,9 +21,24 @@ def any_file(tmp_path) -> Path:
 
 
 def depth_arguments(data: Path, tmp_path: Path) -> list[str]:
-    return ["etth1", "--data", str(data), "--regimes", "teacher_forcing", "--depths", "32", "--seeds", "0",
-            "--logs", str(tmp_path / "logs"), "--output", str(tmp_path / "depth.md"), "--figure",
-            str(tmp_path / "depth.png"), "--statistical"]  # fmt: skip
+    return [
+        "etth1",
+        "--data",
+        str(data),
+        "--regimes",
+        "teacher_forcing",
+        "--depths",
+        "32",
+        "--seeds",
+        "0",
+        "--logs",
+        str(tmp_path / "logs"),
+        "--output",
+        str(tmp_path / "depth.md"),
+        "--figure",
+        str(tmp_path / "depth.png"),
+        "--statistical",
+    ]
 
 
 def test_a_failed_training_run_ends_in_one_line_naming_it_and_no_table(etth1_shaped, tmp_path, monkeypatch, capsys):  # noqa: F811
@@ -81,10 +96,16 @@ def test_seeds_lightning_would_not_take_are_refused_in_one_line_before_any_work(
 
 def test_the_tools_read_the_repositorys_configs_from_any_folder(etth1_shaped, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.chdir(tmp_path)
-    configs = [results.BASE_CONFIG, etth1.CONFIG, *etth1.REGIME_CONFIGS.values(), intermittent.PANEL_CONFIG,
-               tune.SEARCH_SPACE, *(study.config for study in depth.STUDIES.values()),
-               *(benchmark.config for benchmark in m4.BENCHMARKS.values()),
-               *(d.settings for d in your_data.DATASETS.values() if isinstance(d.settings, Path))]  # fmt: skip
+    configs = [
+        results.BASE_CONFIG,
+        etth1.CONFIG,
+        *etth1.REGIME_CONFIGS.values(),
+        intermittent.PANEL_CONFIG,
+        tune.SEARCH_SPACE,
+        *(study.config for study in depth.STUDIES.values()),
+        *(benchmark.config for benchmark in m4.BENCHMARKS.values()),
+        *(d.settings for d in your_data.DATASETS.values() if isinstance(d.settings, Path)),
+    ]
     for config in configs:
         assert config.is_absolute(), config
         assert config.is_file(), config
@@ -101,8 +122,20 @@ def test_tabulating_trained_runs_missing_from_the_logs_names_the_folder_and_the_
     monkeypatch.setattr(etth1, "measure_baselines", lambda windows: [])
     logs = tmp_path / "empty"
     logs.mkdir()
-    arguments = ["--data", str(etth1_shaped), "--trained", "--logs", str(logs), "--regimes", "teacher_forcing",
-                 "--seeds", "0", "--output", str(tmp_path / "etth1.md"), "--statistical"]  # fmt: skip
+    arguments = [
+        "--data",
+        str(etth1_shaped),
+        "--trained",
+        "--logs",
+        str(logs),
+        "--regimes",
+        "teacher_forcing",
+        "--seeds",
+        "0",
+        "--output",
+        str(tmp_path / "etth1.md"),
+        "--statistical",
+    ]
     assert exit_code(etth1.main, arguments) == 2
     line = one_line_error(capsys)
     assert f"{logs}: no run teacher_forcing_seed0 logged there" in line

@@ -16,12 +16,16 @@ from project.tools import tune
 from tests.helpers import BASE, REPOSITORY, SMALL_MODEL, cli, config, last_line
 
 TINY_TRIALS = [
-    "--model.network.init_args.nhead=2", "--model.network.init_args.num_decoder_layers=1",
+    "--model.network.init_args.nhead=2",
+    "--model.network.init_args.num_decoder_layers=1",
     "--model.network.init_args.dim_feedforward=32",
-    "--trainer.max_epochs=2", "--trainer.limit_train_batches=3", "--trainer.limit_val_batches=2",
-    "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
+    "--trainer.max_epochs=2",
+    "--trainer.limit_train_batches=3",
+    "--trainer.limit_val_batches=2",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false",
     "--forecast_figures.every_n_epochs=0",
-]  # fmt: skip
+]
 REFUSED = "--model.instance_norm=bogus"  # refused by the parser: a trial that draws its settings and stops at once
 FAIL, COMPLETE = optuna.trial.TrialState.FAIL, optuna.trial.TrialState.COMPLETE
 
@@ -123,8 +127,11 @@ def test_sigterm_stops_the_study_with_exit_code_143_and_records_its_running_tria
     with errors.open("w") as stderr:
         process = subprocess.Popen(
             [sys.executable, "-m", "project.tools.tune", *map(str, arguments), *options],
-            cwd=tmp_path, env=environment, stdout=subprocess.DEVNULL, stderr=stderr,
-        )  # fmt: skip
+            cwd=tmp_path,
+            env=environment,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     try:
         deadline = time.monotonic() + 120
         while not (logs / "tiny" / "trial_0").is_dir() and process.poll() is None and time.monotonic() < deadline:

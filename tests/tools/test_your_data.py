@@ -5,8 +5,13 @@ import pytest
 from project.tools import intermittent, your_data
 from tests.helpers import REPOSITORY
 
-QUICK = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2",
-         "--trainer.limit_test_batches=2", "--trainer.enable_progress_bar=false"]  # fmt: skip
+QUICK = [
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=2",
+    "--trainer.limit_val_batches=2",
+    "--trainer.limit_test_batches=2",
+    "--trainer.enable_progress_bar=false",
+]
 
 
 def test_each_dataset_is_given_only_what_the_readme_asks_a_user_for(monkeypatch):
@@ -20,15 +25,24 @@ def test_each_dataset_is_given_only_what_the_readme_asks_a_user_for(monkeypatch)
 def test_a_presets_data_settings_are_cut_to_what_a_user_gives(monkeypatch):
     """Roles, look-back, horizon and split come from the preset, written as a user types them; its scaling, batch
     size and calendar features (the defaults' to choose) do not."""
-    settings = {"id_columns": ["store", "product"], "context_length": 28, "scaling": "mean_abs", "batch_size": 8,
-                "calendar_features": False, "split": {"class_path": "project.data.LastRows",
-                                                      "init_args": {"val_size": 5, "test_size": 6}}}  # fmt: skip
+    settings = {
+        "id_columns": ["store", "product"],
+        "context_length": 28,
+        "scaling": "mean_abs",
+        "batch_size": 8,
+        "calendar_features": False,
+        "split": {"class_path": "project.data.LastRows", "init_args": {"val_size": 5, "test_size": 6}},
+    }
     split = '{"class_path": "project.data.LastRows", "init_args": {"val_size": 5, "test_size": 6}}'
-    assert your_data.given(settings) == ["--data.id_columns=[store, product]", "--data.context_length=28",
-                                         f"--data.split={split}"]  # fmt: skip
+    assert your_data.given(settings) == [
+        "--data.id_columns=[store, product]",
+        "--data.context_length=28",
+        f"--data.split={split}",
+    ]
     monkeypatch.chdir(REPOSITORY)  # the presets are read from configs/
-    assert any(option.startswith("--data.split=") and "2017-10-24" in option
-               for option in your_data.DATASETS["etth1"].options)  # fmt: skip
+    assert any(
+        option.startswith("--data.split=") and "2017-10-24" in option for option in your_data.DATASETS["etth1"].options
+    )
     assert "--data.calendar_features=false" not in your_data.DATASETS["intermittent"].options
 
 
@@ -46,8 +60,21 @@ def test_the_table_has_a_validation_and_a_test_row_per_dataset_and_each_seeds_va
     intermittent.intermittent_panel(n_stores=2, n_products=5).to_csv(tmp_path / "intermittent_panel.csv", index=False)
     output = tmp_path / "table.md"
     logs = f"--logs={tmp_path / 'logs'}"
-    your_data.main(["--datasets", "series", "intermittent", "--seeds", "0", "1", f"--data_dir={tmp_path}", logs,
-                    f"--output={output}", "--statistical", *QUICK])  # fmt: skip
+    your_data.main(
+        [
+            "--datasets",
+            "series",
+            "intermittent",
+            "--seeds",
+            "0",
+            "1",
+            f"--data_dir={tmp_path}",
+            logs,
+            f"--output={output}",
+            "--statistical",
+            *QUICK,
+        ]
+    )
     table = output.read_text()
     assert table.startswith("Written by `python -m ")  # the stamp: command, commit, machine
     counted = {"series": "5 channels", "intermittent": "10 series"}  # the data read: 2 stores x 5 products
@@ -59,8 +86,23 @@ def test_the_table_has_a_validation_and_a_test_row_per_dataset_and_each_seeds_va
     assert "– (season > look-back)" in table  # the embedded series' daily season is longer than its look-back
     assert "(season 12)" in table
     started = {run: run.stat().st_mtime for run in (tmp_path / "logs").rglob("events.out.tfevents.*")}
-    your_data.main(["--datasets", "series", "intermittent", "--seeds", "0", "1", f"--data_dir={tmp_path}", logs,
-                    f"--output={output}", "--overwrite", "--reuse", "--statistical", *QUICK])  # fmt: skip
+    your_data.main(
+        [
+            "--datasets",
+            "series",
+            "intermittent",
+            "--seeds",
+            "0",
+            "1",
+            f"--data_dir={tmp_path}",
+            logs,
+            f"--output={output}",
+            "--overwrite",
+            "--reuse",
+            "--statistical",
+            *QUICK,
+        ]
+    )
     assert output.read_text().split("\n", 1)[1] == table.split("\n", 1)[1]  # the same rows, nothing trained again
     assert {run: run.stat().st_mtime for run in (tmp_path / "logs").rglob("events.out.tfevents.*")} == started
 
