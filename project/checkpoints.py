@@ -7,11 +7,14 @@ import inspect
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from project.data.datamodule import WindowDataModule
+from project.data.splits import Split
 from project.errors import InputError
 from project.files import check_name_lengths
-from project.imports import built_component, component_class, is_component_spec
+from project.imports import built_component, check_recorded_imports, component_class, is_component_spec
+from project.model.distributions import Distribution
 from project.model.network import build_network
 from project.training.module import OPTIMIZATION_BASES, Forecaster, check_finite_weights
 from project.training.regimes import Regime
@@ -23,10 +26,11 @@ def class_path_of(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
-    """The checkpoint at ``path`` and its ``Forecaster`` (CPU, eval mode), as every command and script opens one:
-    checked to be a finite checkpoint of this template whose weights fit the settings it records. Unpickled with
-    ``weights_only=True`` (reading runs no code); the classes it names are imported under ``project.imports``' rule."""
+def read_checkpoint(path: str | Path, resuming: bool = True) -> dict:
+    """The checkpoint at ``path``, checked before anything is built from it: a finite checkpoint of this template whose
+    settings this version's classes take, every import path it records passing ``project.imports``' rule. Unpickled
+    with ``weights_only=True`` (reading runs no code). ``resuming``: its optimizer and scheduler will be built (a
+    command that only forecasts or scores never builds them, so they are not looked at)."""
     path = check_name_lengths(path)
     if not path.is_file():
         raise InputError(f"{path}: checkpoint not found")
@@ -47,42 +51,82 @@ def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
             f"{path}: not a checkpoint written by `python -m project.cli fit` (it has no state_dict and "
             "hyper_parameters)"
         )
-    settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
-    model_class = recorded_class(checkpoint["hyper_parameters"], Forecaster, path)
     data = checkpoint.get("datamodule_hyper_parameters", {})
-    data_class = recorded_class(data, WindowDataModule, path)  # refused here, not later
-    data_settings = {k: v for k, v in data.items() if not k.startswith("_")}
-    for cls, arguments in ((model_class, settings), (data_class, data_settings)):
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: its data settings are {type(data).__name__}, not a mapping of settings")
+    recorded_imports(checkpoint, path, resuming)
+    check_recorded_components(checkpoint, path, resuming)
+    for base, settings in ((Forecaster, checkpoint["hyper_parameters"]), (WindowDataModule, data)):
+        cls = recorded_class(settings, base, path)
         try:  # a setting the class does not take (Python's own check): the checkpoint of another version
-            inspect.signature(cls).bind(**arguments)
+            inspect.signature(cls).bind(**{k: v for k, v in settings.items() if not k.startswith("_")})
         except TypeError as error:
             raise InputError(
                 f"{path}: its settings do not fit this version's {cls.__name__} ({error}); retrain it, or use it "
                 "with the version that wrote it"
             ) from None
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
-    network = build_network(settings.get("network"), f"{path}: ")
-    components = {"network": network}
+    return checkpoint
+
+
+def recorded_imports(checkpoint: dict, path: str | Path, resuming: bool = True) -> set[str]:
+    """Every import path the checkpoint's model and data settings record, checked under ``project.imports``' rule (the
+    first refused is one line naming it and ``path``); the optimizer's and scheduler's only when ``resuming``. Returns
+    the dotted strings that did not pass, for ``project.imports.parser_never_imports``."""
+    unused = () if resuming else tuple(OPTIMIZATION_BASES)
+    model = check_recorded_imports(checkpoint["hyper_parameters"], "model", f"{path}: ", skip=unused)
+    return model | check_recorded_imports(checkpoint.get("datamodule_hyper_parameters", {}), "data", f"{path}: ")
+
+
+def check_recorded_components(checkpoint: dict, path: str | Path, resuming: bool = True) -> None:
+    """Each component the checkpoint records (the network and its distribution, the regime, the data split; the
+    optimizer and scheduler when ``resuming``) is of the class its place takes and takes its recorded settings
+    (Python's own signature check): refused in one line naming the checkpoint, before anything is built."""
+    model = checkpoint["hyper_parameters"]
+    network = model.get("network")
+    if not is_component_spec(network):
+        raise InputError(
+            f"{path}: it records no network (a class_path and init_args); was it written by this template?"
+        )
+    recorded = [
+        (network, "network", nn.Module),
+        ((network.get("init_args") or {}).get("distribution"), "distribution", Distribution),
+        (model.get("regime"), "regime", Regime),
+        *((model.get(name), name, base) for name, base in OPTIMIZATION_BASES.items() if resuming),
+        (checkpoint.get("datamodule_hyper_parameters", {}).get("split"), "data split", Split),
+    ]
+    for spec, what, base in recorded:
+        if not is_component_spec(spec):
+            continue
+        cls = component_class(spec, what, base, f"{path}: ")
+        try:
+            if inspect.isabstract(cls):
+                raise TypeError(f"{cls.__name__} is abstract")
+            inspect.signature(cls).bind_partial(**(spec.get("init_args") or {}))
+        except TypeError as error:
+            raise InputError(
+                f"{path}: its {what} {spec['class_path']} does not take the settings recorded for it ({error}); was "
+                "it written by another version, or edited?"
+            ) from None
+
+
+def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
+    """The checkpoint at ``path`` (``read_checkpoint``) and its ``Forecaster`` (CPU, eval mode) with its weights, as the
+    tools and scripts open one."""
+    checkpoint = read_checkpoint(path)
+    settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
+    model_class = recorded_class(checkpoint["hyper_parameters"], Forecaster, path)
+    components = {"network": build_network(settings.get("network"), f"{path}: ")}
     if "regime" in settings:
         components["regime"] = built_component(settings["regime"], "regime", Regime, f"{path}: ")
-    for name, base in OPTIMIZATION_BASES.items():  # nothing here builds them, but a command's parser imports them
-        if is_component_spec(settings.get(name)):
-            component_class(settings[name], name, base, f"{path}: ")
     try:
         module = model_class(**{**settings, **components})
     except (InputError, TypeError, ValueError) as error:
         raise InputError(
             f"{path}: its settings do not build a {model_class.__name__} ({str(error).splitlines()[0]})"
         ) from None
-    state = dict(checkpoint["state_dict"])
-    module.on_load_checkpoint({"state_dict": state})
-    try:
-        module.load_state_dict(state)
-    except RuntimeError as error:
-        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-        raise InputError(
-            f"{path}: its weights do not fit the settings it records ({' '.join(lines[1:3])[:200]})"
-        ) from None
+    check_weights_fit(path, checkpoint, module)
+    module.load_state_dict(checkpoint["state_dict"])  # found finite by read_checkpoint: not checked again
     return checkpoint, module.eval()
 
 
@@ -103,12 +147,14 @@ def checkpoint_inputs(path: str | Path | None, checkpoint: dict | None, *sources
     return [path, checkpoint.get("datamodule_hyper_parameters", {}).get("source"), *sources]
 
 
-def checkpoint_defaults(checkpoint: dict, linked: tuple[str, ...], reads_a_file: bool) -> dict:
+def checkpoint_defaults(checkpoint: dict, linked: tuple[str, ...], reads_a_file: bool, resuming: bool) -> dict:
     """The model and data sections a config would give for the checkpoint (its classes and settings): the parser's
     defaults for a command with ``--ckpt_path``, so that the user's configs and flags win by the parser's own rule.
     ``linked``: the settings the CLI's links give (never defaults); where the data is cached is this run's choice, and
-    so is the embedded data's ``synthetic`` when the command ``reads_a_file`` of its own."""
-    model = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_") and k not in linked}
+    so is the embedded data's ``synthetic`` when the command ``reads_a_file`` of its own. The optimizer and scheduler
+    only when ``resuming``: a command that forecasts or scores never builds them."""
+    left_out = (*linked, *(() if resuming else OPTIMIZATION_BASES))
+    model = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_") and k not in left_out}
     network = model.get("network")
     if isinstance(network, dict):
         arguments = {k: v for k, v in (network.get("init_args") or {}).items() if k not in linked}
@@ -123,6 +169,22 @@ def checkpoint_defaults(checkpoint: dict, linked: tuple[str, ...], reads_a_file:
         },
         "data": {"class_path": trained.get("_class_path", class_path_of(WindowDataModule)), "init_args": data},
     }
+
+
+def check_weights_fit(path: str | Path, checkpoint: dict, model: Forecaster) -> None:
+    """Refuse in one line weights that a model built from the checkpoint's settings cannot take (a missing, an unknown
+    or a resized tensor: a file edited or written by another version), before Lightning loads them."""
+    expected = {name: tuple(value.shape) for name, value in model.state_dict().items()}
+    recorded = {name: tuple(value.shape) for name, value in checkpoint["state_dict"].items()}
+    resized = [name for name in expected.keys() & recorded.keys() if expected[name] != recorded[name]]
+    differences = [  # in torch's words, as load_state_dict would say it
+        ("Missing key(s)", sorted(expected.keys() - recorded.keys())),
+        ("Unexpected key(s)", sorted(recorded.keys() - expected.keys())),
+        ("size mismatch for", sorted(resized)),
+    ]
+    if any(names for _, names in differences):
+        said = "; ".join(f"{words}: {', '.join(names)}" for words, names in differences if names)
+        raise InputError(f"{path}: its weights do not fit the settings it records ({said[:200]})")
 
 
 def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: Forecaster, datamodule: WindowDataModule) -> None:

@@ -13,9 +13,9 @@ from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from project import checkpoints, run_folders
+from project import checkpoints, imports, run_folders
 from project.data import WindowDataModule
-from project.errors import reported_in_one_line
+from project.errors import InputError, reported_in_one_line
 from project.imports import CLI_TRUST, trust
 from project.model import resolved_patch_length
 from project.option_errors import ForecastArgumentParser, named_for_the_config
@@ -100,11 +100,12 @@ class ForecastCLI(LightningCLI):
         run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
         ckpt_path = self.config[subcommand].get("ckpt_path")
         if ckpt_path:
-            named = {v for k, v in self.config[subcommand].items() if k.endswith("class_path") and isinstance(v, str)}
-            trust(named, CLI_TRUST)  # the classes the user's configs name
-            self.checkpoint, _ = checkpoints.load_checkpoint(ckpt_path)
+            trust(imports.dotted_names(self.config[subcommand]), CLI_TRUST)  # what the user's configs and flags name
+            resuming = subcommand == "fit"
+            self.checkpoint = checkpoints.read_checkpoint(ckpt_path, resuming)
+            imports.parser_never_imports(checkpoints.recorded_imports(self.checkpoint, ckpt_path, resuming))
             reads_a_file = self.config[subcommand].data.init_args.get("source") is not None
-            defaults = checkpoints.checkpoint_defaults(self.checkpoint, LINKED_INTO_NETWORK, reads_a_file)
+            defaults = checkpoints.checkpoint_defaults(self.checkpoint, LINKED_INTO_NETWORK, reads_a_file, resuming)
             self._parser(subcommand).set_defaults(defaults)
             super().parse_arguments(parser, args)
             run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
@@ -124,13 +125,19 @@ class ForecastCLI(LightningCLI):
             network.patch_length = resolved_patch_length(network.patch_length, model.context_length, model.horizon)
 
     def instantiate_classes(self) -> None:
-        with named_for_the_config(self.config[self.subcommand], CALLBACKS):
-            super().instantiate_classes()
+        try:
+            with named_for_the_config(self.config[self.subcommand], CALLBACKS):
+                super().instantiate_classes()
+        except InputError as error:  # with a checkpoint, its settings may be what a class refused: name it
+            if self.checkpoint is None:
+                raise
+            raise InputError(f"{self.config[self.subcommand].ckpt_path}: {error}") from None
 
     def after_instantiate_classes(self) -> None:  # before any subcommand loads weights
         if self.checkpoint is not None:
             ckpt_path = self.config[self.subcommand].ckpt_path
             checkpoints.check_checkpoint_fits(ckpt_path, self.checkpoint, self.model, self.datamodule)
+            checkpoints.check_weights_fit(ckpt_path, self.checkpoint, self.model)
 
     def _dump_config(self) -> None:
         super()._dump_config()
@@ -165,7 +172,7 @@ def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None)
     """The CLI; ``extra_callbacks`` are added to the Trainer as objects, for callers that build them in Python (a
     hyperparameter search's pruning callback)."""
     try:
-        with reported_in_one_line():
+        with reported_in_one_line(), imports.parser_import_policy_kept():
             return ForecastCLI(
                 Forecaster,
                 WindowDataModule,

@@ -8,6 +8,7 @@ a module a checkpoint names unless the user named it too.
 """
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 import torch
 
 from project.errors import InputError
+from tests.helpers import exit_code
 
 PACKAGE = Path(__file__).resolve().parents[1] / "project"
 WRITES = {"write_text", "write_bytes", "to_csv", "to_parquet", "savefig", "save", "dump", "writerows", "touch"}
@@ -91,13 +93,16 @@ def test_an_entry_point_writes_only_through_the_output_guard_and_deletes_nothing
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_only_the_checkpoint_reader_unpickles(path):
-    """And ``Forecaster.load_from_checkpoint`` (the Python API), which reads the file's settings with
-    ``weights_only=True`` to check the classes it names before Lightning's own loader runs."""
+    """And the Python API's ``Forecaster.load_from_checkpoint`` and ``WindowDataModule.load_from_checkpoint``, whose
+    import check (``project.imports.checkpoint_imports_checked``) reads the file's settings with ``weights_only=True``
+    before Lightning's own loader runs."""
     if path.name == "checkpoints.py":
         return
     for call in calls(ast.parse(path.read_text())):
         target = dotted(call.func)
-        if path.name == "module.py" and (_weights_only(call) or _lightnings_own_after_the_check(call)):
+        if path.name == "imports.py" and _weights_only(call):
+            continue
+        if path.name in ("module.py", "datamodule.py") and _lightnings_own_after_the_check(call):
             continue
         unpickles = target in ("torch.load", "pickle.load", "pickle.loads") or target.endswith("load_from_checkpoint")
         assert not unpickles, f"{path.name}:{call.lineno} {target}: open checkpoints with project.checkpoints"
@@ -198,3 +203,113 @@ def test_the_python_api_still_loads_a_checkpoint_of_the_projects_classes(user_ru
 
     model = Forecaster.load_from_checkpoint(user_run[2], map_location="cpu")
     assert type(model).__name__ == "Forecaster"
+
+
+def _lambda_scheduler(function: str) -> dict:
+    return {"class_path": "torch.optim.lr_scheduler.LambdaLR", "init_args": {"lr_lambda": function}}
+
+
+# Every place a checkpoint's settings can name code for the parser to import, not only a component's class_path.
+IMPORT_PATHS_A_CHECKPOINT_MAY_HIDE = {
+    "a scheduler's callable": ("hyper_parameters", "lr_scheduler", _lambda_scheduler("model_utils.f")),
+    "a class path inside a list": (
+        "hyper_parameters",
+        "lr_scheduler",
+        {
+            "class_path": "torch.optim.lr_scheduler.SequentialLR",
+            "init_args": {"schedulers": [{"class_path": "model_utils.Net", "init_args": {}}], "milestones": []},
+        },
+    ),
+    "an optimizer as a plain string": ("hyper_parameters", "optimizer", "model_utils.Net"),
+    "a number given as an import path": (
+        "hyper_parameters",
+        "optimizer",
+        {"class_path": "torch.optim.AdamW", "init_args": {"lr": "model_utils.f"}},
+    ),
+    "the data split's class path": ("datamodule_hyper_parameters", "split", {"class_path": "model_utils.Net"}),
+    "a function the process has imported": ("hyper_parameters", "lr_scheduler", _lambda_scheduler("os._exit")),
+}
+HIDDEN_IN_THE_OPTIMIZATION = [
+    k for k, (_, setting, _) in IMPORT_PATHS_A_CHECKPOINT_MAY_HIDE.items() if setting != "split"
+]
+
+
+def checkpoint_hiding(case: str, user_run, folder: Path, monkeypatch) -> Path:
+    """A copy of the user's checkpoint holding the import path of ``case``, beside a ``model_utils.py`` that writes
+    ``IMPORTED`` when imported (and defines ``f`` and ``Net``), in the working directory and on sys.path."""
+    (folder / "model_utils.py").write_text(
+        IMPORTS_WRITE_A_FILE + "def f(step):\n    return 1.0\n\nclass Net:\n    pass\n"
+    )
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder))
+    checkpoint = torch.load(user_run[2], weights_only=True)
+    section, setting, value = IMPORT_PATHS_A_CHECKPOINT_MAY_HIDE[case]
+    checkpoint[section][setting] = value
+    path = folder / "model.ckpt"
+    torch.save(checkpoint, path)
+    return path
+
+
+@pytest.mark.parametrize("case", IMPORT_PATHS_A_CHECKPOINT_MAY_HIDE)
+def test_an_import_path_anywhere_in_a_checkpoint_is_refused_before_import_by_the_cli(
+    case, user_run, tmp_path, monkeypatch, capsys
+):
+    from project import cli
+
+    path = checkpoint_hiding(case, user_run, tmp_path, monkeypatch)
+    with pytest.raises(SystemExit) as exit:
+        cli.cli_main(["fit", f"--ckpt_path={path}", "--trainer.logger=false", "--trainer.max_steps=1"])
+    assert exit.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0
+    assert re.search(r"model\.ckpt: the checkpoint names the .* outside this project; nothing was imported: ", error)
+    assert not (tmp_path / "IMPORTED").exists()
+    assert "model_utils" not in sys.modules
+
+
+@pytest.mark.parametrize("case", IMPORT_PATHS_A_CHECKPOINT_MAY_HIDE)
+def test_an_import_path_anywhere_in_a_checkpoint_is_refused_before_import_by_the_python_api(
+    case, user_run, tmp_path, monkeypatch
+):
+    from project.data import WindowDataModule
+    from project.training.module import Forecaster
+
+    path = checkpoint_hiding(case, user_run, tmp_path, monkeypatch)
+    loads = WindowDataModule if IMPORT_PATHS_A_CHECKPOINT_MAY_HIDE[case][0].startswith("datamodule") else Forecaster
+    with pytest.raises(InputError, match=r"model\.ckpt: the checkpoint names .* outside this project; nothing was "):
+        loads.load_from_checkpoint(path)
+    assert not (tmp_path / "IMPORTED").exists()
+    assert "model_utils" not in sys.modules
+
+
+@pytest.mark.parametrize("subcommand", ["predict", "validate", "test"])
+def test_a_command_that_only_forecasts_never_builds_or_imports_the_checkpoints_optimizer(
+    subcommand, user_run, tmp_path, monkeypatch
+):
+    """The optimizer and scheduler are needed only to resume: ``predict``, ``validate`` and ``test`` leave the
+    checkpoint's records of them unread, whatever they name."""
+    from project import cli
+
+    for case in HIDDEN_IN_THE_OPTIMIZATION:
+        path = checkpoint_hiding(case, user_run, tmp_path, monkeypatch)
+        output = [f"--predictions.output={tmp_path / 'forecasts.csv'}", "--overwrite=true"]
+        arguments = [subcommand, f"--ckpt_path={path}", "--trainer.logger=false", "--trainer.limit_test_batches=1"]
+        arguments += ["--trainer.limit_val_batches=1", *(output if subcommand == "predict" else [])]
+        cli.cli_main(arguments)  # returns: no error
+        assert not (tmp_path / "IMPORTED").exists(), case
+        assert "model_utils" not in sys.modules, case
+
+
+def test_the_parser_imports_nothing_the_walk_over_the_checkpoint_did_not_pass(user_run, tmp_path, monkeypatch, capsys):
+    """The walk names what it refuses; the guarantee is jsonargparse's own import policy, which lets the parser import
+    only what the walk passed: a value the walk did not take for an import path is refused where it would be
+    imported."""
+    from project import cli, imports
+
+    path = checkpoint_hiding("a scheduler's callable", user_run, tmp_path, monkeypatch)
+    findable = imports._findable
+    monkeypatch.setattr(imports, "_findable", lambda top_level: top_level != "model_utils" and findable(top_level))
+    assert exit_code(cli.cli_main, ["fit", f"--ckpt_path={path}", "--trainer.logger=false"]) == 2
+    assert "model_utils.f" in capsys.readouterr().err
+    assert not (tmp_path / "IMPORTED").exists()
+    assert "model_utils" not in sys.modules

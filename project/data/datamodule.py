@@ -22,6 +22,7 @@ from project.data.table import DATAFRAME_SOURCE, check_file, read_table
 from project.data.windows import ForecastOrigins, PanelWindows, split_windows
 from project.domains import NonNegativeInt, PositiveInt, check_arguments
 from project.errors import InputError
+from project.imports import checkpoint_imports_checked
 from project.model.network import InputSizes, component_spec
 
 SplitName = Literal["train", "val", "test"]
@@ -186,6 +187,14 @@ class WindowDataModule(L.LightningDataModule):
         dataset, (rank, world_size) = self.predict_dataset(), self._process()
         sampler = DistributedSampler(dataset, world_size, rank, shuffle=False, drop_last=False)
         return DataLoader(dataset, sampler=sampler, **self._loader_settings())
+
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path, *args, **kwargs):
+        """Lightning's ``load_from_checkpoint``, once every import path the checkpoint's data settings record (the
+        split's class among them) passes ``project.imports``' rule: a foreign one is one line and nothing is
+        imported."""
+        with checkpoint_imports_checked(checkpoint_path, "datamodule_hyper_parameters", "data"):
+            return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
 
     def state_dict(self) -> dict:
         self.setup()

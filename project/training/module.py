@@ -20,7 +20,7 @@ from torchmetrics import MeanMetric
 
 from project.domains import AtLeastTwo, OpenUnitInterval, PositiveInt, UnitLevels, check_arguments
 from project.errors import InputError, TrainingDiverged
-from project.imports import CLI_TRUST, built_component, checkpoint_class, component_class, default_of, is_component_spec
+from project.imports import built_component, checkpoint_imports_checked, component_class, default_of, is_component_spec
 from project.model.decoding import generate
 from project.model.distributions import DEFAULT_QUANTILES, Distribution, check_distribution
 from project.model.network import ForecastNetwork, build_network, component_spec, network_spec
@@ -175,13 +175,11 @@ class Forecaster(L.LightningModule):
 
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path, *args, **kwargs):
-        """Lightning's ``load_from_checkpoint``, once every class the checkpoint records passes ``project.imports``'
-        rule (Lightning's jsonargparse would import them first): a foreign class is one line and nothing is imported."""
-        recorded = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
-        settings = recorded.get("hyper_parameters", {}) if isinstance(recorded, dict) else {}
-        for what, class_path in recorded_class_paths(settings):
-            checkpoint_class(class_path, what, f"{checkpoint_path}: ", allow_imported=True)
-        return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
+        """Lightning's ``load_from_checkpoint``, once every import path the checkpoint records passes
+        ``project.imports``' rule (Lightning's jsonargparse would import them first): a foreign one is one line and
+        nothing is imported."""
+        with checkpoint_imports_checked(checkpoint_path, "hyper_parameters", "model"):
+            return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
 
     def _check_rules(self, network: nn.Module) -> None:
         """Options that cannot mean what they say together, refused in one line. A rule reads what the distribution
@@ -413,17 +411,6 @@ def check_network(network: nn.Module) -> None:
             f"{', '.join(missing) or 'encode, decode, new_cache, start_of'}"
         )
     check_distribution(network.distribution, f"network {name}")
-
-
-def recorded_class_paths(settings: dict, what: str = "model class") -> list[tuple[str, str]]:
-    """Every class path a checkpoint's settings name, with what it is (the top-level one the model's class)."""
-    found = [(what, settings["_class_path"])] if "_class_path" in settings else []
-    if isinstance(settings.get("class_path"), str):
-        found.append((what, settings["class_path"]))
-    for name, value in settings.items():
-        if isinstance(value, dict):
-            found += recorded_class_paths(value, name if name in CLI_TRUST else what)
-    return found
 
 
 def check_finite_weights(state: dict[str, Tensor], where: str = "") -> None:
