@@ -114,8 +114,8 @@ class SeasonalNaivePath(BaselinePath):
         check_arguments(SeasonalNaivePath, {"season": season, "context_length": context_length})
         if context_length is not None and season > context_length:
             raise InputError(
-                f"SeasonalNaivePath: season={season} is longer than the context ({context_length} steps); the path "
-                "repeats the context's last season"
+                f"SeasonalNaivePath: season={season} must be at most context_length={context_length} (the path repeats "
+                "the context's last season)"
             )
         self.season, self.context_length = season, context_length
 
@@ -126,8 +126,8 @@ class SeasonalNaivePath(BaselinePath):
     def forecast(self, context: Tensor, steps: int) -> Tensor:
         if context.shape[1] < self.season:
             raise InputError(
-                f"SeasonalNaivePath: season={self.season} is longer than the context ({context.shape[1]} steps); the "
-                "path repeats the context's last season"
+                f"SeasonalNaivePath: season={self.season} must be at most the context's {context.shape[1]} steps (the "
+                "path repeats the context's last season)"
             )
         return context[:, -self.season :].repeat(1, math.ceil(steps / self.season), 1)[:, :steps]
 
