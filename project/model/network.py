@@ -103,14 +103,15 @@ class ForecastNetwork(Protocol):
         patch_length: Time steps per decoder token P (1 for one token per step).
         distribution: The output head's distribution (a ``project.model.distributions.Distribution``, an argument
             of the network given by class_path): the head's size, the loss, what is fed back and how draws are made.
-        baseline_path: What the network forecasts the residual over (a ``project.model.paths.BaselinePath``, an
-            argument given by class_path; ``NoPath`` by default): ``decode`` returns the full forecast, its
-            distribution's location moved by the path's values (``with_baseline_path``).
         init_args: The constructor's arguments, so that a checkpoint can rebuild the network
             (``set_up(self, locals())``, or ``self.init_args = init_args(locals())``, as the first line after
             ``super().__init__()``). Its ``sizes: InputSizes`` argument is linked from the data.
 
     Optional members, used when present:
+        ``baseline_path``: what the network forecasts the residual over (a ``project.model.paths.BaselinePath``, an
+            argument given by class_path; ``set_up`` makes it ``NoPath`` when none is given). The training code never
+            reads it: ``decode`` returns the full forecast, its distribution's location moved by the path's values
+            (``with_baseline_path``), so every guarantee above is about the full forecast.
         ``share_encoded(encoded, samples)``: the same conditioning for ``samples`` sample paths per series, rows
             ordered (series, sample), without copying the encoder's output. Without it, ``generate`` encodes the
             inputs repeated ``samples`` times: the same paths, more work.
@@ -183,9 +184,8 @@ def component_spec(component: object) -> dict[str, Any]:
 
 def build_network(spec: object, where: str = "", allow_imported: bool = False) -> nn.Module:
     """The untrained network that a ``component_spec`` names, its distribution and baseline path rebuilt the same way,
-    each class imported
-    under ``project.imports``' rule (with ``allow_imported``, also one whose module the caller imported). ``where``
-    prefixes the one-line errors (a checkpoint's path)."""
+    each class imported under ``project.imports``' rule (with ``allow_imported``, also one whose module the caller
+    imported). ``where`` prefixes the one-line errors (a checkpoint's path)."""
     if not is_component_spec(spec):
         raise InputError(f"{where}it records no network (a class_path and init_args); was it written by this template?")
     arguments = dict(spec.get("init_args") or {})
