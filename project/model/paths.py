@@ -12,8 +12,10 @@ forecast. In a config::
         init_args:
           baseline_path: {class_path: project.model.LinearPath}  # or SeasonalNaivePath with init_args: {season: 24}
 
-Yours is a subclass of ``BaselinePath`` in your own module with one method, ``forecast``; its ``context_length`` and
-``horizon`` arguments, when it declares them, are linked from the data by ``python -m project.cli``.
+Yours is a subclass of ``BaselinePath`` in your own module with one method, ``forecast`` (and, when its ``__init__``
+takes arguments, an ``init_args`` property that returns them: a checkpoint rebuilds it from them); its
+``context_length`` and ``horizon`` arguments, when it declares them, are linked from the data by ``python -m
+project.cli``.
 
 Shapes: N series (times K sample paths), S context length, F target channels, H horizon.
 """
@@ -35,7 +37,8 @@ class BaselinePath(nn.Module, ABC):
     """The contract of a baseline path: ``forecast`` maps a context to the path's values over the next steps.
 
     It may hold parameters (they train with the network's, through the loss of the full forecast). ``init_args``
-    records its constructor's arguments, so that a checkpoint can rebuild it.
+    returns its constructor's arguments, so that a checkpoint can rebuild it: override it when ``__init__`` takes
+    any.
     """
 
     @property
@@ -100,8 +103,7 @@ class LinearPath(BaselinePath):
 
 
 class SeasonalNaivePath(BaselinePath):
-    """Seasonal naive: the last ``season`` steps of the context, repeated over the horizon (M4's sNaive). No
-    parameters.
+    """Seasonal naive (M4's sNaive), without parameters: the last ``season`` steps of the context, repeated.
 
     Args:
         season: Time steps of the data's season (24 for hourly data with a daily cycle); at most the context length.
