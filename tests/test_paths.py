@@ -116,7 +116,7 @@ def test_a_path_given_by_class_path_in_a_config_trains_and_its_checkpoint_restor
     assert (path.season, path.context_length) == (4, 12)
 
 
-def test_the_linear_path_from_the_command_line_is_sized_by_the_data_and_its_weights_are_restored(tmp_path):
+def test_the_linear_path_from_the_command_line_is_sized_by_the_data_its_weights_restored_and_it_predicts(tmp_path):
     logs = tmp_path / "logs"
     path = "--model.network.init_args.baseline_path=project.model.LinearPath"
     assert cli("fit", "--config", BASE, path, "--data.context_length=16", *quick_fit_arguments(logs)) == 0
@@ -126,6 +126,9 @@ def test_the_linear_path_from_the_command_line_is_sized_by_the_data_and_its_weig
     assert weights.abs().sum() > 0  # trained from its zero start (repeat-last) with the network
     restored = load_checkpoint(checkpoint)[1].network.baseline_path
     torch.testing.assert_close(restored.weight, weights, rtol=0, atol=0)
+    output = tmp_path / "predictions.csv"  # the checkpoint's settings as the parser's defaults, the path's links too
+    assert cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false") == 0
+    assert len(output.read_text().splitlines()) > 1
 
 
 USER_PATH = '''
