@@ -82,6 +82,9 @@ class ForecastCLI(LightningCLI):
             f"{NETWORK}.max_length",
             compute_fn=longest_sequence,
         )
+        # A baseline path's lengths are the data's, where its class takes them (NoPath and yours may not).
+        for name in ("context_length", "horizon"):
+            parser.link_arguments(f"{DATA}.{name}", f"{NETWORK}.baseline_path.init_args.{name}")
         for section, callback in CALLBACKS.items():
             parser.add_lightning_class_args(callback, section)
         parser.set_defaults(CALLBACK_DEFAULTS)

@@ -34,6 +34,7 @@ _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 CLI_TRUST = {
     "network": "--model.network.class_path",
     "distribution": "--model.network.init_args.distribution",
+    "baseline_path": "--model.network.init_args.baseline_path",
     "regime": "--model.regime",
     "optimizer": "--model.optimizer",
     "lr_scheduler": "--model.lr_scheduler",

@@ -20,6 +20,7 @@ import torch
 from project.cli import cli_main
 from project.model.distributions import Normal, PointForecast, Quantiles, StudentT
 from project.model.network import InputSizes
+from project.model.paths import LinearPath, SeasonalNaivePath
 from project.model.transformer import ForecastTransformer
 from project.training import WarmupCosine
 from project.training.module import Forecaster
@@ -144,6 +145,25 @@ def distribution(name: str, quantile_levels=None, loss: str | None = None, huber
     if name == "none" and (loss or huber_delta is not None):
         return PointForecast(loss or "mse", 1.0 if huber_delta is None else huber_delta)
     return DISTRIBUTIONS[name]()
+
+
+BASELINE_PATHS = ("none", "linear", "seasonal_naive")  # every shipped baseline path, by a short name
+
+
+def baseline_path(name: str, context_length: int, horizon: int, season: int = 3):
+    """The baseline path a short name stands for: None (the default, no path), a ``LinearPath`` with random weights
+    (at its zero start it would be repeat-last) or a ``SeasonalNaivePath`` of ``season`` steps."""
+    if name == "seasonal_naive":
+        return SeasonalNaivePath(season, context_length)
+    if name == "linear":
+        path = LinearPath(context_length, horizon)
+        generator = torch.Generator().manual_seed(7)
+        with torch.no_grad():
+            path.weight.copy_(torch.randn(path.weight.shape, generator=generator) / context_length)
+            path.bias.copy_(torch.randn(path.bias.shape, generator=generator) / 4)
+        return path
+    assert name == "none", name
+    return None
 
 
 def adamw(lr: float = 1e-3, weight_decay: float = 0.01) -> functools.partial:

@@ -8,7 +8,7 @@ from project.model.cache import attend
 from project.model.decoding import generate
 from project.model.transformer import Encoded
 from project.training import FreeRunning, ScheduledSampling
-from tests.helpers import forecaster, relative_difference, small_model
+from tests.helpers import BASELINE_PATHS, baseline_path, forecaster, relative_difference, small_model
 from tests.reference_loops import naive_generate
 
 VARIANTS = {
@@ -122,10 +122,12 @@ def test_generate_equals_a_hand_written_step_loop_and_naive_redecoding(variant):
         torch.testing.assert_close(forecast, naive_generate(model, src, horizon), rtol=0, atol=1e-10)
 
 
+@pytest.mark.parametrize("path", BASELINE_PATHS)
 @pytest.mark.parametrize("variant", ["step-tokens", "channel-independent"])
 @pytest.mark.parametrize("distribution", ["normal", "student_t", "quantile"])
-def test_sample_paths_equal_a_hand_written_sampling_loop_with_the_same_generator(variant, distribution):
-    model = small_model(**VARIANTS[variant], **COVARIATES, distribution=distribution)
+def test_sample_paths_equal_a_hand_written_sampling_loop_with_the_same_generator(variant, distribution, path):
+    path = baseline_path(path, 6, 4)
+    model = small_model(**VARIANTS[variant], **COVARIATES, distribution=distribution, baseline_path=path)
     src, covariates = torch.randn(3, 6, 5, dtype=torch.float64), covariates_for(3, 6, 4)
     with torch.no_grad():
         paths = generate(model, src, 4, num_samples=7, generator=torch.Generator().manual_seed(1), **covariates)
@@ -319,12 +321,18 @@ def test_the_single_query_attention_path_equals_scaled_dot_product_attention(len
     torch.testing.assert_close(attend(query, keys, values), expected, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("path", BASELINE_PATHS)
 @pytest.mark.parametrize("distribution", ["none", "normal"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_fixed_shape_decoding_equals_cached_decoding(variant, distribution):
+def test_fixed_shape_decoding_equals_cached_decoding(variant, distribution, path):
     """The form a CUDA graph captures (fixed buffers, the position as a tensor), run eagerly on the CPU."""
-    model = small_model(**VARIANTS[variant], **COVARIATES, distribution=distribution)
-    patch = model.patch_length
+    patch = VARIANTS[variant].get("patch_length", 1)
+    model = small_model(
+        **VARIANTS[variant],
+        **COVARIATES,
+        distribution=distribution,
+        baseline_path=baseline_path(path, 4 * patch, 5 * patch),
+    )
     src, covariates = torch.randn(3, 4 * patch, 5, dtype=torch.float64), covariates_for(3, 4 * patch, 5 * patch)
     samples = None if distribution == "none" else 4
     with torch.no_grad():
@@ -336,8 +344,9 @@ def test_fixed_shape_decoding_equals_cached_decoding(variant, distribution):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
-def test_a_cuda_graph_replays_the_cached_decode_exactly():
-    model = small_model(torch.float32, **COVARIATES).cuda()
+@pytest.mark.parametrize("path", BASELINE_PATHS)
+def test_a_cuda_graph_replays_the_cached_decode_exactly(path):
+    model = small_model(torch.float32, **COVARIATES, baseline_path=baseline_path(path, 6, 12)).cuda()
     src, covariates = (
         torch.randn(8, 6, 5).cuda(),
         {k: v.cuda().float() if v.is_floating_point() else v.cuda() for k, v in covariates_for(8, 6, 12).items()},

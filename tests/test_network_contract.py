@@ -22,6 +22,8 @@ from project.training.regimes import REGIMES, RegimeOptions, ScheduledSampling
 from project.training.runs import read_scalars
 from tests.helpers import (
     BASE,
+    BASELINE_PATHS,
+    baseline_path,
     cli,
     config,
     distribution,
@@ -52,6 +54,8 @@ def network(name: str, **sizes) -> ForecastNetwork:
     network_class, small = NETWORKS[name]
     if isinstance(sizes.get("distribution"), str):  # a short name, as the parametrised tests give it
         sizes["distribution"] = distribution(sizes["distribution"])
+    if isinstance(sizes.get("baseline_path"), str):
+        sizes["baseline_path"] = baseline_path(sizes["baseline_path"], CONTEXT, HORIZON)
     return network_class(**with_sizes({"n_targets": TARGETS, **small, **COVARIATES, **sizes})).double().eval()
 
 
@@ -80,9 +84,10 @@ def test_the_network_claims_the_protocol(name):
     assert model.n_targets == TARGETS
 
 
+@pytest.mark.parametrize("path", BASELINE_PATHS)
 @pytest.mark.parametrize("name", NETWORKS)
-def test_decoding_is_causal(name):
-    model = network(name)
+def test_decoding_is_causal(name, path):
+    model = network(name, baseline_path=path)
     encoded, tgt = encoded_and_tgt(model)
     full = model.decode(tgt, encoded)
     for t in range(HORIZON - 1):
@@ -92,10 +97,11 @@ def test_decoding_is_causal(name):
         assert not torch.allclose(model.decode(changed, encoded)[:, t + 1 :], full[:, t + 1 :])
 
 
+@pytest.mark.parametrize("path", BASELINE_PATHS)
 @pytest.mark.parametrize("distribution", ["none", "normal", "quantile"])
 @pytest.mark.parametrize("name", NETWORKS)
-def test_cached_decode_matches_full_decode(name, distribution):
-    model = network(name, distribution=distribution)
+def test_cached_decode_matches_full_decode(name, distribution, path):
+    model = network(name, distribution=distribution, baseline_path=path)
     encoded, tgt = encoded_and_tgt(model)
     full = model.decode(tgt, encoded)
     cache = model.new_cache(HORIZON)
@@ -111,10 +117,11 @@ def loss_and_every_gradient(model, forecast, target):
     return loss.detach(), [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in model.parameters()]
 
 
+@pytest.mark.parametrize("path", BASELINE_PATHS)
 @pytest.mark.parametrize("gradient", ["detach", "bptt"])
 @pytest.mark.parametrize("name", NETWORKS)
-def test_free_running_has_the_loss_and_every_gradient_of_the_naive_loop(name, gradient):
-    model = network(name).train()  # no dropout in these networks: train mode is what training runs
+def test_free_running_has_the_loss_and_every_gradient_of_the_naive_loop(name, gradient, path):
+    model = network(name, baseline_path=path).train()  # no dropout in these networks: train mode is what training runs
     batch = inputs()
     context, target = batch.pop("context"), torch.randn(4, HORIZON, TARGETS, dtype=torch.float64)
 
@@ -132,13 +139,15 @@ def test_free_running_has_the_loss_and_every_gradient_of_the_naive_loop(name, gr
         torch.testing.assert_close(fast_gradient, slow_gradient, rtol=1e-8, atol=1e-12)
 
 
+@pytest.mark.parametrize("path", BASELINE_PATHS)
 @pytest.mark.parametrize("regime", REGIMES)
 @pytest.mark.parametrize("name", NETWORKS)
-def test_every_regime_trains_the_network(name, regime):
+def test_every_regime_trains_the_network(name, regime, path):
     chosen = REGIMES[regime]
     if chosen.scheduled:  # a schedule, outside a fit that would size it
         chosen = ScheduledSampling(steps=10)
-    module = Forecaster(network(name).float().train(), context_length=CONTEXT, horizon=HORIZON, regime=chosen)
+    net = network(name, baseline_path=path).float().train()
+    module = Forecaster(net, context_length=CONTEXT, horizon=HORIZON, regime=chosen)
     batch = {key: value.float() if value.is_floating_point() else value for key, value in inputs().items()}
     batch["target"] = torch.randn(4, HORIZON, TARGETS)
     module.training_loss(batch).backward()
@@ -147,9 +156,10 @@ def test_every_regime_trains_the_network(name, regime):
     assert any(gradient.abs().sum() > 0 for gradient in gradients)
 
 
+@pytest.mark.parametrize("path", BASELINE_PATHS)
 @pytest.mark.parametrize("name", NETWORKS)
-def test_generate_gives_sample_paths_and_a_point_path_of_the_right_shapes(name):
-    model = network(name, distribution="normal")
+def test_generate_gives_sample_paths_and_a_point_path_of_the_right_shapes(name, path):
+    model = network(name, distribution="normal", baseline_path=path)
     batch = inputs(batch=2, horizon=6)
     context = batch.pop("context")
     with torch.no_grad():
@@ -161,12 +171,32 @@ def test_generate_gives_sample_paths_and_a_point_path_of_the_right_shapes(name):
     assert paths.std(dim=1).min() > 0
 
 
-def trained(name: str, tmp_path) -> tuple[Forecaster, WindowDataModule]:
+@pytest.mark.parametrize("path", ["linear", "seasonal_naive"])
+@pytest.mark.parametrize("distribution", ["none", "normal", "student_t", "quantile"])
+@pytest.mark.parametrize("name", NETWORKS)
+def test_the_forecast_is_the_baseline_path_plus_the_residual_at_every_parameter_of_the_location(
+    name, distribution, path
+):
+    with_path = network(name, distribution=distribution, baseline_path=path)
+    without = network(name, distribution=distribution)
+    without.load_state_dict(with_path.state_dict(), strict=False)  # the same weights, less the path's own
+    batch = inputs()
+    context, tgt = batch.pop("context"), torch.randn(4, HORIZON, TARGETS, dtype=torch.float64)
+    residual = without.decode(tgt, without.encode(context, **batch))
+    full = with_path.decode(tgt, with_path.encode(context, **batch))
+    values = with_path.baseline_path.forecast(context, HORIZON)  # (N, T, F)
+    location = {"none": [0], "normal": [0], "student_t": [0], "quantile": [0, 1, 2]}[distribution]
+    for index in range(full.shape[-1]):  # the location's parameters moved by the path, the others untouched
+        moved = values if index in location else 0.0
+        torch.testing.assert_close(full[..., index], residual[..., index] + moved, rtol=0, atol=1e-12)
+
+
+def trained(name: str, tmp_path, path: str = "none") -> tuple[Forecaster, WindowDataModule]:
     """A Forecaster around the network, fitted for a few steps on two channels, with its last checkpoint saved."""
     datamodule = WindowDataModule(learnable_series(300), context_length=8, horizon=4, batch_size=16)
     datamodule.setup("fit")
     network_class, small = NETWORKS[name]
-    net = network_class(datamodule.input_sizes, **small)
+    net = network_class(datamodule.input_sizes, **small, baseline_path=baseline_path(path, 8, 4))
     module = Forecaster(net, context_length=8, horizon=4, lr_scheduler=warmup_cosine(1))
     trainer = quiet_trainer(max_steps=3, limit_val_batches=1)
     trainer.fit(module, datamodule)
@@ -174,14 +204,17 @@ def trained(name: str, tmp_path) -> tuple[Forecaster, WindowDataModule]:
     return module, datamodule
 
 
+@pytest.mark.parametrize("path", BASELINE_PATHS)
 @pytest.mark.parametrize("name", NETWORKS)
-def test_a_forecaster_fits_predicts_and_its_checkpoint_restores_the_same_network(name, tmp_path):
-    module, datamodule = trained(name, tmp_path)
+def test_a_forecaster_fits_predicts_and_its_checkpoint_restores_the_same_network(name, path, tmp_path):
+    module, datamodule = trained(name, tmp_path, path)
     predictions = quiet_trainer(limit_predict_batches=1).predict(module, datamodule)
     assert predictions[0]["point"].shape[1:] == (4, 2)
     assert torch.isfinite(predictions[0]["point"]).all()
     restored = load_checkpoint(tmp_path / "last.ckpt")[1]
     assert type(restored.network) is type(module.network)
+    assert type(restored.network.baseline_path) is type(module.network.baseline_path)
+    assert restored.network.baseline_path.init_args == module.network.baseline_path.init_args
     for (key, value), (_, expected) in zip(restored.state_dict().items(), module.state_dict().items()):
         torch.testing.assert_close(value, expected, rtol=0, atol=0, msg=key)
 

@@ -8,7 +8,7 @@ from project.model.decoding import rollout
 from project.model.network import component_spec
 from project.training import regimes
 from project.training.regimes import REGIMES, FreeRunning, RegimeOptions, ScheduledSampling, TeacherForcing
-from tests.helpers import forecaster, relative_difference, small_model, tiny_module
+from tests.helpers import BASELINE_PATHS, baseline_path, forecaster, relative_difference, small_model, tiny_module
 from tests.reference_loops import naive_free_running
 from tests.saved_tensors import SavedTensorsMeter
 from tests.test_model import COVARIATES, covariates_for
@@ -115,9 +115,10 @@ def test_an_option_exists_only_on_the_regime_it_applies_to():
     tiny_module(regime=FreeRunning(gradient="bptt", feedback="sample"), distribution="normal")  # reparameterised
 
 
+@pytest.mark.parametrize("path", BASELINE_PATHS)
 @pytest.mark.parametrize("with_covariates", [False, True], ids=["targets-only", "covariates"])
-def test_free_running_detach_has_the_loss_and_gradients_of_the_fully_detached_naive_loop(with_covariates):
-    model = small_model(**(COVARIATES if with_covariates else {})).train()
+def test_free_running_detach_has_the_loss_and_gradients_of_the_fully_detached_naive_loop(with_covariates, path):
+    model = small_model(**(COVARIATES if with_covariates else {}), baseline_path=baseline_path(path, 12, 6)).train()
     src, target = batch()
     covariates = covariates_for(4, 12, 6) if with_covariates else {}
     assert_same_loss_and_gradients(
@@ -128,9 +129,10 @@ def test_free_running_detach_has_the_loss_and_gradients_of_the_fully_detached_na
     )
 
 
+@pytest.mark.parametrize("path", BASELINE_PATHS)
 @pytest.mark.parametrize("with_covariates", [False, True], ids=["targets-only", "covariates"])
-def test_free_running_bptt_has_the_loss_and_gradients_of_the_undetached_naive_loop(with_covariates):
-    model = small_model(**(COVARIATES if with_covariates else {})).train()
+def test_free_running_bptt_has_the_loss_and_gradients_of_the_undetached_naive_loop(with_covariates, path):
+    model = small_model(**(COVARIATES if with_covariates else {}), baseline_path=baseline_path(path, 12, 6)).train()
     src, target = batch()
     covariates = covariates_for(4, 12, 6) if with_covariates else {}
     assert_same_loss_and_gradients(
@@ -141,9 +143,10 @@ def test_free_running_bptt_has_the_loss_and_gradients_of_the_undetached_naive_lo
     )
 
 
+@pytest.mark.parametrize("path", BASELINE_PATHS)
 @pytest.mark.parametrize("distribution", DISTRIBUTIONS)
-def test_detach_with_sampled_feedback_equals_the_naive_loop_given_the_same_draws(distribution):
-    model = small_model(**COVARIATES, distribution=distribution).train()
+def test_detach_with_sampled_feedback_equals_the_naive_loop_given_the_same_draws(distribution, path):
+    model = small_model(**COVARIATES, distribution=distribution, baseline_path=baseline_path(path, 12, 6)).train()
     src, target = batch()
     covariates = covariates_for(4, 12, 6)
     assert_same_loss_and_gradients(
@@ -164,9 +167,10 @@ def test_detach_with_sampled_feedback_equals_the_naive_loop_given_the_same_draws
     )
 
 
+@pytest.mark.parametrize("path", BASELINE_PATHS)
 @pytest.mark.parametrize("distribution", ["normal", "student_t"])
-def test_bptt_through_sampled_feedback_differentiates_the_draws(distribution):
-    model = small_model(distribution=distribution).train()
+def test_bptt_through_sampled_feedback_differentiates_the_draws(distribution, path):
+    model = small_model(distribution=distribution, baseline_path=baseline_path(path, 12, 6)).train()
     src, target = batch()
 
     def forecast(name):
@@ -182,8 +186,9 @@ def test_bptt_through_sampled_feedback_differentiates_the_draws(distribution):
     assert max(relative_difference(b, d) for b, d in zip(bptt, detach) if d.abs().max() > 0) > 1e-3
 
 
-def test_bptt_and_detach_have_the_same_forecast_but_different_gradients():
-    model, (src, target) = small_model().train(), batch()
+@pytest.mark.parametrize("path", BASELINE_PATHS)
+def test_bptt_and_detach_have_the_same_forecast_but_different_gradients(path):
+    model, (src, target) = small_model(baseline_path=baseline_path(path, 12, 6)).train(), batch()
     detach_loss, detach_gradients = loss_and_gradients(
         model, lambda: regime(model, src, "free_running_detach", target), target
     )
@@ -202,9 +207,10 @@ def test_the_posted_loop_differs_from_both_forms():
         assert max(relative_difference(p, o) for p, o in zip(partial, other)) > 1e-6
 
 
+@pytest.mark.parametrize("path", BASELINE_PATHS)
 @pytest.mark.parametrize("variant", [{"patch_length": 3}, {"channel_independent": True}])
-def test_detach_matches_a_step_by_step_detached_unroll_for_patched_and_channel_independent_models(variant):
-    model = small_model(**variant, n_future_covariates=3).train()
+def test_detach_matches_a_step_by_step_detached_unroll_for_patched_and_channel_independent_models(variant, path):
+    model = small_model(**variant, n_future_covariates=3, baseline_path=baseline_path(path, 12, 6)).train()
     src, target = batch(context=12, horizon=6)
     future = {"future_covariates": torch.randn(4, 18, 3, dtype=torch.float64)}
 
@@ -220,14 +226,16 @@ def test_detach_matches_a_step_by_step_detached_unroll_for_patched_and_channel_i
     )
 
 
-def test_scheduled_sampling_at_probability_one_is_teacher_forcing():
-    model, (src, target) = small_model(), batch()
+@pytest.mark.parametrize("path", BASELINE_PATHS)
+def test_scheduled_sampling_at_probability_one_is_teacher_forcing(path):
+    model, (src, target) = small_model(baseline_path=baseline_path(path, 12, 6)), batch()
     sampled = regime(model, src, "scheduled_sampling", target, teacher_forcing_probability=1.0)
     torch.testing.assert_close(sampled, regime(model, src, "teacher_forcing", target), rtol=0, atol=0)
 
 
-def test_scheduled_sampling_at_probability_zero_is_free_running_detach():
-    model, (src, target) = small_model(), batch()
+@pytest.mark.parametrize("path", BASELINE_PATHS)
+def test_scheduled_sampling_at_probability_zero_is_free_running_detach(path):
+    model, (src, target) = small_model(baseline_path=baseline_path(path, 12, 6)), batch()
     assert_same_loss_and_gradients(
         model,
         lambda: regime(model, src, "scheduled_sampling", target, teacher_forcing_probability=0.0),
@@ -284,9 +292,11 @@ def saved_bytes(model, forecast_fn):
     return meter.bytes
 
 
+@pytest.mark.parametrize("path", BASELINE_PATHS)
 @pytest.mark.parametrize("horizon", [12, 48])
-def test_detach_and_bptt_save_about_what_teacher_forcing_saves(horizon):
-    model = small_model(torch.float32, d_model=64, nhead=4, num_encoder_layers=3, num_decoder_layers=3).train()
+def test_detach_and_bptt_save_about_what_teacher_forcing_saves(horizon, path):
+    sizes = dict(d_model=64, nhead=4, num_encoder_layers=3, num_decoder_layers=3)
+    model = small_model(torch.float32, **sizes, baseline_path=baseline_path(path, 12, horizon)).train()
     src, target = batch(n=16, horizon=horizon, dtype=torch.float32)
     teacher = saved_bytes(model, lambda: regime(model, src, "teacher_forcing", target))
     detach = saved_bytes(model, lambda: regime(model, src, "free_running_detach", target))

@@ -85,6 +85,12 @@ class Distribution(ABC):
         parameters that are all values (a point, quantiles)."""
         return parameters * scale.unsqueeze(-1) + loc.unsqueeze(-1)
 
+    def shift(self, parameters: Tensor, values: Tensor) -> Tensor:
+        """The parameters of ``value + values`` (``values`` of shape (…)): the location moved, what a network's
+        baseline path adds (``project.model.paths``). This default is ``affine`` with scale 1, exact for any
+        distribution whose ``affine`` is right."""
+        return self.affine(parameters, values, torch.ones_like(values))
+
     def point_of_paths(self, samples: Tensor) -> Tensor:
         """The point forecast of sample paths (N, K, T, F) → (N, T, F): their mean."""
         return samples.mean(dim=1)
@@ -128,6 +134,9 @@ class PointForecast(Distribution):
     def sample(self, parameters: Tensor, generator: torch.Generator | None = None) -> Tensor:
         return parameters[..., 0]
 
+    def shift(self, parameters: Tensor, values: Tensor) -> Tensor:
+        return parameters + values.unsqueeze(-1)
+
 
 class Normal(Distribution):
     """Gaussian with mean and standard deviation; trained by negative log-likelihood."""
@@ -149,6 +158,9 @@ class Normal(Distribution):
 
     def affine(self, parameters: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
         return torch.stack([parameters[..., 0] * scale + loc, parameters[..., 1] * scale], dim=-1)
+
+    def shift(self, parameters: Tensor, values: Tensor) -> Tensor:
+        return torch.stack([parameters[..., 0] + values, parameters[..., 1]], dim=-1)
 
 
 class StudentT(Distribution):
@@ -174,6 +186,9 @@ class StudentT(Distribution):
 
     def affine(self, parameters: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
         return torch.stack([parameters[..., 0] * scale + loc, parameters[..., 1] * scale, parameters[..., 2]], dim=-1)
+
+    def shift(self, parameters: Tensor, values: Tensor) -> Tensor:
+        return torch.stack([parameters[..., 0] + values, parameters[..., 1], parameters[..., 2]], dim=-1)
 
 
 class Quantiles(Distribution):
@@ -223,6 +238,9 @@ class Quantiles(Distribution):
         lower = parameters.gather(-1, segment.unsqueeze(-1)).squeeze(-1)
         upper = parameters.gather(-1, (segment + 1).unsqueeze(-1)).squeeze(-1)
         return lower + (upper - lower) * (probability - lower_level) / (upper_level - lower_level)
+
+    def shift(self, parameters: Tensor, values: Tensor) -> Tensor:
+        return parameters + values.unsqueeze(-1)  # every level: the quantiles of value + values
 
     def point_of_paths(self, samples: Tensor) -> Tensor:
         return samples.median(dim=1).values

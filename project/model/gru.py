@@ -18,17 +18,19 @@ from typing_extensions import Unpack
 from project.domains import DropoutRate, PositiveInt
 from project.errors import InputError
 from project.model.distributions import Distribution
-from project.model.network import ONE_TARGET, Covariates, InputSizes, StaticEmbedding, set_up
+from project.model.network import ONE_TARGET, Covariates, InputSizes, StaticEmbedding, set_up, with_baseline_path
+from project.model.paths import BaselinePath
 
 
 @dataclass
 class GRUEncoded:
-    """The encoder's last hidden state (L, N, H), the static embedding (N, 1, H) and the forecast steps' future
-    covariates (N, T, C_f)."""
+    """The encoder's last hidden state (L, N, H), the static embedding (N, 1, H), the forecast steps' future
+    covariates (N, T, C_f) and the baseline path's forecast (N, max_length, F; None without a path)."""
 
     hidden: Tensor
     static: Tensor | None = None
     future: Tensor | None = None
+    baseline: Tensor | None = None
 
 
 class GRUCache:
@@ -49,6 +51,9 @@ class GRUForecaster(nn.Module):
         num_layers: Stacked GRU layers in the encoder and in the decoder.
         dropout: Dropout between stacked layers (off in ``eval()``).
         distribution: What the head predicts and trains with, by class_path, as in ``ForecastTransformer``.
+        baseline_path: What the network forecasts the residual over, by class_path, as in ``ForecastTransformer``.
+        max_length: Time steps the baseline path's forecast covers, linked from the context length and
+            ``max_horizon`` as the transformer's positional encoding is (unused without a path).
     """
 
     patch_length = 1  # a recurrent decoder steps through time one value at a time
@@ -60,9 +65,12 @@ class GRUForecaster(nn.Module):
         num_layers: PositiveInt = 2,
         dropout: DropoutRate = 0.0,
         distribution: Distribution | None = None,
+        baseline_path: BaselinePath | None = None,
+        max_length: PositiveInt = 1024,
     ) -> None:
         super().__init__()
         set_up(self, locals())
+        self.max_length = max_length
         self.static_embedding = StaticEmbedding(sizes, hidden_size) if sizes.has_static else None
         self.encoder_input = nn.Linear(self.n_targets + self.n_past_covariates + self.n_future_covariates, hidden_size)
         self.decoder_input = nn.Linear(sizes.n_targets + sizes.n_future_covariates, hidden_size)
@@ -84,7 +92,8 @@ class GRUForecaster(nn.Module):
             static = self.static_embedding(categorical, real).unsqueeze(1)  # (N, 1, H)
         x = self.encoder_input(torch.cat(inputs, dim=-1))  # (N, S, H)
         _, hidden = self.encoder(x if static is None else x + static)  # (L, N, H)
-        return GRUEncoded(hidden, static, future[:, length:] if self.n_future_covariates else None)
+        future = future[:, length:] if self.n_future_covariates else None
+        return GRUEncoded(hidden, static, future, self.baseline_path.forecast(context, self.max_length))
 
     def decode(self, tgt: Tensor, encoded: GRUEncoded, cache: GRUCache | None = None) -> Tensor:
         self._check("tgt", tgt, self.n_targets)
@@ -100,7 +109,7 @@ class GRUForecaster(nn.Module):
         if cache is not None:
             cache.hidden, cache.length = hidden, offset + steps
         raw = self.head(output).view(*tgt.shape, self.distribution.n_parameters)
-        return self.distribution.constrain(raw)
+        return with_baseline_path(self, self.distribution.constrain(raw), encoded.baseline, offset)
 
     def new_cache(self, steps: int | None = None) -> GRUCache:
         return GRUCache()

@@ -20,6 +20,7 @@ from project.domains import check_arguments
 from project.errors import InputError
 from project.imports import built_component, is_component_spec
 from project.model.distributions import Distribution, PointForecast, check_distribution
+from project.model.paths import BaselinePath, NoPath, check_baseline_path
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,10 @@ class ForecastNetwork(Protocol):
             ``super().__init__()``). Its ``sizes: InputSizes`` argument is linked from the data.
 
     Optional members, used when present:
+        ``baseline_path``: what the network forecasts the residual over (a ``project.model.paths.BaselinePath``, an
+            argument given by class_path; ``set_up`` makes it ``NoPath`` when none is given). The training code never
+            reads it: ``decode`` returns the full forecast, its distribution's location moved by the path's values
+            (``with_baseline_path``), so every guarantee above is about the full forecast.
         ``share_encoded(encoded, samples)``: the same conditioning for ``samples`` sample paths per series, rows
             ordered (series, sample), without copying the encoder's output. Without it, ``generate`` encodes the
             inputs repeated ``samples`` times: the same paths, more work.
@@ -136,11 +141,14 @@ class ForecastNetwork(Protocol):
 def set_up(network: nn.Module, frame_locals: dict[str, Any]) -> None:
     """What every network's ``__init__`` starts with, right after ``super().__init__()``, as ``set_up(self,
     locals())``: its arguments recorded in ``init_args`` and checked against the domains its signature declares, its
-    ``distribution`` (a ``PointForecast`` when none is given) and the input widths of its ``sizes``."""
+    ``distribution`` (a ``PointForecast`` when none is given), its ``baseline_path`` (``NoPath`` when none is given)
+    and the input widths of its ``sizes``."""
     network.init_args = init_args(frame_locals)
     check_arguments(type(network), network.init_args)
     network.distribution = frame_locals.get("distribution") or PointForecast()
     check_distribution(network.distribution, type(network).__name__)
+    network.baseline_path = frame_locals.get("baseline_path") or NoPath()
+    check_baseline_path(network.baseline_path, type(network).__name__)
     sizes = frame_locals["sizes"]
     network.n_targets, network.n_past_covariates = sizes.n_targets, sizes.n_past_covariates
     network.n_future_covariates = sizes.n_future_covariates
@@ -155,7 +163,7 @@ def init_args(frame_locals: dict[str, Any]) -> dict[str, Any]:
 def _recorded(value: Any) -> Any:
     if isinstance(value, tuple):
         return list(value)
-    if isinstance(value, Distribution):
+    if isinstance(value, (Distribution, BaselinePath)):
         return component_spec(value)
     if isinstance(value, InputSizes):
         return {name: _recorded(v) for name, v in asdict(value).items()}
@@ -175,9 +183,9 @@ def component_spec(component: object) -> dict[str, Any]:
 
 
 def build_network(spec: object, where: str = "", allow_imported: bool = False) -> nn.Module:
-    """The untrained network that a ``component_spec`` names, its distribution rebuilt the same way, each class imported
-    under ``project.imports``' rule (with ``allow_imported``, also one whose module the caller imported). ``where``
-    prefixes the one-line errors (a checkpoint's path)."""
+    """The untrained network that a ``component_spec`` names, its distribution and baseline path rebuilt the same way,
+    each class imported under ``project.imports``' rule (with ``allow_imported``, also one whose module the caller
+    imported). ``where`` prefixes the one-line errors (a checkpoint's path)."""
     if not is_component_spec(spec):
         raise InputError(f"{where}it records no network (a class_path and init_args); was it written by this template?")
     arguments = dict(spec.get("init_args") or {})
@@ -186,7 +194,34 @@ def build_network(spec: object, where: str = "", allow_imported: bool = False) -
     distribution = arguments.get("distribution")
     if is_component_spec(distribution):
         arguments["distribution"] = built_component(distribution, "distribution", Distribution, where, allow_imported)
+    path = arguments.get("baseline_path")
+    if is_component_spec(path):
+        arguments["baseline_path"] = built_component(path, "baseline_path", BaselinePath, where, allow_imported)
     return built_component({**spec, "init_args": arguments}, "network", nn.Module, where, allow_imported)
+
+
+def with_baseline_path(network: nn.Module, parameters: Tensor, baseline: Tensor | None, start: int | Tensor) -> Tensor:
+    """Decoded ``parameters`` (N, T, F, n_parameters) of forecast steps ``start``.. moved by the network's baseline
+    path: ``baseline`` (N, steps, F) is the path's forecast its ``encode`` kept (None without a path). A tensor
+    ``start`` (a fixed-shape cache's position) is gathered, so that a step's shapes do not depend on it."""
+    if baseline is None:
+        if not isinstance(getattr(network, "baseline_path", None), (NoPath, type(None))):
+            raise InputError(
+                f"{type(network).__name__} forecasts the residual over its baseline path, and the encoded state it "
+                "decodes holds no forecast of the path; decode what its encode returns"
+            )
+        return parameters
+    length = parameters.shape[1]
+    if isinstance(start, Tensor):
+        values = baseline.index_select(1, start + torch.arange(length, device=start.device))
+    elif start + length > baseline.shape[1]:
+        raise ValueError(
+            f"the baseline path was forecast for {baseline.shape[1]} steps; decoding step {start + length} needs it "
+            "for every step up to it (raise the network's max_length)"
+        )
+    else:
+        values = baseline[:, start : start + length]
+    return network.distribution.shift(parameters, values)
 
 
 network_spec = component_spec  # how a checkpoint and a config name a network

@@ -27,25 +27,29 @@ from project.domains import DropoutRate, PatchLength, PositiveInt
 from project.errors import InputError
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache, KVCache, LayerCache
 from project.model.distributions import Distribution
-from project.model.network import ONE_TARGET, Covariates, InputSizes, StaticEmbedding, set_up
+from project.model.network import ONE_TARGET, Covariates, InputSizes, StaticEmbedding, set_up, with_baseline_path
+from project.model.paths import BaselinePath
 
 
 @dataclass
 class Encoded:
     """What the decoder conditions on: the encoder output ``memory`` (B, S / P, d_model), the static embedding of each
-    token row (B, 1, d_model) and the forecast steps' future covariates (N, steps, C). With ``samples`` paths per
-    series, token rows are ordered (series, channel, sample) and the K paths share their series' memory row."""
+    token row (B, 1, d_model), the forecast steps' future covariates (N, steps, C) and the baseline path's forecast
+    (N, steps, F; None without a path). With ``samples`` paths per series, token rows are ordered (series, channel,
+    sample) and the K paths share their series' memory row."""
 
     memory: Tensor
     static: Tensor | None = None
     future: Tensor | None = None
     samples: int = 1
+    baseline: Tensor | None = None
 
     def with_samples(self, samples: int) -> Encoded:
         if self.samples != 1:
             raise ValueError(f"these encoder outputs already serve {self.samples} sample paths per series")
         repeat = lambda t: None if t is None else t.repeat_interleave(samples, dim=0)  # noqa: E731
-        return replace(self, static=repeat(self.static), future=repeat(self.future), samples=samples)
+        repeated = {name: repeat(getattr(self, name)) for name in ("static", "future", "baseline")}
+        return replace(self, **repeated, samples=samples)
 
 
 class SinusoidalPositions(nn.Module):
@@ -205,6 +209,9 @@ class ForecastTransformer(nn.Module):
         checkpoint_layers: Recompute layer activations in backward (less memory, more compute) in whole-sequence passes.
         distribution: What the head predicts per target value and trains with, by class_path (it sizes the head):
             ``PointForecast`` (the default, MSE), ``Normal``, ``StudentT``, ``Quantiles`` or your ``Distribution``.
+        baseline_path: What the network forecasts the residual over, by class_path (``project.model.paths``):
+            ``NoPath`` (the default), ``LinearPath``, ``SeasonalNaivePath`` or your ``BaselinePath``; the forecast is
+            the path plus the residual, and that is what free running feeds back.
     """
 
     def __init__(
@@ -221,6 +228,7 @@ class ForecastTransformer(nn.Module):
         channel_independent: bool = False,
         checkpoint_layers: bool = False,
         distribution: Distribution | None = None,
+        baseline_path: BaselinePath | None = None,
     ) -> None:
         super().__init__()
         set_up(self, locals())
@@ -289,7 +297,9 @@ class ForecastTransformer(nn.Module):
         x = self.embedding_dropout(x if static is None else x + static)
         for layer in self.encoder_layers:
             x = self._run_layer(layer, x)
-        return Encoded(self.encoder_norm(x), static, None if future is None else future[:, length:])
+        # The path's forecast of every step the decoder can reach, kept with the memory: computed once per context.
+        baseline = self.baseline_path.forecast(context, len(self.positions.table) * self.patch_length)
+        return Encoded(self.encoder_norm(x), static, None if future is None else future[:, length:], baseline=baseline)
 
     def decode(self, tgt: Tensor, encoded: Encoded, cache: KVCache | None = None) -> Tensor:
         offset = 0 if cache is None else cache.length  # a tensor for a fixed-shape cache
@@ -309,7 +319,8 @@ class ForecastTransformer(nn.Module):
         rows, samples, n_parameters = tgt.shape[0], encoded.samples, self.distribution.n_parameters
         if self.channel_independent:  # token rows (series, channel, sample) → rows (series, sample)
             x = x.reshape(rows // samples, self.n_targets, samples, -1, n_parameters).permute(0, 2, 3, 1, 4)
-        return self.distribution.constrain(x.reshape(rows, -1, self.n_targets, n_parameters))
+        parameters = self.distribution.constrain(x.reshape(rows, -1, self.n_targets, n_parameters))
+        return with_baseline_path(self, parameters, encoded.baseline, offset * self.patch_length)
 
     def start_of(self, context: Tensor) -> Tensor:
         return context[:, -self.patch_length :]
