@@ -33,7 +33,8 @@ from project.training.module import Forecaster, ends_inside_a_patch
 
 
 class EncoderGraph(nn.Module):
-    """Context and covariates → every decoder layer's cross-attention keys and values, and the static embedding."""
+    """Context and covariates → every decoder layer's cross-attention keys and values, the static embedding[, and the
+    baseline path's forecast]."""
 
     def __init__(self, model: ForecastTransformer, input_names: list[str]) -> None:
         super().__init__()
@@ -46,18 +47,21 @@ class EncoderGraph(nn.Module):
         )
         rows = encoded.memory.shape[0]
         static = encoded.static if encoded.static is not None else encoded.memory.new_zeros(rows, 1, self.model.d_model)
-        return torch.stack(memory_keys), torch.stack(memory_values), static
+        outputs = (torch.stack(memory_keys), torch.stack(memory_values), static)
+        return outputs if encoded.baseline is None else (*outputs, encoded.baseline)
 
 
 class DecoderStepGraph(nn.Module):
     """One decode step with the cache as inputs and outputs: (step input, position, keys, values, memory keys,
-    memory values, static[, future covariates of the horizon]) → (parameters, keys, values)."""
+    memory values, static[, future covariates of the horizon][, baseline path]) → (parameters, keys, values)."""
 
-    def __init__(self, model: ForecastTransformer) -> None:
+    def __init__(self, model: ForecastTransformer, has_future: bool = False) -> None:
         super().__init__()
-        self.model = model
+        self.model, self.has_future = model, has_future
 
-    def forward(self, step_input, position, keys, values, memory_keys, memory_values, static, future=None):
+    def forward(self, step_input, position, keys, values, memory_keys, memory_values, static, *extra):
+        future = extra[0] if self.has_future else None
+        baseline = extra[-1] if len(extra) > self.has_future else None
         layers = []
         for layer in range(keys.shape[0]):
             layer_cache = FixedShapeLayerCache(keys[layer], values[layer], position, in_place=False)
@@ -65,7 +69,7 @@ class DecoderStepGraph(nn.Module):
             layers.append(layer_cache)
         cache = FixedShapeKVCache(layers, position)
         # The memory itself is not read when the cache holds its keys and values; its first layer stands in.
-        encoded = Encoded(memory=memory_keys[0, :, 0], static=static, future=future)
+        encoded = Encoded(memory=memory_keys[0, :, 0], static=static, future=future, baseline=baseline)
         parameters = self.model.decode(step_input, encoded, cache)
         return parameters, torch.stack([c.keys for c in cache.layers]), torch.stack([c.values for c in cache.layers])
 
@@ -120,9 +124,9 @@ def export(
     model = module.network.float()
     inputs = example_inputs(module, batch_size, horizon)
     encoder = EncoderGraph(model, list(inputs))
-    decoder = DecoderStepGraph(model)
+    decoder = DecoderStepGraph(model, "future_covariates" in inputs)
     with torch.no_grad():
-        memory_keys, memory_values, static = encoder(*inputs.values())
+        memory_keys, memory_values, static, *baseline = encoder(*inputs.values())
         tokens = math.ceil(horizon / model.patch_length)
         nhead = model.decoder_layers[0].self_attention.nhead
         rows = memory_keys.shape[1]  # token rows: N, or N·F channel-independent
@@ -134,9 +138,12 @@ def export(
         if "future_covariates" in inputs:
             step.append(inputs["future_covariates"][:, module.hparams.context_length :])
             names.append("future_covariates")
+        if baseline:
+            step.append(baseline[0])
+            names.append("baseline")
     encoder_file, decoder_file, meta_file = FILES[export_format]
     if export_format == "onnx":
-        encoder_outputs = ["memory_keys", "memory_values", "static"]
+        encoder_outputs = ["memory_keys", "memory_values", "static", *(["baseline"] if baseline else [])]
         write_atomically(
             output / encoder_file, lambda to: _onnx(encoder, tuple(inputs.values()), to, list(inputs), encoder_outputs)
         )

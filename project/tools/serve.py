@@ -49,7 +49,7 @@ class ExportedForecaster:
             context = (context - mean) / std
         feeds = {"context": context, **{name: covariates[name] for name in self.inputs if name != "context"}}
         feeds = {name: _typed(name, value) for name, value in feeds.items()}
-        memory_keys, memory_values, static = self.encoder(feeds)
+        memory_keys, memory_values, static, *baseline = self.encoder(feeds)
         keys = np.zeros(meta["cache_shape"], dtype=np.float32)
         values = np.zeros(meta["cache_shape"], dtype=np.float32)
         patch = meta["patch_length"]
@@ -68,6 +68,8 @@ class ExportedForecaster:
             }
             if future is not None:
                 step["future_covariates"] = future[:, context.shape[1] :]
+            if baseline:  # the baseline path's forecast, which the decoder adds its residual to
+                step["baseline"] = baseline[0]
             parameters, keys, values = self.decoder(step)
             step_input = parameters[..., meta["point_index"]]
             steps.append(step_input)
