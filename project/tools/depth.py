@@ -47,7 +47,6 @@ from project.tools.results import (
     check_seeds,
     data_options,
     fit,
-    hardware,
     markdown_table,
     mean_std,
     per_seed_lines,
@@ -57,6 +56,7 @@ from project.tools.results import (
     tested_run,
     write_table,
 )
+from project.tools.stamp import hardware
 from project.tools.statistical import STATISTICAL_MODELS, statistical_label, statistical_model
 from project.training.regimes import REGIMES, regime_arguments
 from project.training.runs import read_scalars

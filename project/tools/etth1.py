@@ -44,19 +44,18 @@ from project.tools.results import (
     distribution_name,
     fit_seeds,
     forecast_split,
-    hardware,
     markdown_table,
     mean_forecast,
     mean_std,
     per_seed_lines,
     preset_datamodule,
     repository_config,
-    run_commit,
     seed_runs,
     seeds_column,
     tested_scalars,
     write_table,
 )
+from project.tools.stamp import hardware, run_commit
 from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_label, statistical_model
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import forecast_scores

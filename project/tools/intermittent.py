@@ -38,15 +38,14 @@ from project.tools.results import (
     check_seeds,
     data_options,
     fit,
-    hardware,
     markdown_table,
     mean_std,
     preset_datamodule,
     repository_config,
-    run_commit,
     tested_scalars,
     write_table,
 )
+from project.tools.stamp import hardware, run_commit
 from project.tools.statistical import STATISTICAL_MODELS, floor_maes, statistical_label, statistical_model
 from project.training.runs import read_scalars
 

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
-import shlex
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
-from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -34,6 +30,7 @@ from project.checkpoints import load_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
+from project.tools.stamp import run_commit, stamp
 from project.training.metrics import forecast_scores, unscale
 from project.training.runs import find_runs, read_scalars
 
@@ -235,19 +232,6 @@ def mean_forecast(members: list[dict[str, torch.Tensor]]) -> dict[str, torch.Ten
     return {**{key: members[0][key] for key in ("target", "context", "series", "scale")}, "point": mean_point}
 
 
-def hardware() -> str:
-    """The device the figures came from. A CPU's model and the instruction set torch's kernels use are named:
-    training repeats itself bit for bit on one machine, but not across kernel builds (docs/results.md)."""
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name()
-    threads = torch.get_num_threads()
-    cpuinfo = Path("/proc/cpuinfo")
-    lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
-    model = next((line.partition(":")[2].strip() for line in lines if line.startswith("model name")), "")
-    described = ", ".join(filter(None, [model, torch.backends.cpu.get_cpu_capability()]))
-    return f"{platform.machine()} CPU ({described}), {threads} thread{'s' if threads > 1 else ''}"
-
-
 def clock(row: dict) -> str:
     """A row's wall-clock column: published, measured (the mean over seeds, with each seed's best epoch), or not
     timed."""
@@ -290,27 +274,6 @@ def markdown_table(caption: str, header: list[str], rows: list[list[str]]) -> st
     return "\n".join(lines) + "\n"
 
 
-@cache
-def run_commit() -> str:
-    """The commit this process runs (``+changes`` when the working tree had uncommitted changes), read once: at the
-    first training run (``fit``), or when a tool asks before its work, so that a commit made while the runs go on
-    does not take their stamp."""
-    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
-    if _git("status", "--porcelain", "--untracked-files=no"):
-        commit += "+changes"
-    return commit
-
-
-def stamp(argv: list[str] | None = None) -> str:
-    """Where a table comes from: the command that wrote it, the commit the work ran at (``run_commit``), the
-    machine and the date."""
-    command = " ".join(["python -m", _module(), *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
-    commit = run_commit()
-    machine = f"{hardware()}, {platform.system()}, torch {torch.__version__}"
-    date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    return f"Written by `{command}` at commit {commit} on {machine}, {date}."
-
-
 def write_table(path: Path, table: str, argv: list[str] | None = None) -> None:
     """Write the table (its path checked with ``check_output`` before the runs began), stamped, and print it."""
     text = f"{stamp(argv)}\n\n{table}"
@@ -343,20 +306,6 @@ def main(argv: list[str] | None = None) -> None:
             check_output(page, inputs=tables, overwrite=args.overwrite)  # only the table blocks change
             write_atomically(page, lambda temporary, r=refreshed: temporary.write_text(r))
             print(f"Refreshed the tables of {page}")
-
-
-def _module() -> str:
-    main_module = sys.modules["__main__"]
-    spec = getattr(main_module, "__spec__", None)
-    return spec.name if spec is not None else Path(sys.argv[0]).stem
-
-
-def _git(*arguments: str) -> str:
-    try:
-        done = subprocess.run(["git", *arguments], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 if __name__ == "__main__":

@@ -44,16 +44,15 @@ from project.tools.results import (
     data_options,
     fit,
     forecast_split,
-    hardware,
     markdown_table,
     mean_std,
     preset_datamodule,
     repository_config,
-    run_commit,
     run_seconds,
     tested_run,
     write_table,
 )
+from project.tools.stamp import hardware, run_commit
 from project.tools.statistical import STATISTICAL_MODELS, floor_maes, statistical_model
 from project.training.runs import read_scalars
 

@@ -1,7 +1,5 @@
 """What the results scripts share: linear baselines, stamps, and the docs' copies of the results tables."""
 
-import re
-
 import pytest
 import torch
 from torch.utils.data import TensorDataset
@@ -28,12 +26,6 @@ def test_the_nlinear_form_forecasts_a_shifted_window_shifted_by_the_same_amount(
     assert torch.allclose(shifted, nlinear(context), rtol=0, atol=1e-9)
     plain = LinearBaseline().fit(Windows(context, target))
     assert plain(context).shape == (len(starts), 12, 1)
-
-
-def test_a_stamp_names_the_command_the_commit_and_the_machine():
-    stamp = results.stamp(["--seeds", "0", "1", "--output", "a table.md"])
-    command = r"`python -m \S+ --seeds 0 1 --output 'a table.md'`"
-    assert re.fullmatch(rf"Written by {command} at commit \w+(\+changes)? on .+, \d{{4}}-\d\d-\d\d\.", stamp)
 
 
 def test_the_tables_of_a_page_are_replaced_by_their_results_files(tmp_path):
@@ -68,15 +60,3 @@ def test_refreshing_a_page_needs_overwrite_and_changes_only_its_table_blocks(tmp
     assert "| old |" in page.read_text()
     results.main([str(page), "--overwrite"])
     assert page.read_text() == "intro\n<!-- results/a.md -->\n| new |\n<!-- end -->\n"
-
-
-def test_a_stamp_names_the_commit_the_work_started_at(monkeypatch):
-    heads = iter(["aaaaaaa", "bbbbbbb"])  # HEAD moves on while the runs go on
-    monkeypatch.setattr(results, "_git", lambda *arguments: next(heads) if arguments[0] == "rev-parse" else "")
-    results.run_commit.cache_clear()
-    try:
-        started = results.run_commit()
-        assert (started, results.run_commit()) == ("aaaaaaa", "aaaaaaa")
-        assert "at commit aaaaaaa on" in results.stamp([])
-    finally:
-        results.run_commit.cache_clear()
