@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from project.tools import results
-from project.tools.linear_baseline import LinearBaseline
+from experiments import results
+from experiments.linear_baseline import LinearBaseline
 from tests.helpers import REPOSITORY
 
 
@@ -29,10 +29,13 @@ def test_the_nlinear_form_forecasts_a_shifted_window_shifted_by_the_same_amount(
 
 
 def test_the_tables_of_a_page_are_replaced_by_their_results_files(tmp_path):
-    (tmp_path / "results").mkdir()
-    (tmp_path / "results" / "a.md").write_text("| new |\n")
-    page = "intro\n<!-- results/a.md -->\n| old |\n<!-- end -->\nafter\n"
-    assert results.with_tables(page, tmp_path) == "intro\n<!-- results/a.md -->\n| new |\n<!-- end -->\nafter\n"
+    (tmp_path / "experiments" / "results").mkdir(parents=True)
+    (tmp_path / "experiments" / "results" / "a.md").write_text("| new |\n")
+    page = "intro\n<!-- experiments/results/a.md -->\n| old |\n<!-- end -->\nafter\n"
+    assert (
+        results.with_tables(page, tmp_path)
+        == "intro\n<!-- experiments/results/a.md -->\n| new |\n<!-- end -->\nafter\n"
+    )
 
 
 def test_every_table_in_the_docs_is_its_results_file_as_written():
@@ -42,21 +45,21 @@ def test_every_table_in_the_docs_is_its_results_file_as_written():
         text = page.read_text()
         named += len(results.TABLE_BLOCK.findall(text))
         assert results.with_tables(text, REPOSITORY) == text, (
-            f"{page.name}: run python -m project.tools.results {page.name} --overwrite"
+            f"{page.name}: run python -m experiments.results {page.name} --overwrite"
         )
     assert named >= 2
 
 
 def test_refreshing_a_page_needs_overwrite_and_changes_only_its_table_blocks(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "results").mkdir()
-    (tmp_path / "results" / "a.md").write_text("| new |\n")
+    (tmp_path / "experiments" / "results").mkdir(parents=True)
+    (tmp_path / "experiments" / "results" / "a.md").write_text("| new |\n")
     page = tmp_path / "page.md"
-    page.write_text("intro\n<!-- results/a.md -->\n| old |\n<!-- end -->\n")
+    page.write_text("intro\n<!-- experiments/results/a.md -->\n| old |\n<!-- end -->\n")
     with pytest.raises(SystemExit) as refused:
         results.main([str(page)])
     assert refused.value.code == 2
     assert "pass --overwrite" in capsys.readouterr().err
     assert "| old |" in page.read_text()
     results.main([str(page), "--overwrite"])
-    assert page.read_text() == "intro\n<!-- results/a.md -->\n| new |\n<!-- end -->\n"
+    assert page.read_text() == "intro\n<!-- experiments/results/a.md -->\n| new |\n<!-- end -->\n"

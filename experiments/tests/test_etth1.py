@@ -2,7 +2,7 @@
 
 import pytest
 
-from project.tools import etth1 as script
+from experiments import etth1 as script
 from tests.helpers import REPOSITORY
 
 

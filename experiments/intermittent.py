@@ -1,6 +1,6 @@
 """Does the panel recipe beat the naive forecasts on short, intermittent series? A check on data like retail's.
 
-    python -m project.tools.intermittent            # writes data/intermittent_panel.csv if absent, then the table
+    python -m experiments.intermittent            # writes data/intermittent_panel.csv if absent, then the table
 
 The data: a synthetic monthly panel (``intermittent_panel``) of 350 store × product series of 3 to 5 years, levels
 from about one unit a month to about a thousand, a fifth of the series selling in only some months, prices and
@@ -12,14 +12,14 @@ months with ``configs/panel.yaml``'s network and compared by their validation MA
 repeat-last and seasonal naive (12 months) on the same validation windows. The best is trained once per seed and
 tested once per seed; the table gives both steps, so the choice is seen to be made on validation only, each seed's
 test MAE, and in the same run the statistical floor on the same windows: AutoETS and AutoTheta
-(``project.tools.statistical``, the ``baselines`` extra; ``--statistical`` with no name leaves them out) fitted per
+(``experiments.statistical``, the ``baselines`` extra; ``--statistical`` with no name leaves them out) fitted per
 series on its training months.
 
-    python -m project.tools.intermittent --floor    # the statistical floor alone
+    python -m experiments.intermittent --floor    # the statistical floor alone
 
 ``--floor`` trains nothing: on the same validation and test windows it scores repeat-last, seasonal naive, AutoETS
-and AutoTheta only, MAE in original units as above; ``results/intermittent_floor.md`` adds AutoARIMA (``--floor
---statistical AutoETS AutoTheta AutoARIMA``, about a minute).
+and AutoTheta only, MAE in original units as above; ``experiments/results/intermittent_floor.md`` adds AutoARIMA
+(``--floor --statistical AutoETS AutoTheta AutoARIMA``, about a minute).
 """
 
 from __future__ import annotations
@@ -30,10 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from project.data import WindowDataModule
-from project.errors import reported_in_one_line
-from project.files import check_output, write_atomically
-from project.tools.results import (
+from experiments.results import (
     at_best_validation,
     check_seeds,
     data_options,
@@ -45,8 +42,11 @@ from project.tools.results import (
     tested_scalars,
     write_table,
 )
+from experiments.statistical import STATISTICAL_MODELS, floor_maes, statistical_label, statistical_model
+from project.data import WindowDataModule
+from project.errors import reported_in_one_line
+from project.files import check_output, write_atomically
 from project.tools.stamp import hardware, run_commit
-from project.tools.statistical import STATISTICAL_MODELS, floor_maes, statistical_label, statistical_model
 from project.training.runs import read_scalars
 
 PANEL_CONFIG = repository_config("panel.yaml")
@@ -150,7 +150,7 @@ def panel_windows(data: Path, extra: list[str] = ()) -> WindowDataModule:
 
 
 def floor_table(data: Path, statistical: tuple[str, ...] = ("AutoETS", "AutoTheta")) -> str:
-    """``project.tools.statistical.floor_maes`` on the recipes' windows as a table, no model trained."""
+    """``experiments.statistical.floor_maes`` on the recipes' windows as a table, no model trained."""
     windows = panel_windows(data)
     maes, seconds = floor_maes(windows, statistical, SEASON, SEASON)
     rows = []
@@ -166,11 +166,13 @@ def floor_table(data: Path, statistical: tuple[str, ...] = ("AutoETS", "AutoThet
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m project.tools.intermittent", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.intermittent", description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=Path("data/intermittent_panel.csv"), help="written if absent")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="the chosen recipe's test runs")
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs/intermittent"), help="where runs log")
-    parser.add_argument("--output", type=Path, default=Path("results/intermittent_panel.md"), help="the table")
+    parser.add_argument(
+        "--output", type=Path, default=Path("experiments/results/intermittent_panel.md"), help="the table"
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.add_argument("--floor", action="store_true", help="no training: naive, AutoETS and AutoTheta rows only")
     parser.add_argument(

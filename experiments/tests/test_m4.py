@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from project.tools import datasets, m4
-from project.tools.m4 import mase, smape
+from experiments import m4
+from experiments.m4 import mase, smape
+from project.tools import datasets
 
 
 def m4_file(data_dir, tmp_path_factory, frequency: str, *horizon: int):
@@ -55,7 +56,7 @@ def test_a_checkpoint_trained_on_other_data_is_refused_in_one_line(m4_data, user
     assert one_line_error(capsys) == (
         f"error: {user_run[2]} was not trained on these M4 Hourly windows: its targets 2 (M4 Hourly here: 1), "
         "horizon 12 (M4 Hourly here: 48), context_length 12 (M4 Hourly here: 168); pass checkpoints of "
-        "`python -m project.cli fit` with configs/m4_hourly.yaml"
+        "`python -m project.cli fit` with experiments/configs/m4_hourly.yaml"
     )
     assert not (tmp_path / "m4.md").exists()
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from project.tools import depth
+from experiments import depth
 from tests.helpers import REPOSITORY
 
 
@@ -138,8 +138,8 @@ def test_depth_tool_trains_the_grid_labels_what_it_left_out_and_reuses_tested_ru
 
 def test_the_statistical_rows_are_fitted_per_channel_and_scored_on_the_studys_windows(etth1_shaped, in_repository):
     pytest.importorskip("statsforecast")
-    from project.tools.etth1 import statistical_row
-    from project.tools.results import data_options, preset_datamodule
+    from experiments.etth1 import statistical_row
+    from experiments.results import data_options, preset_datamodule
 
     study = depth.STUDIES["etth1"]
     given = {**data_options(study.setting), "eval_stride": 240}  # a few windows: seconds, not minutes

@@ -1,7 +1,7 @@
 """Does the config users start from beat the naive forecasts? The README's "Your data" path on every dataset.
 
-    python -m project.tools.your_data                        # results/your_data.md, every dataset below
-    python -m project.tools.your_data --datasets m4_weekly   # some of them
+    python -m experiments.your_data                        # experiments/results/your_data.md, every dataset below
+    python -m experiments.your_data --datasets m4_weekly   # some of them
 
 Each dataset is trained with ``configs/base.yaml`` alone, given only what the README's "Your data" section asks a
 user for: the data file, its columns' roles, the look-back and the horizon, and the split, read from each dataset's
@@ -10,7 +10,7 @@ preset (``GIVEN``: the windows are the ones the other tables score); on the two 
 its loss or its training is set, so every row is what the defaults give. Each run keeps its checkpoint of lowest
 validation loss and tests it once, per seed. The ``NaiveComparison`` callback scores repeat-last and seasonal naive
 on the same validation and test windows, MAE in original units beside the model's, as ``test`` prints it.
-A second table holds the statistical floor: statsforecast's AutoETS and AutoTheta (``project.tools.statistical``,
+A second table holds the statistical floor: statsforecast's AutoETS and AutoTheta (``experiments.statistical``,
 the ``baselines`` extra), each fitted per series and channel on the training rows, forecasting every validation and
 test window from the rows before it, with each seed's kept checkpoint scored again on the same windows (every
 ``floor_stride``-th window where all of them would cost too long: stated in the table).
@@ -18,7 +18,7 @@ test window from the rows before it, with each seed's kept checkpoint scored aga
 interrupted table resumes, or is written again from its runs without training.
 
 The data files: ``python -m project.tools.datasets etth1``, ``m4_hourly`` and ``m4_weekly`` write them; the
-intermittent panel is written by this tool when absent (``project.tools.intermittent``'s panel); the two synthetic
+intermittent panel is written by this tool when absent (``experiments.intermittent``'s panel); the two synthetic
 datasets are embedded.
 """
 
@@ -33,11 +33,8 @@ from pathlib import Path
 
 import yaml
 
-from project.data import WindowDataModule
-from project.errors import InputError, reported_in_one_line
-from project.files import check_output, write_atomically
-from project.tools.intermittent import PANEL_CONFIG, data_settings, intermittent_panel
-from project.tools.results import (
+from experiments.intermittent import PANEL_CONFIG, data_settings, intermittent_panel
+from experiments.results import (
     at_best_validation,
     best_checkpoint,
     check_seeds,
@@ -47,13 +44,16 @@ from project.tools.results import (
     markdown_table,
     mean_std,
     preset_datamodule,
-    repository_config,
     run_seconds,
+    study_config,
     tested_run,
     write_table,
 )
+from experiments.statistical import STATISTICAL_MODELS, floor_maes, statistical_model
+from project.data import WindowDataModule
+from project.errors import InputError, reported_in_one_line
+from project.files import check_output, write_atomically
 from project.tools.stamp import hardware, run_commit
-from project.tools.statistical import STATISTICAL_MODELS, floor_maes, statistical_model
 from project.training.runs import read_scalars
 
 MODEL, NAIVE = "mae_original_units", ("mae_repeat_last_original_units", "mae_seasonal_naive_original_units")
@@ -150,7 +150,7 @@ DATASETS = {
         "ETTh1, {channels} channels, hourly, horizon 96, look-back 336",
         "ETTh1.csv",
         24,
-        repository_config("etth1.yaml"),
+        study_config("etth1.yaml"),
         made_by="python -m project.tools.datasets etth1",
         period=24,
         floor_stride=24,  # 2785 windows a split, 7 channels: AutoTheta on all would take ~45 min
@@ -159,7 +159,7 @@ DATASETS = {
         "M4 Hourly, {series} series, horizon 48, look-back 168",
         "m4_hourly.csv",
         24,
-        repository_config("m4_hourly.yaml"),
+        study_config("m4_hourly.yaml"),
         ("--data.stride=16",),  # every 16th training window: the CPU budget (one epoch of all is ~45 min here)
         "python -m project.tools.datasets m4_hourly",
         period=24,
@@ -168,7 +168,7 @@ DATASETS = {
         "M4 Weekly, {series} series, horizon 13, look-back 52",
         "m4_weekly.csv",
         52,
-        repository_config("m4_weekly.yaml"),
+        study_config("m4_weekly.yaml"),
         made_by="python -m project.tools.datasets m4_weekly",
         period=52,  # a year of weeks: the data's season (M4 scales MASE by 1 for weekly data; no MASE here)
     ),
@@ -245,7 +245,7 @@ def floor(
     extra: list[str] = (),
 ) -> tuple[dict[str, list[float]], dict[str, dict[str, float]], dict[str, float]]:
     """MAEs in original units on every ``dataset.floor_stride``-th window of ``splits``: each run's kept checkpoint
-    (split → one value per seed), and ``project.tools.statistical.floor_maes``' naive and ``statistical`` forecasts
+    (split → one value per seed), and ``experiments.statistical.floor_maes``' naive and ``statistical`` forecasts
     on the same windows (forecast → split → value) with each statistical model's seconds."""
     windows = dataset.windows(source, list(extra), dataset.floor_stride)  # the runs' windows, as they were given
     model = {}
@@ -296,12 +296,12 @@ def floor_markdown(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m project.tools.your_data", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.your_data", description=__doc__.split("\n")[0])
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS), help="which")
     parser.add_argument("--data_dir", type=Path, default=Path("data"), help="where the data files are")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one run per seed and dataset")
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs/your_data"), help="where runs log")
-    parser.add_argument("--output", type=Path, default=Path("results/your_data.md"), help="the table")
+    parser.add_argument("--output", type=Path, default=Path("experiments/results/your_data.md"), help="the table")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.add_argument("--reuse", action="store_true", help="keep runs already in --logs that reached their test")
     parser.add_argument(

@@ -2,19 +2,19 @@
 on the same windows.
 
     python -m project.tools.datasets m4_hourly      # data/m4_hourly.csv (m4_weekly: data/m4_weekly.csv)
-    python -m project.tools.m4                      # trains, forecasts the 48 test hours of every series, scores them
-    python -m project.tools.m4 --frequency weekly   # the 359 weekly series, horizon 13
+    python -m experiments.m4                      # trains, forecasts the 48 test hours of every series, scores them
+    python -m experiments.m4 --frequency weekly   # the 359 weekly series, horizon 13
 
-One model for all series of a frequency (``configs/m4_hourly.yaml``, ``configs/m4_weekly.yaml``), trained by
-``python -m project.cli fit``; its best checkpoint (by validation loss on the horizon before the test horizon)
-forecasts each series' validation and test horizons from the look-back before them (the config's
-``context_length``). Scores are M4's: sMAPE and MASE (scaled by each series' in-sample seasonal-naive error, with
-M4's seasonality: 24 for hourly, 1 for weekly data), averaged over the series; validation beside test, because
-every choice is made on validation. Hourly seasonal naive on the test windows must reproduce M4's published
-13.912 / 1.193: that checks the metric code. AutoETS and AutoTheta (``project.tools.statistical``, the
-``baselines`` extra) are fitted per series on the training rows, as the model is, with the data's season (24
-hourly, 52 weekly: not MASE's seasonality), the seasonal naive's too; each row names it. The table is printed
-and written to ``--output``.
+One model for all series of a frequency (``experiments/configs/m4_hourly.yaml``,
+``experiments/configs/m4_weekly.yaml``), trained by ``python -m project.cli fit``; its best checkpoint (by
+validation loss on the horizon before the test horizon) forecasts each series' validation and test horizons from the
+look-back before them (the config's ``context_length``). Scores are M4's: sMAPE and MASE (scaled by each series'
+in-sample seasonal-naive error, with M4's seasonality: 24 for hourly, 1 for weekly data), averaged over the series;
+validation beside test, because every choice is made on validation. Hourly seasonal naive on the test windows must
+reproduce M4's published 13.912 / 1.193: that checks the metric code. AutoETS and AutoTheta
+(``experiments.statistical``, the ``baselines`` extra) are fitted per series on the training rows, as the model is,
+with the data's season (24 hourly, 52 weekly: not MASE's seasonality), the seasonal naive's too; each row names it.
+The table is printed and written to ``--output``.
 """
 
 from __future__ import annotations
@@ -27,13 +27,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from project.checkpoints import checkpoint_inputs, load_checkpoint
-from project.data import WindowDataModule
-from project.errors import InputError, reported_in_one_line
-from project.files import check_output
-from project.tools.checkpoint_commands import trust_argument
-from project.tools.linear_baseline import LinearBaseline
-from project.tools.results import (
+from experiments.linear_baseline import LinearBaseline
+from experiments.results import (
     best_checkpoint,
     best_epoch,
     check_seeds,
@@ -46,13 +41,18 @@ from project.tools.results import (
     mean_std,
     per_seed_lines,
     preset_datamodule,
-    repository_config,
     run_seconds,
     seeds_column,
+    study_config,
     write_table,
 )
+from experiments.statistical import STATISTICAL_MODELS, split_forecasts, statistical_label, statistical_model
+from project.checkpoints import checkpoint_inputs, load_checkpoint
+from project.data import WindowDataModule
+from project.errors import InputError, reported_in_one_line
+from project.files import check_output
+from project.tools.checkpoint_commands import trust_argument
 from project.tools.stamp import hardware, run_commit
-from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_label, statistical_model
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import forecast_scores, symmetric_percentage_errors, unscale
 from project.training.regimes import REGIMES, regime_arguments, regime_name
@@ -77,7 +77,7 @@ class Benchmark:
 
 HOURLY = Benchmark(
     "Hourly",
-    repository_config("m4_hourly.yaml"),
+    study_config("m4_hourly.yaml"),
     horizon=48,
     season=24,
     data_season=24,
@@ -91,7 +91,7 @@ HOURLY = Benchmark(
 # Weekly: M4 scales MASE by the one-step naive error (seasonality 1); the data's season is a year of 52 weeks, which
 # the seasonal naive repeats and AutoETS and AutoTheta are fitted with. No published weekly row is quoted: they are
 # computed in the same run instead.
-WEEKLY = Benchmark("Weekly", repository_config("m4_weekly.yaml"), horizon=13, season=1, data_season=52)
+WEEKLY = Benchmark("Weekly", study_config("m4_weekly.yaml"), horizon=13, season=1, data_season=52)
 BENCHMARKS = {"hourly": HOURLY, "weekly": WEEKLY}
 CONFIG, SEASON, HORIZON, PUBLISHED = HOURLY.config, HOURLY.season, HOURLY.horizon, HOURLY.published
 SPLITS = ("val", "test")
@@ -295,7 +295,7 @@ def check_fits_m4(path: Path, checkpoint: dict, windows: WindowDataModule, bench
     if differing:
         raise InputError(
             f"{path} was not trained on these {here} windows: its {', '.join(differing)}; pass checkpoints of "
-            f"`python -m project.cli fit` with configs/{benchmark.config.name}"
+            f"`python -m project.cli fit` with experiments/configs/{benchmark.config.name}"
         )
 
 
@@ -357,14 +357,16 @@ def _row(name: str, smape_, mase_, seconds: list[float] | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m project.tools.m4", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.m4", description=__doc__.split("\n")[0])
     parser.add_argument("--frequency", choices=list(BENCHMARKS), default="hourly", help="which M4 subset")
     parser.add_argument("--data", type=Path, default=None, help="from project.tools.datasets (default: data/m4_*.csv)")
     parser.add_argument("--regimes", nargs="*", default=["free_running_detach"], choices=list(REGIMES))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one training run per seed")
     parser.add_argument("--jobs", type=int, default=1, help="training runs at a time (each gets a share of the CPU)")
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs"), help="where the runs are logged")
-    parser.add_argument("--output", type=Path, default=None, help="Markdown table to write (default: results/m4_*.md)")
+    parser.add_argument(
+        "--output", type=Path, default=None, help="Markdown table to write (default: experiments/results/m4_*.md)"
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.add_argument(
         "--statistical",
@@ -384,7 +386,7 @@ def main(argv: list[str] | None = None) -> None:
     args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
     benchmark = BENCHMARKS[args.frequency]
     args.data = args.data or benchmark.data
-    output = args.output or Path(f"results/m4_{args.frequency}.md")
+    output = args.output or Path(f"experiments/results/m4_{args.frequency}.md")
     if not args.data.is_file():
         parser.error(f"{args.data}: not found; run python -m project.tools.datasets m4_{args.frequency}")
     if args.jobs < 1:

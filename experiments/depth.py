@@ -1,7 +1,9 @@
 """When free running pays off: every regime trained at several decoder depths on real data, with a figure.
 
-    python -m project.tools.depth etth1 --data data/ETTh1.csv           # results/depth_etth1.md, docs/depth_etth1.png
-    python -m project.tools.depth m4_hourly --data data/m4_hourly.csv   # results/depth_m4_hourly.md, ...png
+    python -m experiments.depth etth1 --data data/ETTh1.csv          # results/depth_etth1.md, docs/depth_etth1.png
+    python -m experiments.depth m4_hourly --data data/m4_hourly.csv  # results/depth_m4_hourly.md, ...png
+
+(``results/`` is ``experiments/results/``.)
 
 AutoETS and AutoTheta rows need the ``baselines`` extra (``pip install -e .[baselines]``); ``--statistical`` alone
 leaves them out.
@@ -36,10 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from project.errors import reported_in_one_line
-from project.files import check_output, write_atomically
-from project.tools.etth1 import SEASON, measure_baselines, statistical_row
-from project.tools.results import (
+from experiments.etth1 import SEASON, measure_baselines, statistical_row
+from experiments.results import (
     RunFailed,
     best_checkpoint,
     best_epoch,
@@ -51,13 +51,15 @@ from project.tools.results import (
     mean_std,
     per_seed_lines,
     preset_datamodule,
-    repository_config,
     run_seconds,
+    study_config,
     tested_run,
     write_table,
 )
+from experiments.statistical import STATISTICAL_MODELS, statistical_label, statistical_model
+from project.errors import reported_in_one_line
+from project.files import check_output, write_atomically
 from project.tools.stamp import hardware
-from project.tools.statistical import STATISTICAL_MODELS, statistical_label, statistical_model
 from project.training.regimes import REGIMES, regime_arguments
 from project.training.runs import read_scalars
 
@@ -102,7 +104,7 @@ COMMON = (
 STUDIES = {
     "etth1": Study(
         "ETTh1, {channels} channels (channel-independent), horizon 96, look-back 96",
-        repository_config("etth1.yaml"),
+        study_config("etth1.yaml"),
         96,
         (2, 4, 8, 16, 32),
         (*SMALL_NETWORK, *COMMON, "--data.context_length=96", "--data.stride=5", "--data.eval_stride=5"),
@@ -114,7 +116,7 @@ STUDIES = {
     ),
     "m4_hourly": Study(
         "M4 Hourly, {series} series, horizon 48, look-back 168",
-        repository_config("m4_hourly.yaml"),
+        study_config("m4_hourly.yaml"),
         48,
         (2, 4, 8, 16, 48),
         (*SMALL_NETWORK, *COMMON, "--data.stride=50", "--data.batch_size=64"),
@@ -322,7 +324,8 @@ def markdown(
     )
     options = " ".join(f"`{option}`" for option in [*study.setting, *extra])
     text += (
-        f"\nFixed in every cell before any test score was read: `configs/{study.config.name}` on `configs/base.yaml` "
+        "\nFixed in every cell before any test score was read: "
+        f"`experiments/configs/{study.config.name}` on `configs/base.yaml` "
         f"(its learning rate for every regime), then {options}; scheduled sampling also "
         f"{' '.join(f'`{option}`' for option in study.scheduled)} (inverse-sigmoid decay of the teacher-forcing "
         f"probability). Seeds {', '.join(map(str, args.seeds))}.\n"
@@ -389,7 +392,7 @@ def parse_left_out(values: list[str]) -> dict[tuple[str, int], str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m project.tools.depth", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.depth", description=__doc__.split("\n")[0])
     parser.add_argument("dataset", choices=list(STUDIES))
     parser.add_argument("--data", type=Path, default=None, help="the dataset's file (default: data/ETTh1.csv, ...)")
     parser.add_argument("--regimes", nargs="+", default=REGIME_ORDER, choices=REGIME_ORDER, metavar="REGIME")
@@ -398,7 +401,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=1, help="training runs at a time (each gets a share of the CPU)")
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs/depth"), help="where the runs are logged")
     parser.add_argument(
-        "--output", type=Path, default=None, help="Markdown table (default: results/depth_<dataset>.md)"
+        "--output", type=Path, default=None, help="Markdown table (default: experiments/results/depth_<dataset>.md)"
     )
     parser.add_argument("--figure", type=Path, default=None, help="PNG (default: docs/depth_<dataset>.png)")
     parser.add_argument("--overwrite", action="store_true", help="replace existing --output and --figure files")
@@ -431,7 +434,7 @@ def main(argv: list[str] | None = None) -> None:
         left_out = parse_left_out(args.leave_out)
     except argparse.ArgumentTypeError as error:
         parser.error(str(error))
-    output = args.output or Path(f"results/depth_{args.dataset}.md")
+    output = args.output or Path(f"experiments/results/depth_{args.dataset}.md")
     figure = args.figure or Path(f"docs/depth_{args.dataset}.png")
     with reported_in_one_line():
         check_seeds(args.seeds)

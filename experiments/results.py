@@ -1,10 +1,10 @@
-"""What the results scripts (``project.tools.etth1``, ``project.tools.m4``) share: training through the CLI exactly as
+"""What the results scripts (``experiments.etth1``, ``experiments.m4``) share: training through the CLI exactly as
 a user would (one run per seed, several at once with ``jobs``), finding a run's best checkpoint, timing it,
 evaluating it on a split, and writing a Markdown table stamped with the command, the commit and the machine.
 
-    python -m project.tools.results docs/results.md --overwrite   # copy every results table the page names into it
+    python -m experiments.results experiments/README.md --overwrite   # copy every results table the page names into it
 
-A page names a table with a line ``<!-- results/NAME.md -->``; the table follows, up to ``<!-- end -->``.
+A page names a table with a line ``<!-- experiments/results/NAME.md -->``; the table follows, up to ``<!-- end -->``.
 """
 
 from __future__ import annotations
@@ -34,14 +34,19 @@ from project.tools.stamp import run_commit, stamp
 from project.training.metrics import forecast_scores, unscale
 from project.training.runs import find_runs, read_scalars
 
-REPOSITORY = Path(__file__).resolve().parents[2]  # the tools read this repository's configs from any folder
+REPOSITORY = Path(__file__).resolve().parents[1]  # the studies read this repository's configs from any folder
 BASE_CONFIG = REPOSITORY / "configs" / "base.yaml"
 LARGEST_SEED = 2**32 - 1  # Lightning's seed_everything takes 0..2**32-1 and draws another seed for any other value
 
 
 def repository_config(name: str) -> Path:
-    """One of this repository's config files (``etth1.yaml``, ``search/etth1.yaml``), wherever the tool runs from."""
+    """One of the template's config files (``panel.yaml``), wherever the study runs from."""
     return REPOSITORY / "configs" / name
+
+
+def study_config(name: str) -> Path:
+    """One of the studies' config files (``etth1.yaml``, ``search/etth1.yaml``), wherever the study runs from."""
+    return REPOSITORY / "experiments" / "configs" / name
 
 
 class RunFailed(InputError):
@@ -281,7 +286,7 @@ def write_table(path: Path, table: str, argv: list[str] | None = None) -> None:
     print(text)
 
 
-TABLE_BLOCK = re.compile(r"(<!-- (results/[\w./-]+\.md) -->\n)(.*?)(<!-- end -->)", re.DOTALL)
+TABLE_BLOCK = re.compile(r"(<!-- (experiments/results/[\w./-]+\.md) -->\n)(.*?)(<!-- end -->)", re.DOTALL)
 
 
 def with_tables(page: str, root: Path) -> str:
@@ -290,9 +295,11 @@ def with_tables(page: str, root: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m project.tools.results", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.results", description=__doc__.split("\n")[0])
     parser.add_argument("pages", type=Path, nargs="+", help="Markdown pages whose results tables to refresh")
-    parser.add_argument("--overwrite", action="store_true", help="rewrite a page whose tables differ from results/")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="rewrite a page whose tables differ from experiments/results/"
+    )
     args = parser.parse_args(argv)
     with reported_in_one_line():
         for page in args.pages:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from project.tools import intermittent, your_data
+from experiments import intermittent, your_data
 from tests.helpers import REPOSITORY
 
 QUICK = [

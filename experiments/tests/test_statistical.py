@@ -4,11 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from experiments import intermittent, your_data
+from experiments.m4 import scores
+from experiments.statistical import STATISTICAL_MODELS, forecast_origins, split_forecasts
 from project.data import LastRows, WindowDataModule
 from project.errors import InputError
-from project.tools import intermittent, your_data
-from project.tools.m4 import scores
-from project.tools.statistical import STATISTICAL_MODELS, forecast_origins, split_forecasts
 
 pytest.importorskip("statsforecast")
 from tests.helpers import REPOSITORY

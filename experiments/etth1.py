@@ -1,24 +1,23 @@
 """Reproduce the ETTh1 tables end to end: in-run baselines, then each regime over seeds; or OT with covariates.
 
     python -m project.tools.datasets etth1                 # data/ETTh1.csv
-    python -m project.tools.etth1 --jobs 2                 # the regimes table: 3 seeds each, 2 runs at a time
-    python -m project.tools.etth1 --experiment covariates  # OT alone against OT with the six loads and the calendar
-    python -m project.tools.etth1 --experiment probabilistic  # a Quantiles head: CRPS, coverage, width
+    python -m experiments.etth1 --jobs 2                 # the regimes table: 3 seeds each, 2 runs at a time
+    python -m experiments.etth1 --experiment covariates  # OT alone against OT with the six loads and the calendar
+    python -m experiments.etth1 --experiment probabilistic  # a Quantiles head: CRPS, coverage, width
 
-ETTh1 (Zhou et al. 2021, CC BY-ND 4.0) is not part of this repository. The protocol is the long-horizon
-benchmarks' (configs/etth1.yaml): look-back 336, horizon 96, 12/4/4-month split, scaling fitted on the training
+ETTh1 (Zhou et al. 2021, CC BY-ND 4.0) is not part of this repository. The protocol is the long-horizon benchmarks'
+(experiments/configs/etth1.yaml): look-back 336, horizon 96, 12/4/4-month split, scaling fitted on the training
 months, MSE/MAE on scaled values over every test window (stride 1). Each regime trains with the settings its own
-search chose on the validation months (configs/search/etth1.yaml), once per seed, by ``python -m project.cli
-fit``, which then tests the checkpoint its validation chose (``checkpoint.monitor``: val/mse): the test months are
-read once per seed, here. Every row is scored on the validation windows too, where the settings were chosen. The
-baselines (repeat-last, seasonal naive, least-squares linear maps fitted on the training windows) are measured on
-the same windows, with the same ``--data.*`` options the runs are given. Each table has a second part: every row
-again, beside AutoETS and AutoTheta (``project.tools.statistical``, the ``baselines`` extra; each channel fitted
-on the training months, forecasting every origin from the hours before it without refitting), on every 24th
+search chose on the validation months (experiments/configs/search/etth1.yaml), once per seed, by ``python -m
+project.cli fit``, which then tests the checkpoint its validation chose (``checkpoint.monitor``: val/mse): the test
+months are read once per seed, here. Every row is scored on the validation windows too, where the settings were
+chosen. The baselines (repeat-last, seasonal naive, least-squares linear maps fitted on the training windows) are
+measured on the same windows, with the same ``--data.*`` options the runs are given. Each table has a second part:
+every row again, beside AutoETS and AutoTheta (``experiments.statistical``, the ``baselines`` extra; each channel
+fitted on the training months, forecasting every origin from the hours before it without refitting), on every 24th
 validation and test window (``--statistical_stride``): AutoTheta's state update costs about 70 ms a window and
 channel, too slow for all 5,570. The covariates table's second part forecasts OT alone, each run scored again with
-its own inputs. The table is printed and written to ``--output``, stamped with this command and
-the commit."""
+its own inputs. The table is printed and written to ``--output``, stamped with this command and the commit."""
 
 from __future__ import annotations
 
@@ -28,13 +27,8 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader
 
-from project.checkpoints import load_checkpoint
-from project.data import WindowDataModule
-from project.errors import reported_in_one_line
-from project.files import check_output
-from project.tools.checkpoint_commands import trust_argument
-from project.tools.linear_baseline import LinearBaseline
-from project.tools.results import (
+from experiments.linear_baseline import LinearBaseline
+from experiments.results import (
     DISTRIBUTION_OPTION,
     best_checkpoint,
     best_epoch,
@@ -49,21 +43,27 @@ from project.tools.results import (
     mean_std,
     per_seed_lines,
     preset_datamodule,
-    repository_config,
     seed_runs,
     seeds_column,
+    study_config,
     tested_scalars,
     write_table,
 )
+from experiments.statistical import STATISTICAL_MODELS, split_forecasts, statistical_label, statistical_model
+from project.checkpoints import load_checkpoint
+from project.data import WindowDataModule
+from project.errors import reported_in_one_line
+from project.files import check_output
+from project.tools.checkpoint_commands import trust_argument
 from project.tools.stamp import hardware, run_commit
-from project.tools.statistical import STATISTICAL_MODELS, split_forecasts, statistical_label, statistical_model
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import forecast_scores
 from project.training.regimes import REGIMES, regime_arguments
 
-CONFIG = repository_config("etth1.yaml")  # a preset on configs/base.yaml: free-running detach's settings
-# Each regime's own settings, chosen by its own search on validation (configs/search/etth1.yaml), stacked on CONFIG.
-REGIME_CONFIGS = {"teacher_forcing": repository_config("etth1_teacher_forcing.yaml")}
+CONFIG = study_config("etth1.yaml")  # a preset on configs/base.yaml: free-running detach's settings
+# Each regime's own settings, chosen by its own search on validation (experiments/configs/search/etth1.yaml),
+# stacked on CONFIG.
+REGIME_CONFIGS = {"teacher_forcing": study_config("etth1_teacher_forcing.yaml")}
 SEARCHED_REGIMES = ["teacher_forcing", "free_running_detach"]
 SEASON = 24
 SPLITS = ("val", "test")
@@ -280,7 +280,7 @@ def regime_configs(regime: str) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m project.tools.etth1", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.etth1", description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=Path("data/ETTh1.csv"), help="path to ETTh1.csv")
     parser.add_argument("--experiment", choices=["regimes", "covariates", "probabilistic"], default="regimes")
     parser.add_argument(
@@ -294,7 +294,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one training run per seed")
     parser.add_argument("--jobs", type=int, default=1, help="training runs at a time (each gets a share of the CPU)")
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs"), help="where the runs are logged")
-    parser.add_argument("--output", type=Path, default=None, help="Markdown table (default: results/etth1_*.md)")
+    parser.add_argument(
+        "--output", type=Path, default=None, help="Markdown table (default: experiments/results/etth1_*.md)"
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.add_argument("--trained", action="store_true", help="tabulate the runs already in --logs, do not train")
     parser.add_argument(
@@ -316,7 +318,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"{args.data}: ETTh1.csv not found; run python -m project.tools.datasets etth1")
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1; got {args.jobs}")
-    output = args.output or Path(f"results/etth1_{args.experiment}.md")
+    output = args.output or Path(f"experiments/results/etth1_{args.experiment}.md")
     run_commit()  # what the stamp names: the code at the start
     with reported_in_one_line():
         check_seeds(args.seeds)

@@ -7,10 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from project.tools import depth, etth1, intermittent, m4, results, tune, your_data
-from project.tools.results import RunFailed
+from experiments import depth, etth1, intermittent, m4, results, your_data
+from experiments.results import RunFailed
+from experiments.tests.test_depth import etth1_shaped  # noqa: F401  (a fixture: ETTh1's columns, synthetic values)
+from project.tools import tune
 from tests.helpers import exit_code, one_line_error
-from tests.tools.test_depth import etth1_shaped  # noqa: F401  (a fixture: ETTh1's columns, synthetic values)
 
 
 @pytest.fixture

@@ -2,8 +2,8 @@
 
 import pytest
 
+from experiments import intermittent
 from project.data import LastRows, WindowDataModule
-from project.tools import intermittent
 from tests.helpers import REPOSITORY
 
 
