@@ -9,7 +9,10 @@ PAGES = [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("*.md"))]
 
 
 def test_the_readme_is_at_most_220_lines():
-    assert len((REPOSITORY / "README.md").read_text().splitlines()) <= 220
+    """Not counting the lines that mark a generated block (``<!-- generated: NAME -->``, ``<!-- end generated -->``):
+    a reader of the rendered page does not see them."""
+    lines = (REPOSITORY / "README.md").read_text().splitlines()
+    assert len([line for line in lines if not re.fullmatch(r"<!-- (generated: [\w-]+|end generated) -->", line)]) <= 220
 
 
 def test_every_relative_link_of_the_readme_and_the_docs_leads_to_a_file():
