@@ -113,5 +113,5 @@ def test_weekly_autotheta_reproduces_an_independent_run_on_the_competitions_wind
 
     monkeypatch.chdir(REPOSITORY)  # the script reads configs/
     smape_, mase_ = m4.competition_scores("AutoTheta", m4.datamodule(m4_weekly_data, m4.WEEKLY, stride=64), m4.WEEKLY)
-    assert smape_ == pytest.approx(7.942, abs=0.1)
-    assert mase_ == pytest.approx(2.505, abs=0.05)
+    assert smape_ == pytest.approx(7.942, abs=0.005)  # not AutoTheta's 7.961 in the model's own protocol
+    assert mase_ == pytest.approx(2.505, abs=0.005)
