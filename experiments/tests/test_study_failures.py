@@ -180,3 +180,9 @@ def test_a_run_that_logged_no_test_is_named_not_tabulated(tmp_path):
         writer.add_scalar("val/loss", 0.5, 1)
     with pytest.raises(RunFailed, match=r"teacher_forcing_seed0/version_0 did not reach its test"):
         results.tested_scalars(run)
+
+
+@pytest.mark.parametrize("name", ["etth1", "m4_hourly"])
+def test_the_studies_search_spaces_are_valid(name):
+    space = tune.load_space(results.study_config(f"search/{name}.yaml"))
+    assert set(space) >= {"model.optimizer.init_args.lr"}
