@@ -18,7 +18,7 @@ PYTEST := OMP_NUM_THREADS=1 $(abspath $(BIN))/python -m pytest --numprocesses $(
 # process (the suite ran them at one).
 THREAD_TESTS ?= tests/test_ddp.py tests/test_regimes.py $(wildcard tests/tools/test_backtest.py)
 
-.PHONY: train test test-slow test-threads test-without-tools lint format clean
+.PHONY: train test test-slow test-threads test-without-experiments test-without-tools test-without lint format clean
 
 $(BIN)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 is required, found " + sys.version.split()[0]'
@@ -30,7 +30,7 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 # The embedded series' five channels as one sequence: on its validation windows MAE 0.426 against 0.560 with the
-# defaults' channel independence (seed 0), in about a third of the time (results/search/base_defaults.md).
+# defaults' channel independence (seed 0), in about a third of the time (experiments/results/search/base_defaults.md).
 TRAIN_OPTIONS ?= --model.network.init_args.channel_independent=false
 
 train: $(BIN)/.installed
@@ -46,13 +46,21 @@ test-slow: $(BIN)/.installed
 test-threads: $(BIN)/.installed
 	OMP_NUM_THREADS=2 $(BIN)/python -m pytest -q $(THREAD_TESTS)
 
-# The core alone: the tracked tree without project/tools and tests/tools, copied aside (nothing here is deleted);
-# the slow tests ran with everything in `make test-slow`.
+# The template without its evidence: the tracked tree without experiments/, copied aside (nothing here is deleted).
+test-without-experiments: $(BIN)/.installed
+	@$(MAKE) --no-print-directory test-without DELETED='experiments/'
+
+# The core alone: without project/tools and tests/tools, and without experiments/, whose studies use the tools.
+# The slow tests ran with everything in `make test-slow`.
 test-without-tools: $(BIN)/.installed
+	@$(MAKE) --no-print-directory test-without DELETED='experiments/ project/tools/ tests/tools/'
+
+# The suite, less the slow tests, on a copy of the tracked tree without the folders DELETED names.
+test-without:
 	@core=$$(mktemp -d) && \
-	git ls-files --cached --others --exclude-standard | grep -v -e '^project/tools/' -e '^tests/tools/' | \
+	git ls-files --cached --others --exclude-standard | grep -v $(foreach folder,$(DELETED),-e '^$(folder)') | \
 		tar -cf - -T - | tar -xf - -C $$core && \
-	echo "The suite without project/tools and tests/tools, in $$core" && \
+	echo "The suite without $(DELETED), in $$core" && \
 	cd $$core && $(PYTEST) -q -m "not slow"; status=$$?; rm -rf $$core; exit $$status
 
 # The formatter decides layout everywhere: no line is held out of it.

@@ -1,4 +1,3 @@
-import os
 from pathlib import Path
 
 import pytest
@@ -6,15 +5,6 @@ import torch
 
 from tests.helpers import BASE, SMALL_MODEL, cli, config, only_run, quick_fit_arguments
 from tests.test_data import frame_of_row_numbers
-
-
-def pytest_addoption(parser):
-    parser.addoption(
-        "--data-dir",
-        default=os.environ.get("FORECAST_DATA_DIR"),
-        help="folder holding ETTh1.csv and m4-hourly/ for the real-data tests (env FORECAST_DATA_DIR); "
-        "without it those tests are skipped",
-    )
 
 
 @pytest.fixture(scope="session")

@@ -1,12 +1,16 @@
-"""The optional tools come off in one step: nothing outside ``project/tools`` and ``tests/tools`` imports them, and
-the suite is collected without those two folders (CI's second job runs it so)."""
+"""What a user may delete comes off in one step: nothing in ``project/`` or ``tests/`` imports ``experiments/`` (the
+studies and their results), nothing outside ``project/tools`` and ``tests/tools`` (and ``experiments/``) imports the
+tools, and the suite is collected without them (CI's jobs without-experiments and without-tools run it so)."""
 
 import ast
+import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.helpers import REPOSITORY
 
@@ -21,6 +25,13 @@ def imported_modules(path) -> set[str]:
         elif isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
     return names
+
+
+def test_nothing_of_the_template_imports_the_experiments():
+    """project/tools included: the benchmark and the search stamp their tables with project/tools/stamp.py."""
+    for path in [*REPOSITORY.glob("project/**/*.py"), *REPOSITORY.glob("tests/**/*.py")]:
+        used = {name for name in imported_modules(path) if name.split(".")[0] == "experiments"}
+        assert not used, f"{path.relative_to(REPOSITORY)} imports {used}: deleting experiments/ would break it"
 
 
 def test_nothing_outside_the_tools_imports_them():
@@ -42,22 +53,27 @@ def test_the_core_imports_no_test_code():
             assert not used, f"{relative} imports {used}"
 
 
-def test_the_suite_is_collected_without_the_tools(tmp_path):
+@pytest.mark.parametrize("deleted", [("experiments",), ("experiments", "tools")])
+def test_the_suite_is_collected_without_what_a_user_may_delete(deleted, tmp_path):
+    """Without experiments/; and without it, project/tools and tests/tools (the studies import the tools)."""
     copy = tmp_path / "clone"
-    patterns = shutil.ignore_patterns(".venv", ".git", "lightning_logs", ".cache", "*.egg-info", "tools")
+    patterns = shutil.ignore_patterns(".venv", ".git", "lightning_logs", ".cache", "*.egg-info")
 
     def ignored(folder: str, names: list[str]) -> set[str]:
         # The downloaded data/ at the top, not the package's project/data/: without it, `project.data` would be
         # imported from wherever the package is installed, and the check would pass or fail by that copy.
-        top = {"data"} & set(names) if Path(folder) == REPOSITORY else set()
-        return set(patterns(folder, names)) | top
+        top = ({"data", "experiments"} & set(names)) if Path(folder) == REPOSITORY else set()
+        parts = (REPOSITORY / "project", REPOSITORY / "tests")
+        tools = {"tools"} & set(names) if "tools" in deleted and Path(folder) in parts else set()
+        return set(patterns(folder, names)) | top | tools
 
     shutil.copytree(REPOSITORY, copy, ignore=ignored)
-    assert not (copy / "project" / "tools").exists()
-    assert not (copy / "tests" / "tools").exists()
+    assert not (copy / "experiments").exists()
+    assert (copy / "project" / "tools").exists() == ("tools" not in deleted)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
         cwd=copy,
+        env={name: value for name, value in os.environ.items() if name != "PYTHONPATH"},  # the copy's packages
         capture_output=True,
         text=True,
     )

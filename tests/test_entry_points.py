@@ -19,6 +19,7 @@ from project.errors import InputError
 from tests.helpers import exit_code
 
 PACKAGE = Path(__file__).resolve().parents[1] / "project"
+EXPERIMENTS = PACKAGE.parent / "experiments"  # the studies' scripts, while the folder is there (read, not imported)
 WRITES = {"write_text", "write_bytes", "to_csv", "to_parquet", "savefig", "save", "dump", "writerows", "touch"}
 DELETES = {"rmtree", "unlink", "rmdir", "os.remove", "os.rename", "os.replace", "shutil.move"}
 LOADS = {"load", "load_from_checkpoint", "loads"}
@@ -26,7 +27,8 @@ GUARDS = {"check_output", "check_output_folder"}
 
 
 def modules() -> list[Path]:
-    return sorted(p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py")
+    studies = [p for p in EXPERIMENTS.glob("*.py")] if EXPERIMENTS.is_dir() else []
+    return sorted(p for p in [*PACKAGE.rglob("*.py"), *studies] if p.name != "__init__.py")
 
 
 def entry_points() -> list[Path]:
@@ -72,7 +74,9 @@ def test_the_entry_points_are_found():
     names = {path.stem for path in entry_points()}
     assert {"cli", "runs"} <= names
     if (PACKAGE / "tools").is_dir():  # the optional tools, while they are there
-        assert {"export", "backtest", "tune", "bench", "m4", "etth1", "datasets", "figure"} <= names
+        assert {"export", "backtest", "tune", "bench", "datasets", "figure"} <= names
+    if EXPERIMENTS.is_dir():  # and the studies
+        assert {"m4", "etth1", "depth", "your_data", "intermittent", "report"} <= names
 
 
 @pytest.mark.parametrize("path", entry_points(), ids=lambda p: p.stem)
@@ -91,7 +95,7 @@ def test_an_entry_point_writes_only_through_the_output_guard_and_deletes_nothing
         assert {called_name(call) for call in calls(tree)} & GUARDS, f"{path.name} writes without check_output"
 
 
-@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE.parent)))
 def test_only_the_checkpoint_reader_unpickles(path):
     """And the Python API's ``Forecaster.load_from_checkpoint`` and ``WindowDataModule.load_from_checkpoint``, whose
     import check (``project.imports.checkpoint_imports_checked``) reads the file's settings with ``weights_only=True``
@@ -126,7 +130,7 @@ def _weights_only(call: ast.Call) -> bool:
     )
 
 
-@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE.parent)))
 def test_only_the_import_rule_imports_modules_by_name(path):
     """A class path read from a file is imported through ``project.imports`` alone, which holds the rule of what a
     checkpoint may name."""

@@ -389,8 +389,8 @@ def test_patch_length_auto_is_refused_in_python_with_the_function_that_resolves_
 )
 def test_channel_independence_with_one_target_is_the_joint_model(regime):
     """With one target channel the two layouts are the same computation, down to the random draws, through a
-    training step: the defaults' round five (results/search/base_defaults.md) carries the single-target datasets'
-    runs over on this. Free running feeds every prediction back; scheduled sampling draws its coins."""
+    training step: the defaults' round five (experiments/results/search/base_defaults.md) carries the single-target
+    datasets' runs over on this. Free running feeds every prediction back; scheduled sampling draws its coins."""
     arguments = dict(
         COVARIATES,
         n_targets=1,

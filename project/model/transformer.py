@@ -169,8 +169,9 @@ class DecoderLayer(PreNormLayer):
 
 
 # `patch_length: auto` decodes a horizon in at most this many steps where the lengths allow: in the decoder-depth
-# study (results/depth_*.md) validation error is lowest at 2 or 4 steps; 4 keeps the decoder autoregressive, and
-# the defaults' search chose it with the rest of configs/base.yaml (results/search/base_defaults.md).
+# study (experiments/results/depth_*.md) validation error is lowest at 2 or 4 steps; 4 keeps the decoder
+# autoregressive, and the defaults' search chose it with the rest of configs/base.yaml
+# (experiments/results/search/base_defaults.md).
 AUTO_DECODER_STEPS = 4
 
 

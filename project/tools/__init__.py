@@ -1,6 +1,9 @@
-"""Optional tools, each a command of its own: the benchmark, the ETTh1 and M4 results scripts and what they share,
-the dataset downloads, hyperparameter search, export and serving, and backtesting.
+"""Optional tools, each a command of its own: the benchmark (``bench``), the dataset downloads (``datasets``),
+hyperparameter search (``tune``), export and serving (``export``, ``serve``), backtesting (``backtest``), a
+checkpoint's forecasts as a figure (``figure``), what the tools that read a checkpoint share
+(``checkpoint_commands``), and the line that says where a results table comes from (``stamp``).
 
-Nothing outside this folder imports it: delete ``project/tools`` and ``tests/tools`` and the rest of the template
-and its test suite work as before (``tests/test_core_without_tools.py`` and CI check it).
+Nothing outside this folder imports it but the studies of ``experiments/``, and it imports nothing from them: delete
+``project/tools`` and ``tests/tools`` (with ``experiments/``) and the rest of the template and its test suite work as
+before (``tests/test_core_without_tools.py``, ``make test-without-tools`` and CI check it).
 """

@@ -41,7 +41,7 @@ from project.model.decoding import generate, rollout
 from project.model.distributions import Distribution, Normal
 from project.model.network import InputSizes
 from project.model.transformer import ForecastTransformer
-from project.tools.results import stamp
+from project.tools.stamp import stamp
 from project.training.regimes import REGIMES, RegimeOptions
 
 N_FEATURES, CONTEXT_LENGTH = 5, 12

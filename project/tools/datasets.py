@@ -9,8 +9,8 @@ folder) instead of downloading. Nothing existing is replaced without ``--overwri
 
 M4's files are wide (one row per series, padded with empty cells); ``m4_hourly.csv`` is the long format the
 DataModule reads: columns ``series`` and ``value``, each series' training values followed by its test values (48
-hours, 13 weeks), in time order. ``configs/m4_hourly.yaml`` and ``configs/m4_weekly.yaml`` take them as the test
-split.
+hours, 13 weeks), in time order. ``experiments/configs/m4_hourly.yaml`` and ``experiments/configs/m4_weekly.yaml``
+take them as the test split.
 """
 
 from __future__ import annotations

@@ -354,7 +354,7 @@ def _run(args: argparse.Namespace, extra: list[str], signals: StopSignals) -> No
     config = merged_config(args.config, {**overrides, **best.params})
     text = yaml.safe_dump(config, sort_keys=False)
     count = len(study.get_trials(states=finished))
-    from project.tools.results import stamp  # here: it imports torch, which the study's setup does not need
+    from project.tools.stamp import stamp  # here: it imports torch, which the study's setup does not need
 
     header = f"# {stamp(args.argv)}\n# The best of {count} trials of study '{args.study}': {monitor} {best.value:.6g}\n"
     write_atomically(output, lambda temporary: temporary.write_text(header + text))

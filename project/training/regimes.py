@@ -300,7 +300,7 @@ def _no_grad_rollout(
 
 
 # ``ScheduledSampling`` without ``steps`` decays over this share of the run: about what the decoder-depth study used
-# (project/tools/depth.py: ETTh1 100 of 212 optimizer steps, M4 Hourly 140 of about 280).
+# (experiments/depth.py: ETTh1 100 of 212 optimizer steps, M4 Hourly 140 of about 280).
 DECAY_SHARE_OF_RUN = 0.5
 
 

@@ -6,9 +6,7 @@ import re
 import pytest
 import torch
 
-from project.errors import InputError
-from project.tools import backtest, export, figure, m4
-from project.tools.results import best_epoch, forecast_split
+from project.tools import backtest, export, figure
 from tests.helpers import digests, exit_code, one_line_error
 from tests.test_entry_points import assert_refused_without_importing, checkpoint_naming_a_module_beside_it
 
@@ -20,14 +18,10 @@ def test_a_checkpoint_that_would_run_code_is_refused_by_every_tool(hostile_check
         "export": (export.main, [str(path), "--output", str(output)]),
         "figure": (figure.main, [str(path), "--output", f"{output}.png"]),
         "backtest": (backtest.main, ["--ckpt_path", str(path), "--output", str(output)]),
-        "m4": (m4.main, ["--data", str(user_run[1]), "--ckpt_path", str(path), "--output", f"{output}.md"]),
     }
     for name, (main, arguments) in tools.items():
         assert exit_code(main, arguments) == 2, name
         assert "cannot read the checkpoint" in one_line_error(capsys), name
-    for read in (best_epoch, lambda p: forecast_split(p, None, "test")):
-        with pytest.raises(InputError, match="cannot read the checkpoint"):
-            read(path)
     assert not marker.exists()
     assert not output.exists()
 
@@ -37,13 +31,10 @@ def test_a_checkpoint_naming_a_module_beside_it_runs_no_code_through_any_tool(
     named, user_run, tmp_path, monkeypatch, capsys
 ):
     path = checkpoint_naming_a_module_beside_it(named, user_run, tmp_path, monkeypatch)
-    any_file = tmp_path / "m4.csv"
-    any_file.write_text("series,value\n")
     tools = {
         "export": (export.main, [str(path), "--output", str(tmp_path / "export")]),
         "figure": (figure.main, [str(path), "--output", str(tmp_path / "out.png")]),
         "backtest": (backtest.main, ["--ckpt_path", str(path), "--output", str(tmp_path / "bt")]),
-        "m4": (m4.main, ["--data", str(any_file), "--ckpt_path", str(path), "--output", str(tmp_path / "m4.md")]),
     }
     assert_refused_without_importing(tools, tmp_path, capsys)
 

@@ -111,9 +111,9 @@ def test_a_search_space_entry_must_name_an_option_and_a_kind(tmp_path, capsys):
     assert "'lr' must be a model./data./trainer. option" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["default", "etth1", "m4_hourly"])
-def test_the_shipped_search_spaces_are_valid(name):
-    assert set(tune.load_space(tune.Path(config(f"search/{name}.yaml")))) >= {"model.optimizer.init_args.lr"}
+def test_the_shipped_search_space_is_valid():
+    """The studies' spaces (ETTh1, M4 Hourly) are checked in experiments/tests/test_study_failures.py."""
+    assert set(tune.load_space(tune.Path(config("search/default.yaml")))) >= {"model.optimizer.init_args.lr"}
 
 
 @pytest.mark.slow

@@ -1,0 +1,79 @@
+"""Every figure and verdict the pages give about accuracy or speed is the results files', by one rule: regenerating
+every block from the files changes nothing, the rule says what it states, and the README's prose holds no figure of
+its own."""
+
+import re
+
+import pytest
+
+from experiments import report
+from experiments.report import Score, verdict
+from tests.helpers import REPOSITORY
+
+
+def test_every_generated_block_and_table_copy_of_the_pages_is_what_the_results_files_give():
+    names = []
+    for page in report.pages():
+        text = page.read_text()
+        names += [block[2] for block in report.BLOCK.finditer(text)]
+        assert report.refreshed(page) == text, f"{page.name}: run python -m experiments.report --overwrite"
+    assert set(report.BLOCKS) <= set(names), f"blocks no page holds: {set(report.BLOCKS) - set(names)}"
+
+
+@pytest.mark.parametrize(
+    ("model", "other", "word"),
+    [
+        ((0.1, 0.2), (0.3, 0.4), "below"),  # every seed lower
+        ((0.3, 0.4), (0.1, 0.2), "above"),
+        ((0.1, 0.3), (0.2, 0.4), "level with"),  # the ranges overlap
+        ((0.264, 0.268), (0.268, 0.271), "level with"),  # they meet at one value
+        ((9.350, 9.357, 9.470), (9.328,), "above"),  # all seeds behind a published row, however close the means
+        ((8.876,), (8.913,), "below"),  # one value each: the rule has no spread, and says below
+    ],
+)
+def test_the_verdict_is_whether_the_seeds_ranges_meet(model, other, word):
+    assert verdict(Score(model, ""), Score(other, "")) == word
+
+
+def test_a_score_takes_its_seeds_from_the_lines_under_its_own_table():
+    """etth1_regimes.md lists free running's seeds under both of its tables; each table's cell gets its own."""
+    all_windows = report.score("etth1_regimes.md", "free running detach", "test MSE", table=0)
+    every_24th = report.score("etth1_regimes.md", "free running detach", "test MSE", table=1)
+    assert all_windows.values == (0.380, 0.382, 0.380)
+    assert every_24th.values != all_windows.values
+    assert all_windows.text.startswith("0.381 ± ")
+
+
+# Figures of the README's prose that are not results: versions, a licence, a default setting, the suite's run time.
+NOT_RESULTS = {"3.10": "Python", "2.13": "PyTorch", "4.0": "CC BY-ND", "0.01": "the default weight decay"}
+NOT_RESULTS |= {"3.4": "make test", "5.0": "make test", "3.7": "make test-slow", "5.3": "make test-slow"}
+
+
+def test_no_figure_of_the_readme_prose_is_written_by_hand():
+    text = (REPOSITORY / "README.md").read_text()
+    text = report.BLOCK.sub("", text)
+    text = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+    text = re.sub(r"`[^`]*`", "", text)
+    figures = set(re.findall(r"(?<![\w.])\d+\.\d+(?![\w.]*\d)", text))
+    assert figures <= set(NOT_RESULTS), f"figures outside a generated block: {sorted(figures - set(NOT_RESULTS))}"
+
+
+def test_rewriting_a_page_needs_overwrite_and_changes_only_its_blocks(tmp_path, capsys):
+    page = tmp_path / "page.md"
+    page.write_text("intro\n<!-- generated: bench -->\nold\n<!-- end generated -->\nafter\n")
+    with pytest.raises(SystemExit) as refused:
+        report.main([str(page)])
+    assert refused.value.code == 2
+    assert "pass --overwrite" in capsys.readouterr().err
+    report.main([str(page), "--overwrite"])
+    text = page.read_text()
+    assert text.startswith("intro\n<!-- generated: bench -->\n| regime |")
+    assert text.endswith("<!-- end generated -->\nafter\n")
+
+
+def test_a_block_of_no_known_name_is_one_line(tmp_path, capsys):
+    page = tmp_path / "page.md"
+    page.write_text("<!-- generated: nonsense -->\n<!-- end generated -->\n")
+    with pytest.raises(SystemExit):
+        report.main([str(page), "--overwrite"])
+    assert "no generated block named 'nonsense'" in capsys.readouterr().err

@@ -1,0 +1,35 @@
+"""The studies behind the same guards as the CLI and the tools: no checkpoint runs code through them."""
+
+import pytest
+
+from experiments import m4
+from experiments.results import best_epoch, forecast_split
+from project.errors import InputError
+from tests.helpers import exit_code, one_line_error
+from tests.test_entry_points import assert_refused_without_importing, checkpoint_naming_a_module_beside_it
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_by_the_studies(hostile_checkpoint, user_run, capsys):
+    path, marker = hostile_checkpoint
+    output = path.parent / "out.md"
+    arguments = ["--data", str(user_run[1]), "--ckpt_path", str(path), "--output", str(output)]
+    assert exit_code(m4.main, arguments) == 2
+    assert "cannot read the checkpoint" in one_line_error(capsys)
+    for read in (best_epoch, lambda p: forecast_split(p, None, "test")):
+        with pytest.raises(InputError, match="cannot read the checkpoint"):
+            read(path)
+    assert not marker.exists()
+    assert not output.exists()
+
+
+@pytest.mark.parametrize("named", ["network", "model", "data"])
+def test_a_checkpoint_naming_a_module_beside_it_runs_no_code_through_the_m4_study(
+    named, user_run, tmp_path, monkeypatch, capsys
+):
+    path = checkpoint_naming_a_module_beside_it(named, user_run, tmp_path, monkeypatch)
+    any_file = tmp_path / "m4.csv"
+    any_file.write_text("series,value\n")
+    tools = {
+        "m4": (m4.main, ["--data", str(any_file), "--ckpt_path", str(path), "--output", str(tmp_path / "m4.md")]),
+    }
+    assert_refused_without_importing(tools, tmp_path, capsys)

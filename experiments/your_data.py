@@ -1,0 +1,356 @@
+"""Does the config users start from beat the naive forecasts? The README's "Your data" path on every dataset.
+
+    python -m experiments.your_data                        # experiments/results/your_data.md, every dataset below
+    python -m experiments.your_data --datasets m4_weekly   # some of them
+
+Each dataset is trained with ``configs/base.yaml`` alone, given only what the README's "Your data" section asks a
+user for: the data file, its columns' roles, the look-back and the horizon, and the split, read from each dataset's
+preset (``GIVEN``: the windows are the ones the other tables score); on the two M4 sets also a training stride (every
+16th or 8th window), the CPU budget, as a user with a large panel and no GPU would set. Nothing about the model,
+its loss or its training is set, so every row is what the defaults give. Each run keeps its checkpoint of lowest
+validation loss and tests it once, per seed. The ``NaiveComparison`` callback scores repeat-last and seasonal naive
+on the same validation and test windows, MAE in original units beside the model's, as ``test`` prints it.
+A second table holds the statistical floor: statsforecast's AutoETS and AutoTheta (``experiments.statistical``,
+the ``baselines`` extra), each fitted per series and channel on the training rows, forecasting every validation and
+test window from the rows before it, with each seed's kept checkpoint scored again on the same windows (every
+``floor_stride``-th window where all of them would cost too long: stated in the table).
+``--reuse`` keeps the runs already in ``--logs`` that reached their test (each dataset's and seed's latest), so an
+interrupted table resumes, or is written again from its runs without training.
+
+The data files: ``python -m project.tools.datasets etth1``, ``m4_hourly`` and ``m4_weekly`` write them; the
+intermittent panel is written by this tool when absent (``experiments.intermittent``'s panel); the two synthetic
+datasets are embedded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from experiments.intermittent import PANEL_CONFIG, data_settings, intermittent_panel
+from experiments.results import (
+    at_best_validation,
+    best_checkpoint,
+    check_seeds,
+    data_options,
+    fit,
+    forecast_split,
+    markdown_table,
+    mean_std,
+    preset_datamodule,
+    run_seconds,
+    study_config,
+    tested_run,
+    write_table,
+)
+from experiments.statistical import STATISTICAL_MODELS, floor_maes, statistical_model
+from project.data import WindowDataModule
+from project.errors import InputError, reported_in_one_line
+from project.files import check_output, write_atomically
+from project.tools.stamp import hardware, run_commit
+from project.training.runs import read_scalars
+
+MODEL, NAIVE = "mae_original_units", ("mae_repeat_last_original_units", "mae_seasonal_naive_original_units")
+SPLITS = {"val": "validation", "test": "test"}
+
+
+# What the README's "Your data" section asks a user for, the `data:` keys each dataset's own settings are cut to:
+# the columns' roles, the look-back and horizon, the split and the training stride (on a large panel, the budget).
+GIVEN = (
+    "time_column",
+    "id_columns",
+    "target_columns",
+    "past_covariates",
+    "future_covariates",
+    "static_covariates",
+    "context_length",
+    "horizon",
+    "split",
+    "eval_stride",
+    "stride",
+)
+
+
+def given(settings: dict) -> list[str]:
+    """``settings`` (a preset's ``data:``) cut to the keys a user gives, as ``fit`` options."""
+    written = {
+        key: f"[{', '.join(map(str, value))}]" if isinstance(value, list) else value for key, value in settings.items()
+    }
+    written.update({key: json.dumps(value) for key, value in settings.items() if isinstance(value, dict)})
+    return [f"--data.{key}={value}" for key, value in written.items() if key in GIVEN]  # as a user types them
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A dataset as a user would give it: its label, the data file (None: embedded), the season of its seasonal
+    naive forecast (None: longer than the look-back), the settings it is defined by (a preset, or a ``data:``
+    mapping) and options the preset does not hold; for the statistical floor, the season its models are given and
+    every how many validation and test windows they forecast."""
+
+    label: str  # its counts ({series}, {channels}) are filled in from the data read: ``named``
+    file: str | None
+    season: int | None
+    settings: Path | dict = field(default_factory=dict)
+    extra: tuple[str, ...] = ()
+    made_by: str = ""  # the command that writes ``file``
+    period: int = 1  # the statistical models' season_length: the data's season (1: none)
+    floor_stride: int = 1  # > 1 where AutoTheta on every window would take long (~70 ms a window and channel)
+
+    def named(self, windows: WindowDataModule) -> str:
+        """The label with the series and channels of the data the tool read, not of the file it expects."""
+        return self.label.format(series=windows.panel.n_series, channels=len(windows.panel.roles.targets))
+
+    @property
+    def options(self) -> list[str]:
+        """The ``fit`` options: the settings cut to ``GIVEN``, then ``extra``."""
+        settings = self.settings
+        if isinstance(settings, Path):  # read when used: the tool runs from the repository's root
+            settings = yaml.safe_load(settings.read_text())["data"]
+        return [*given(settings), *self.extra]
+
+    def windows(self, source: Path | None, extra: list[str], stride: int = 1) -> WindowDataModule:
+        """The data of the runs (base.yaml's ``data:`` with ``options``, then the ``--data.*`` options of ``extra``
+        that every run is given), every ``stride``-th validation and test window, set up for testing."""
+        settings = data_options([*self.options, *extra])
+        settings["eval_stride"] = settings.get("eval_stride", 1) * stride
+        return preset_datamodule(None, source, **settings)
+
+
+DATASETS = {
+    "series": Dataset(  # make train: base.yaml exactly as it is
+        "embedded synthetic series (`make train`), {channels} channels, hourly, horizon 12, look-back 12",
+        None,
+        None,
+        period=24,
+        floor_stride=24,  # 989 and 1989 windows, 5 channels
+    ),
+    "panel": Dataset(
+        "embedded synthetic panel (configs/panel.yaml's data), {series} daily series, horizon 14, look-back 28",
+        None,
+        7,
+        PANEL_CONFIG,
+        ("--data.synthetic=panel",),
+        period=7,
+        floor_stride=7,  # 2262 and 4983 windows
+    ),
+    "intermittent": Dataset(
+        "intermittent monthly panel (synthetic), {series} series, horizon 6, look-back 12",
+        "intermittent_panel.csv",
+        12,
+        data_settings(),
+        period=12,
+    ),
+    "etth1": Dataset(
+        "ETTh1, {channels} channels, hourly, horizon 96, look-back 336",
+        "ETTh1.csv",
+        24,
+        study_config("etth1.yaml"),
+        made_by="python -m project.tools.datasets etth1",
+        period=24,
+        floor_stride=24,  # 2785 windows a split, 7 channels: AutoTheta on all would take ~45 min
+    ),
+    "m4_hourly": Dataset(
+        "M4 Hourly, {series} series, horizon 48, look-back 168",
+        "m4_hourly.csv",
+        24,
+        study_config("m4_hourly.yaml"),
+        ("--data.stride=16",),  # every 16th training window: the CPU budget (one epoch of all is ~45 min here)
+        "python -m project.tools.datasets m4_hourly",
+        period=24,
+    ),
+    "m4_weekly": Dataset(  # its preset trains on every 8th window, the CPU budget
+        "M4 Weekly, {series} series, horizon 13, look-back 52",
+        "m4_weekly.csv",
+        52,
+        study_config("m4_weekly.yaml"),
+        made_by="python -m project.tools.datasets m4_weekly",
+        period=52,  # a year of weeks: the data's season (M4 scales MASE by 1 for weekly data; no MASE here)
+    ),
+}
+
+
+def scores(run: Path) -> dict[str, float]:
+    """The run's validation MAEs at its kept checkpoint (lowest validation loss) and its test MAEs, original
+    units: ``val/…`` and ``test/…`` of the model, repeat-last and seasonal naive (NaN when not scored)."""
+    curves, found = read_scalars(run), {}
+    for tag in (MODEL, *NAIVE):
+        found[f"val/{tag}"] = at_best_validation(curves, f"val/{tag}") if f"val/{tag}" in curves else math.nan
+        found[f"test/{tag}"] = float(curves[f"test/{tag}"].iloc[-1]) if f"test/{tag}" in curves else math.nan
+    return found
+
+
+def verdict(model: list[float], naive: list[float]) -> str:
+    """Whether the model's MAE is below every naive forecast's on a split, and by how much the worst seed is."""
+    naive = [value for value in naive if not math.isnan(value)]  # a seasonal naive not scored is NaN
+    margin = max(model) / min(naive) - 1
+    return f"{'yes' if margin < 0 else 'no'} ({margin:+.1%})"
+
+
+def markdown(
+    rows: dict[str, list[dict[str, float]]], seeds: list[int], seconds: dict[str, list[float]], labels: dict[str, str]
+) -> str:
+    header = [
+        "data",
+        "split",
+        "model MAE",
+        "repeat-last MAE",
+        "seasonal naive MAE",
+        "below both (worst seed)",
+        "seeds",
+        "wall-clock (fit + test)",
+    ]
+    table, per_seed = [], []
+    for key, runs in rows.items():
+        dataset = DATASETS[key]
+        minutes = f"{statistics.mean(seconds[key]) / 60:.1f} min"
+        for split, name in (("val", "validation"), ("test", "test")):
+            model = [run[f"{split}/{MODEL}"] for run in runs]
+            if any(math.isnan(value) for value in model):  # not tested (--test_after_fit=false)
+                continue
+            naive = [runs[0][f"{split}/{tag}"] for tag in NAIVE]  # the same windows every seed: one value
+            seasonal = f"{naive[1]:.3f} (season {dataset.season})" if dataset.season else "– (season > look-back)"
+            table.append(
+                [
+                    labels[key],
+                    name,
+                    mean_std(model),
+                    f"{naive[0]:.3f}",
+                    seasonal,
+                    verdict(model, naive),
+                    str(len(runs)),
+                    minutes,
+                ]
+            )
+            values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(seeds, model))
+            per_seed.append(f"- {labels[key]}, {name} model MAE: {values}")
+    caption = (
+        "configs/base.yaml with only the data's roles, look-back, horizon and split (the README's \"Your data\" "
+        f"path): MAE in original units, validation at the checkpoint kept, test once per seed; {hardware()}."
+    )
+    return markdown_table(caption, header, table) + "\n" + "\n".join(per_seed) + "\n"
+
+
+def floor(
+    dataset: Dataset,
+    source: Path | None,
+    runs: list[Path],
+    statistical: tuple[str, ...],
+    splits: list[str],
+    extra: list[str] = (),
+) -> tuple[dict[str, list[float]], dict[str, dict[str, float]], dict[str, float]]:
+    """MAEs in original units on every ``dataset.floor_stride``-th window of ``splits``: each run's kept checkpoint
+    (split → one value per seed), and ``experiments.statistical.floor_maes``' naive and ``statistical`` forecasts
+    on the same windows (forecast → split → value) with each statistical model's seconds."""
+    windows = dataset.windows(source, list(extra), dataset.floor_stride)  # the runs' windows, as they were given
+    model = {}
+    for split in splits:
+        forecasts = [forecast_split(best_checkpoint(run), windows, split) for run in runs]
+        model[split] = [float((f["point"] - f["target"]).abs().mean()) for f in forecasts]
+    maes, seconds = floor_maes(windows, statistical, dataset.season, dataset.period, splits, progress=None)
+    return model, maes, seconds
+
+
+def floor_markdown(
+    floors: dict[str, tuple], seeds: list[int], statistical: tuple[str, ...], labels: dict[str, str]
+) -> str:
+    """The statistical floor's table: per dataset and split, the model's MAE over seeds beside the naive and the
+    statistical forecasts' on the same windows, and whether every seed is below each statistical model."""
+    header = ["data", "split", "windows", "season", "model MAE", "repeat-last MAE", "seasonal naive MAE"]
+    header += [f"{name} MAE" for name in statistical] + [f"below {name} (worst seed)" for name in statistical]
+    table, per_seed = [], []
+    for key, (model, maes, seconds) in floors.items():
+        dataset = DATASETS[key]
+        every = "every window" if dataset.floor_stride == 1 else f"every {dataset.floor_stride}th window"
+        for split, by_seed in model.items():  # the splits the runs were scored on
+            seasonal = maes.get(f"seasonal naive ({dataset.season})")
+            taken = [f"{maes[n][split]:.3f} ({seconds[n]:.0f} s)" for n in statistical]
+            table.append(
+                [
+                    labels[key],
+                    SPLITS[split],
+                    every,
+                    str(dataset.period),
+                    mean_std(by_seed),
+                    f"{maes['repeat-last'][split]:.3f}",
+                    f"{seasonal[split]:.3f}" if seasonal else "–",
+                    *taken,
+                    *(verdict(by_seed, [maes[n][split]]) for n in statistical),
+                ]
+            )
+            values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(seeds, by_seed))
+            per_seed.append(f"- {labels[key]}, {SPLITS[split]}, {every}, model MAE: {values}")
+    caption = (
+        "The statistical floor on the same runs: each seed's kept checkpoint scored again beside statsforecast's "
+        "models (fitted per series and channel on the training rows with the data's season, the season column, the "
+        "seasonal naive's too; in parentheses the seconds each took for both splits) and the naive forecasts, MAE in "
+        f"original units on every window or, where that would take long, every Nth validation and test window; "
+        f"{hardware()}."
+    )
+    return markdown_table(caption, header, table) + "\n" + "\n".join(per_seed) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m experiments.your_data", description=__doc__.split("\n")[0])
+    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS), help="which")
+    parser.add_argument("--data_dir", type=Path, default=Path("data"), help="where the data files are")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one run per seed and dataset")
+    parser.add_argument("--logs", type=Path, default=Path("lightning_logs/your_data"), help="where runs log")
+    parser.add_argument("--output", type=Path, default=Path("experiments/results/your_data.md"), help="the table")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    parser.add_argument("--reuse", action="store_true", help="keep runs already in --logs that reached their test")
+    parser.add_argument(
+        "--statistical",
+        nargs="*",
+        default=["AutoETS", "AutoTheta"],
+        choices=list(STATISTICAL_MODELS),
+        help="the floor's statsforecast models (the baselines extra); with no name, no floor table",
+    )
+    args, extra = parser.parse_known_args(argv)  # anything else goes to every `fit`, e.g. --trainer.max_epochs=2
+    run_commit()  # what the stamp names: the code at the start
+    with reported_in_one_line():
+        check_seeds(args.seeds)
+        chosen = {key: DATASETS[key] for key in args.datasets}
+        sources = {key: args.data_dir / d.file for key, d in chosen.items() if d.file}
+        check_output(args.output, list(sources.values()), args.overwrite)
+        for key, source in sources.items():
+            if not source.is_file():
+                if key != "intermittent":
+                    raise InputError(f"{source}: not found; `{chosen[key].made_by} --dir {args.data_dir}` writes it")
+                write_atomically(source, lambda path: intermittent_panel().to_csv(path, index=False))
+        if args.statistical:
+            statistical_model(args.statistical[0], 1)  # the extra is missing: say so before training
+        rows, seconds, floors, labels = {}, {}, {}, {}
+        for key, dataset in chosen.items():
+            labels[key] = dataset.named(dataset.windows(sources.get(key), extra))  # the data as the runs read it
+            options = [*dataset.options, *extra]
+            if key in sources:
+                options.insert(0, f"--data.source={sources[key]}")
+            if dataset.season:
+                options.append(f"--naive_comparison.season={dataset.season}")
+            runs = []
+            for seed in args.seeds:
+                name = f"{key}_seed{seed}"
+                run = (args.reuse and tested_run(args.logs, name)) or fit(
+                    [], [*options, f"--seed_everything={seed}"], args.logs, name
+                )[0]
+                runs.append(run)
+                rows.setdefault(key, []).append(scores(run))
+                seconds.setdefault(key, []).append(run_seconds(run))  # from the log: the same for a kept run
+            if args.statistical:  # on the splits the runs were scored on: a validation-only table reads no test
+                scored = [s for s in SPLITS if not any(math.isnan(row[f"{s}/{MODEL}"]) for row in rows[key])]
+                print(f"the statistical floor of {key} ({', '.join(args.statistical)})", flush=True)
+                floors[key] = floor(dataset, sources.get(key), runs, tuple(args.statistical), scored, extra)
+        table = markdown(rows, args.seeds, seconds, labels)
+        if floors:
+            table += "\n" + floor_markdown(floors, args.seeds, tuple(args.statistical), labels)
+        write_table(args.output, table, argv)
+
+
+if __name__ == "__main__":
+    main()
