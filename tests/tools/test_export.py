@@ -98,3 +98,44 @@ def test_a_horizon_ending_inside_a_patch_with_future_covariates_is_refused_in_on
         export.check_horizon(module, 5, Path("run.ckpt"))
     export.check_horizon(module, 6, Path("run.ckpt"))
     export.check_horizon(tiny_module(patch_length=2), 5, Path("run.ckpt"))  # no covariates: the last patch is cut
+
+
+@pytest.fixture(scope="module")
+def checkpoint_with_a_linear_path(tmp_path_factory) -> Path:
+    """The panel model of ``panel_run`` with a linear baseline path, whose weights are set to random values (a short
+    fit leaves them near their zero start), so the exported path has something to add."""
+    from tests.helpers import BASE, SMALL_MODEL, cli, config, only_run, quick_fit_arguments
+
+    log_dir = tmp_path_factory.mktemp("panel_with_a_path")
+    arguments = [*SMALL_MODEL, "--model.network.init_args.baseline_path=project.model.LinearPath"]
+    arguments += ["--data.split=LastRows", "--data.split.val_size=14", "--data.split.test_size=42"]
+    arguments += [*quick_fit_arguments(log_dir, steps=2), "--test_after_fit=false"]
+    assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments) == 0
+    path = only_run(log_dir, "synthetic_panel") / "checkpoints" / "last.ckpt"
+    recorded = torch.load(path, weights_only=True)
+    generator = torch.Generator().manual_seed(0)
+    for name, value in recorded["state_dict"].items():
+        if ".baseline_path." in name:
+            recorded["state_dict"][name] = 0.1 * torch.randn(value.shape, generator=generator, dtype=value.dtype)
+    torch.save(recorded, path.with_name("random_path.ckpt"))
+    return path.with_name("random_path.ckpt")
+
+
+@pytest.mark.parametrize("export_format", ["onnx", "torch_export"])
+def test_an_exported_model_with_a_baseline_path_forecasts_what_generate_forecasts(
+    checkpoint_with_a_linear_path, export_format, tmp_path
+):
+    folder = tmp_path / "export"
+    path = checkpoint_with_a_linear_path
+    export.main([str(path), "--format", export_format, "--batch-size", "2", "--output", str(folder)])
+    module = Forecaster.load_from_checkpoint(path, map_location="cpu")
+    assert any(".baseline_path." in name for name in module.state_dict())
+    inputs = export.example_inputs(module, 2, 14)
+    if export_format == "onnx":
+        from project.tools.serve import ExportedForecaster
+
+        forecast = ExportedForecaster(str(folder)).forecast(**{name: value.numpy() for name, value in inputs.items()})
+    else:
+        forecast = export.forecast_with_torch_export(folder, inputs).numpy()
+    expected = expected_forecast(path, inputs, 14)
+    assert np.abs(forecast - expected).max() <= 1e-4 * np.abs(expected).max()
