@@ -1,0 +1,115 @@
+"""Should ``configs/base.yaml`` take the linear baseline path? The rule committed before the runs
+(``experiments/results/search/baseline_path_rule.md``), applied to two runs of ``experiments.your_data``.
+
+    python -m experiments.your_data --statistical --output runs/no_path.md --logs runs/no_path
+    python -m experiments.your_data --statistical --output runs/linear_path.md --logs runs/linear_path \\
+        --model.network.init_args.baseline_path=project.model.LinearPath
+    python -m experiments.baseline_path runs/no_path.md runs/linear_path.md   # experiments/results/baseline_path.md
+
+Each input is a results file of ``experiments.your_data`` (its per-seed lines are read: validation and test MAE
+in original units at each run's kept checkpoint). The table gives, per dataset, each candidate's validation MAE
+(mean ± sample standard deviation over the seeds), the difference, and whether the linear path is worse there by
+more than the larger of the two spreads; the test columns are given for the record and decide nothing (every test
+set here was read before). The last line is the rule's decision.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+from pathlib import Path
+
+from experiments.results import markdown_table, mean_std, write_table
+from project.errors import InputError, reported_in_one_line
+from project.files import check_output
+
+SPLITS = ("validation", "test")
+# "- {dataset label}, {split} model MAE: seed 0: 0.560, seed 1: 0.560, seed 2: 0.565", as experiments.your_data writes
+PER_SEED = re.compile(r"^- (?P<dataset>.+), (?P<split>validation|test) model MAE: (?P<seeds>seed \d+: .+)$")
+
+
+def seed_maes(path: Path) -> dict[str, dict[str, list[float]]]:
+    """Dataset label → split → the seeds' MAEs, from the first table's per-seed lines of a your_data results file."""
+    if not path.is_file():
+        raise InputError(f"{path}: not found; expected a results file of python -m experiments.your_data")
+    found: dict[str, dict[str, list[float]]] = {}
+    for line in path.read_text().splitlines():
+        if (match := PER_SEED.match(line)) and match["split"] not in found.get(match["dataset"], {}):
+            values = [float(part.split(":")[1]) for part in match["seeds"].split(", ")]
+            found.setdefault(match["dataset"], {})[match["split"]] = values
+    if not found:
+        raise InputError(f"{path}: no per-seed MAE lines; expected a results file of python -m experiments.your_data")
+    return found
+
+
+def spread(values: list[float]) -> float:
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def decision(without: dict, with_path: dict) -> tuple[list[list[str]], str]:
+    """The table's rows and the rule's decision line, over the datasets both files hold."""
+    datasets = [name for name in without if name in with_path]
+    if missing := sorted(set(without) ^ set(with_path)):
+        raise InputError(f"the two files hold other datasets: {', '.join(missing)}; run both on the same ones")
+    rows, wins, losses, vetoes = [], 0, 0, []
+    for name in datasets:
+        before, after = without[name]["validation"], with_path[name]["validation"]
+        difference = statistics.mean(after) - statistics.mean(before)
+        allowed = max(spread(before), spread(after))
+        wins, losses = wins + (difference < 0), losses + (difference > 0)
+        if difference > allowed:
+            vetoes.append(name)
+        rows.append(
+            [
+                name,
+                mean_std(before),
+                mean_std(after),
+                f"{100 * difference / statistics.mean(before):+.1f}%",
+                f"{allowed:.3f}",
+                "yes" if difference > allowed else "no",
+                mean_std(without[name]["test"]),
+                mean_std(with_path[name]["test"]),
+            ]
+        )
+    better_rank = wins > len(datasets) / 2
+    adopted = better_rank and not vetoes
+    said = (
+        f"LinearPath has the lower validation MAE on {wins} of {len(datasets)} datasets and the higher on {losses} "
+        f"(its mean rank {'beats' if better_rank else 'does not beat'} NoPath's); it is worse by more than the seeds' "
+        f"spread on {', '.join(vetoes) if vetoes else 'no dataset'}. Decision: "
+        + ("configs/base.yaml takes LinearPath." if adopted else "configs/base.yaml keeps NoPath.")
+    )
+    return rows, said
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m experiments.baseline_path", description=__doc__.split("\n")[0])
+    parser.add_argument("without", type=Path, help="experiments.your_data's results with configs/base.yaml as it is")
+    parser.add_argument("with_path", type=Path, help="the same with --model.network.init_args.baseline_path=…")
+    parser.add_argument("--output", type=Path, default=Path("experiments/results/baseline_path.md"), help="the table")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    args = parser.parse_args(argv)
+    with reported_in_one_line():
+        check_output(args.output, [args.without, args.with_path], args.overwrite)
+        rows, said = decision(seed_maes(args.without), seed_maes(args.with_path))
+        header = [
+            "data",
+            "NoPath validation MAE",
+            "LinearPath validation MAE",
+            "difference",
+            "larger spread",
+            "worse by more than it",
+            "NoPath test MAE (not used)",
+            "LinearPath test MAE (not used)",
+        ]
+        caption = (
+            "The rule of experiments/results/search/baseline_path_rule.md: MAE in original units at each run's kept "
+            "checkpoint, mean ± sample standard deviation over the seeds; the spread is the larger of the two "
+            "standard deviations. The test columns were read once per run and decide nothing."
+        )
+        write_table(args.output, markdown_table(caption, header, rows) + "\n" + said + "\n", argv)
+
+
+if __name__ == "__main__":
+    main()
