@@ -171,6 +171,42 @@ def bench(here: Path) -> str:
     return "\n".join(lines)
 
 
+def bench_row(name: str, horizon: str, regime: str) -> dict[str, str]:
+    """A training row of a benchmark file: ``regime`` (its backticked name) at ``horizon``."""
+    found = next(t for t in tables(name) if t.header[:2] == ["horizon", "regime"])
+    cells = next(c for c in found.rows if c[0] == horizon and c[1] == f"`{regime}`")
+    return dict(zip(["horizon", "regime", "step time", "step ratio", "saved", "saved ratio"], cells, strict=False))
+
+
+def naive_memory(here: Path) -> str:
+    """how-it-works' posted loop: what it saves for backward and how long its step takes at horizon 48, 2 CPU cores."""
+    name = "cpu_2core/bench.md"
+    naive, teacher = (bench_row(name, "48", regime) for regime in ("naive_loop_as_posted", "teacher_forcing"))
+    return (
+        "Every step runs T positions through every layer and keeps its whole graph alive until `backward()`: O(T²) "
+        f"time and memory. At horizon 48 it saves {naive['saved ratio']} the bytes teacher forcing saves for backward "
+        f"({naive['saved']} against {teacher['saved']}) and takes {naive['step ratio']} its step time on 2 CPU cores "
+        f"([`bench.md`]({link(here, 'experiments/results/' + name)}), "
+        f"[the benchmark]({link(here, 'docs/benchmark.md')})). Three ideas remove that cost."
+    )
+
+
+def gpu_cuda_graph(here: Path) -> str:
+    """The H200 files' `detach` rollout against teacher forcing in 16-mixed, with and without its CUDA graph."""
+    name = "gpu_h200/bench-16-mixed.md"
+    found = next(t for t in tables(name) if t.header[:2] == ["horizon", "regime"])
+    horizons = sorted({c[0] for c in found.rows}, key=int)
+    plain = bench_row(name, horizons[-1], "free_running_detach")
+    graph = [bench_row(name, h, "free_running_detach_cuda_graph")["step ratio"].replace("x", "×") for h in horizons]
+    return (
+        "What they showed: a step of this model on a GPU is launch-bound, so the "
+        f"{horizons[-1]} sequential steps of a `detach` rollout cost {plain['step ratio'].replace('x', '×')} "
+        "teacher forcing's step in 16-mixed; replaying one decode step as a CUDA graph (`--model.cuda_graph true`, "
+        f"tested equal to the cached decode) brings `detach` to {' / '.join(graph)} teacher forcing at horizons "
+        f"{' / '.join(horizons)} in 16-mixed ([`bench-16-mixed.md`]({link(here, 'experiments/results/' + name)}))."
+    )
+
+
 REGIMES = ["teacher forcing", "free running detach", "free running bptt", "scheduled sampling"]
 DEPTH = {"ETTh1": ("depth_etth1.md", "validation MSE"), "M4 Hourly": ("depth_m4_hourly.md", "validation MAE")}
 
@@ -729,6 +765,8 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "depth-floor": depth_floor,
     "depth-use": depth_use,
     "depth-search": depth_search,
+    "naive-memory": naive_memory,
+    "gpu-cuda-graph": gpu_cuda_graph,
 }
 
 

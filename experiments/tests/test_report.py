@@ -64,6 +64,19 @@ def test_no_figure_of_the_readme_prose_is_written_by_hand():
     assert figures <= set(NOT_RESULTS), f"figures outside a generated block: {sorted(figures - set(NOT_RESULTS))}"
 
 
+# Figures of the docs' prose that are not results: default settings, and a target the benchmark was set.
+DOCS_NOT_RESULTS = {"0.1": "a default quantile", "0.5": "a default quantile", "0.9": "a default quantile"}
+DOCS_NOT_RESULTS |= {"0.8": "the default interval", "0.01": "the default weight decay", "1.5": "the benchmark's target"}
+
+
+@pytest.mark.parametrize("page", sorted((REPOSITORY / "docs").glob("*.md")), ids=lambda page: page.name)
+def test_no_figure_of_the_docs_prose_is_written_by_hand(page):
+    figures = hand_written_figures(page.read_text())
+    assert figures <= set(DOCS_NOT_RESULTS), (
+        f"figures outside a generated block: {sorted(figures - set(DOCS_NOT_RESULTS))}"
+    )
+
+
 def test_no_figure_of_the_decoder_depth_section_is_written_by_hand():
     """docs/how-it-works.md's "When free running pays off: decoder depth", up to the next section: every figure of
     the two studies is in a generated block or a table copy."""
