@@ -4,9 +4,11 @@
 
 A page holds a generated paragraph (or table) between two lines, ``<!-- generated: NAME -->`` and
 ``<!-- end generated -->``; NAME is one of ``BLOCKS``, each a function of the files under ``experiments/results/``.
-The pages' copies of whole results tables (``<!-- experiments/results/NAME.md -->`` … ``<!-- end -->``) are
-refreshed by the same command. ``experiments/tests/test_report.py`` regenerates every block and fails on any
-difference, so a figure on a page is the file's and a verdict is the rule's.
+A block's text is wrapped at 116 columns: a table is left as it is, and a text starting with ``- `` is one list
+item, its continuation lines indented. The pages' copies of whole results tables
+(``<!-- experiments/results/NAME.md -->`` … ``<!-- end -->``) are refreshed by the same command.
+``experiments/tests/test_report.py`` regenerates every block and fails on any difference, so a figure on a page is
+the file's and a verdict is the rule's.
 
 The rule (``verdict``): one model's error is *below* another's when every seed of the first is lower than every seed
 of the second (their ranges over seeds do not meet), *above* when every seed is higher, and *level with* it when the
