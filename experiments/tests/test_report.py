@@ -8,6 +8,7 @@ import pytest
 
 from experiments import report
 from experiments.report import Score, verdict
+from experiments.results import TABLE_BLOCK
 from tests.helpers import REPOSITORY
 
 
@@ -49,13 +50,46 @@ NOT_RESULTS = {"3.10": "Python", "2.13": "PyTorch", "4.0": "CC BY-ND", "0.01": "
 NOT_RESULTS |= {"3.4": "make test", "5.0": "make test", "3.7": "make test-slow", "5.3": "make test-slow"}
 
 
-def test_no_figure_of_the_readme_prose_is_written_by_hand():
-    text = (REPOSITORY / "README.md").read_text()
+def hand_written_figures(text: str) -> set[str]:
+    """The decimal figures of a page's prose: outside its generated blocks, its copies of results tables, its code."""
     text = report.BLOCK.sub("", text)
+    text = TABLE_BLOCK.sub("", text)
     text = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
     text = re.sub(r"`[^`]*`", "", text)
-    figures = set(re.findall(r"(?<![\w.])\d+\.\d+(?![\w.]*\d)", text))
+    return set(re.findall(r"(?<![\w.])\d+\.\d+(?![\w.]*\d)", text))
+
+
+def test_no_figure_of_the_readme_prose_is_written_by_hand():
+    figures = hand_written_figures((REPOSITORY / "README.md").read_text())
     assert figures <= set(NOT_RESULTS), f"figures outside a generated block: {sorted(figures - set(NOT_RESULTS))}"
+
+
+# Figures of the docs' prose that are not results: default settings, and a target the benchmark was set.
+DOCS_NOT_RESULTS = {"0.1": "a default quantile", "0.5": "a default quantile", "0.9": "a default quantile"}
+DOCS_NOT_RESULTS |= {"0.8": "the default interval", "0.01": "the default weight decay", "1.5": "the benchmark's target"}
+
+
+@pytest.mark.parametrize("page", sorted((REPOSITORY / "docs").glob("*.md")), ids=lambda page: page.name)
+def test_no_figure_of_the_docs_prose_is_written_by_hand(page):
+    figures = hand_written_figures(page.read_text())
+    assert figures <= set(DOCS_NOT_RESULTS), (
+        f"figures outside a generated block: {sorted(figures - set(DOCS_NOT_RESULTS))}"
+    )
+
+
+def test_no_figure_of_the_decoder_depth_section_is_written_by_hand():
+    """docs/how-it-works.md's "When free running pays off: decoder depth", up to the next section: every figure of
+    the two studies is in a generated block or a table copy."""
+    page = (REPOSITORY / "docs" / "how-it-works.md").read_text()
+    heading = "## When free running pays off: decoder depth\n"
+    assert heading in page
+    section = page.split(heading, 1)[1].split("\n## ", 1)[0]
+    names = {block[2] for block in report.BLOCK.finditer(section)}
+    assert {name for name in report.BLOCKS if name.startswith("depth-")} <= names
+    assert "written by hand" not in report.BLOCK.sub("", section)
+    assert not hand_written_figures(section), (
+        f"figures outside a generated block: {sorted(hand_written_figures(section))}"
+    )
 
 
 def test_rewriting_a_page_needs_overwrite_and_changes_only_its_blocks(tmp_path, capsys):
