@@ -508,6 +508,15 @@ def test_ordinary_trainer_flags_work(flag, tmp_path):
     assert cli("fit", "--config", BASE, *SMALL_MODEL, *quick_fit_arguments(tmp_path), flag) == 0
 
 
+def test_reduce_lr_on_plateau_which_help_offers_trains_stepped_on_the_validation_loss(tmp_path):
+    plateau = ["--model.lr_scheduler=torch.optim.lr_scheduler.ReduceLROnPlateau", "--test_after_fit=false"]
+    two_epochs = [*quick_fit_arguments(tmp_path, steps=4), "--trainer.limit_train_batches=2"]
+    assert cli("fit", "--config", BASE, *two_epochs, *plateau) == 0
+    last = torch.load(only_run(tmp_path) / "checkpoints" / "last.ckpt", weights_only=False)
+    (schedule,) = last["lr_schedulers"]
+    assert 0 < schedule["best"] < float("inf")  # stepped after the first epoch's validation, on its loss
+
+
 def test_the_optimizer_is_the_modules_own_and_not_replaceable_from_the_command_line():
     result = run_cli("fit", "--help")
     assert_ok(result)
