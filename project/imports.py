@@ -37,7 +37,7 @@ _how_to_trust: dict[str, str] = {}  # kind → the option that trusts it (the CL
 
 def trust(class_paths: Iterable[str], how: Mapping[str, str] | None = None) -> None:
     """Let a checkpoint name these classes in this process: the user named them (``how`` says how, for messages)."""
-    _trusted.update(class_paths)
+    _trusted.update([class_paths] if isinstance(class_paths, str) else class_paths)  # a string is one name
     _how_to_trust.update(how or {})
 
 

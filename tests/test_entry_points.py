@@ -198,3 +198,13 @@ def test_the_python_api_still_loads_a_checkpoint_of_the_projects_classes(user_ru
 
     model = Forecaster.load_from_checkpoint(user_run[2], map_location="cpu")
     assert type(model).__name__ == "Forecaster"
+
+
+@pytest.mark.parametrize("names", ["fractions.Fraction", ["fractions.Fraction"]])
+def test_trust_takes_one_class_path_as_a_string_or_a_list_of_them(names):
+    from project.imports import checkpoint_class, trust
+
+    with pytest.raises(InputError, match="outside this project; nothing was imported"):
+        checkpoint_class("fractions.Fraction", "network", "")
+    trust(names)  # a string is that one name, not its letters
+    assert checkpoint_class("fractions.Fraction", "network", "").__name__ == "Fraction"
