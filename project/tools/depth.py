@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from project.errors import reported_in_one_line
+from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
 from project.tools.etth1 import SEASON, measure_baselines, statistical_row
 from project.tools.results import (
@@ -202,6 +202,10 @@ def cell_row(runs: list[Path], monitor: str) -> dict:
     row["seconds"], row["best_epoch"] = [], []
     for run in runs:
         curves = read_scalars(run)
+        tags = [monitor, *(f"val/{tag}" for tag in ("mse", "mae", "loss", "loss_teacher_forced")), "test/mse"]
+        missing = [tag for tag in dict.fromkeys(tags) if tag not in curves]
+        if missing:  # a run that never validated (or tested) has no checkpoint the study can score
+            raise InputError(f"{run}: the run logged no {', '.join(missing)}; a study's runs validate and test")
         chosen = curves[monitor].idxmin()  # the step of the best checkpoint
         for key, tag in (
             ("val_mse", "mse"),
