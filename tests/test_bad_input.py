@@ -107,6 +107,15 @@ DATA_CASES = {  # name → (data arguments given the test folder, expected messa
         lambda t, c: data(t, with_value(frame_of_row_numbers(), 5, "time", "2020-01-01 04:00:00")),
         r"column 'time' has duplicate timestamps; row 5 repeats 2020-01-01 04:00:00",
     ),
+    "several series without their id columns": (
+        lambda t, c: panel(t, None, "--data.id_columns=null"),
+        r"row 60 \(2020-01-01 00:00:00\) comes before row 59 \(2020-01-03 11:00:00\); several series in one table\? "
+        r"name the columns that identify them in id_columns$",
+    ),
+    "the embedded panel without its id columns": (
+        lambda t, c: ["--data.synthetic=panel"],
+        r"^(data\.)?synthetic panel holds 36 series, one per store and product; set id_columns=\[store, product\]",
+    ),
     "unsorted timestamps": (
         lambda t, c: data(t, frame_of_row_numbers().iloc[[0, 2, 1, *range(3, 200)]]),
         r"must be sorted in increasing time; row 2 \(2020-01-01 01:00:00\) comes before row 1",

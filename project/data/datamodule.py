@@ -113,6 +113,11 @@ class WindowDataModule(L.LightningDataModule):
         if source is None:
             time_column = time_column or ("timestamp" if synthetic == "series" else "date")
             self.source_name = f"synthetic {synthetic}"
+            if synthetic == "panel" and not id_columns:  # its 36 series share their dates
+                raise InputError(
+                    "synthetic panel holds 36 series, one per store and product; set id_columns=[store, product] "
+                    "(configs/panel.yaml does)"
+                )
         elif synthetic != "series":  # the source named whole: a cut path would name another file
             named = DATAFRAME_SOURCE if isinstance(source, pd.DataFrame) else self.hparams["source"]
             raise InputError(f"synthetic chooses the embedded data; data.source={named} is read instead")
