@@ -8,7 +8,7 @@ fragment below to jsonargparse's wording.
 from __future__ import annotations
 
 import contextlib
-import functools
+import os
 import re
 from collections.abc import Iterator, Mapping
 
@@ -41,8 +41,17 @@ NETWORK_OPTIONS = (
 )
 
 
-# jsonargparse's YAML loader (configs, inline configs and values) with bounded_yaml's bounds.
-set_loader("yaml", functools.partial(bounded_yaml, source="a config", load=get_loader("yaml")))
+_load_yaml = get_loader("yaml")
+
+
+def _bounded_config(text: str, path: object = None) -> object:
+    """jsonargparse's YAML loader with ``bounded_yaml``'s bounds, naming the file jsonargparse read it from (a
+    ``--config`` file; inline configs and values have none)."""
+    # jsonargparse gives a file's name and reads it from the file's own folder (its rule for relative paths)
+    return bounded_yaml(text, source=os.path.abspath(path) if path else "a config", load=_load_yaml)
+
+
+set_loader("yaml", _bounded_config)  # configs, inline configs and values
 
 
 class ForecastArgumentParser(LightningArgumentParser):

@@ -381,6 +381,22 @@ def test_a_config_that_expands_past_its_bound_is_refused_in_one_line_at_once(tmp
     assert "a settings file holds at most" in one_line_error(capsys)
 
 
+def test_a_config_nested_too_deeply_or_past_a_bound_names_its_file(tmp_path, capsys):
+    deep, deeper = tmp_path / "deep.yaml", tmp_path / "deeper.yaml"
+    deep.write_text("seed_everything: 1\ndata:\n" + "".join(f"{'  ' * (i + 1)}k{i}:\n" for i in range(150)))
+    assert cli("fit", "--config", BASE, "--config", str(deep), "--trainer.logger=false") == 2
+    assert one_line_error(capsys) == (
+        f"error: {deep}: nested deeper than 100 levels; a settings file nests at most that deep"
+    )
+    deeper.write_text("seed_everything: 1\ndata:\n" + "- " * 3000 + "x\n")  # past the YAML parser's own limit
+    assert cli("fit", "--config", BASE, "--config", str(deeper), "--trainer.logger=false") == 2
+    assert one_line_error(capsys).startswith(f"error: {deeper}: not a YAML file this project reads")
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("seed_everything: 1\n" + "# padding\n" * 200_000)
+    assert cli("fit", "--config", BASE, "--config", str(huge), "--trainer.logger=false") == 2
+    assert one_line_error(capsys).startswith(f"error: {huge}: 2000019 characters; a settings file holds at most")
+
+
 def test_the_logger_values_mean_what_lightning_says(tmp_path, monkeypatch, capsys):
     """false and [] log nothing and leave no file (no data cache either); null is Lightning's default logger, so its
     run keeps its checkpoints."""

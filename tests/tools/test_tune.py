@@ -304,7 +304,10 @@ def test_a_file_a_search_space_chooses_from_is_never_the_output_even_with_overwr
         ("model.network.init_args.dropout: {float: [0.0, 0.3]\n", "not a YAML file this project reads"),
         ("seed: !!python/object/apply:os.system ['true']\n", "not a YAML file this project reads"),
         ("- a list, not a mapping\n", "a search space maps options to their ranges"),
+        ("seed:\n" + "- " * 3000 + "x\n", "space.yaml: nested deeper than 100 levels"),
+        ("seed: " + "{a: " * 150 + "1" + "}" * 150 + "\n", "space.yaml: nested deeper than 100 levels"),
     ],
+    ids=["malformed", "code", "a-list", "too-deep-for-the-parser", "too-deep"],
 )
 def test_a_malformed_or_code_carrying_search_space_is_one_line(tmp_path, capsys, text, message):
     space = tmp_path / "space.yaml"
