@@ -364,6 +364,19 @@ def test_a_run_folder_or_checkpoint_name_too_long_is_refused_before_training(opt
     assert not list(tmp_path.rglob("*.ckpt"))
 
 
+def test_a_checkpoint_filename_that_expands_past_the_file_systems_limit_is_refused_before_training(tmp_path, capsys):
+    template = "x" * 150 + "-{step:0120d}"  # 164 characters; 276 bytes once the step is filled in, with .ckpt
+    code = cli("fit", "--config", BASE, *quick_fit_arguments(tmp_path), f"--checkpoint.filename={template}")
+    assert code == 2
+    assert one_line_error(capsys) == (
+        f"error: checkpoint.filename={template[:60]}… expands to a name of 276 bytes (at epoch 1000000, step "
+        "1000000000); a file name has at most 255"
+    )
+    assert not list(tmp_path.rglob("*.ckpt"))
+    assert cli("fit", "--config", BASE, *quick_fit_arguments(tmp_path), "--checkpoint.filename={step:zz}") == 2
+    assert one_line_error(capsys).startswith("error: checkpoint.filename={step:zz} cannot be filled in (")
+
+
 def test_a_config_that_expands_past_its_bound_is_refused_in_one_line_at_once(tmp_path, capsys):
     """A YAML alias "bomb": nine lines that expand to 9**9 strings (minutes and a MemoryError, unbounded)."""
     lines, previous = ["a: &a [x, x, x, x, x, x, x, x, x]"], "a"

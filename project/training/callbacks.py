@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project.errors import InputError
-from project.files import check_name_lengths
+from project.files import NAME_MAX, check_name_lengths
 from project.run_folders import find_last_checkpoint
 
 EXIT_SIGTERM = 143  # 128 + SIGTERM's number: what schedulers expect of a terminated job
@@ -63,8 +64,22 @@ class ForecastCheckpoint(ModelCheckpoint):
                     "checkpoint.save_last=link would make last.ckpt a link to the newest top-k checkpoint, not the "
                     "latest state ForecastCheckpoint keeps; use save_last: true (the latest state) or false (none)"
                 )
-            # A name too long for the file system is refused now, not when the first checkpoint is saved.
+            # A name too long for the file system is refused now, not when the first checkpoint is saved: the
+            # template expanded as for a long run (epoch 10**6, step 10**9, a metric of many digits).
             check_name_lengths(f"{self.filename or 'checkpoint'}{self.FILE_EXTENSION}", "checkpoint.filename")
+            sample = {"epoch": 10**6, "step": 10**9}
+            if self.monitor:
+                sample[self.monitor] = torch.tensor(-1.2345678e-10)
+            try:
+                expanded = Path(self.format_checkpoint_name(sample))
+            except (KeyError, IndexError, TypeError, ValueError) as error:
+                raise InputError(f"checkpoint.filename={self.filename} cannot be filled in ({error})") from None
+            longest = max(len(os.fsencode(part)) for part in expanded.parts[len(Path(self.dirpath or "").parts) :])
+            if longest > NAME_MAX:
+                raise InputError(
+                    f"checkpoint.filename={(self.filename or '')[:60]}… expands to a name of {longest} bytes (at epoch "
+                    f"{10**6}, step {10**9}); a file name has at most {NAME_MAX}"
+                )
             self.keep_latest, self.save_last = bool(self.save_last), False
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
