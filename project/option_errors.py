@@ -31,6 +31,9 @@ NONE_ATTEMPT = "Expected a <class 'NoneType'>"  # the attempt for `None`, never 
 CLASS_PROBLEM = "Problem with given class_path '"  # `Problem with given class_path 'X':`
 GIVEN_VALUE = "Given value: "
 NOT_ACCEPTED = "is not accepted"  # `Option 'hidden_size' is not accepted`: not an argument of the class
+GOT_VALUE = ". Got value: "  # `Given value: abc. Got value: Namespace(…)`: what the class was given, after the value
+NESTED_VALUE = re.compile(r"NestedArg\(key='([^']+)', val=(.+)\)")  # the value of `Given value: NestedArg(…)`
+FIRST_KEY = re.compile(re.escape(KEY) + "(.+?)" + re.escape(KEY_END))  # the option an error line opens with
 QUOTED_CLASS_PATH = re.compile(re.escape(CLASS_PROBLEM) + "([^']+)':")  # X of `Problem with given class_path 'X':`
 KEY_LINE = re.compile(re.escape(KEY) + "(.+)" + re.escape(KEY_END))  # network of `Parser key "network":`
 # Why a network option is not accepted, when the user meant a checkpoint's network.
@@ -95,6 +98,20 @@ def readable_error(message: str) -> str:
             lines = [lines[0].removesuffix(KEY_END) + f".init_args.{inner[1]}{KEY_END}", *lines[3:]]
         return "\n  ".join(lines)
     return f"{KEY}{section}{KEY_END} {' '.join(rest)} ({quoted[1]})"
+
+
+def option_and_value(line: str) -> str:
+    """A bad option's one-line error as the option and the value refused (``trainer.precision=bogus is refused``),
+    for a summary of many errors (a study's failed trials); a line without the value given, as it is."""
+    keys = FIRST_KEY.findall(line)
+    if not line.startswith(KEY) or GIVEN_VALUE not in line:
+        return line
+    # The innermost option named, as a config names it: an argument of a class given by class_path is under init_args.
+    option = keys[0] if len(keys) == 1 else f"{keys[0]}.init_args.{keys[-1]}"
+    given = line.rpartition(GIVEN_VALUE)[2].partition(GOT_VALUE)[0].strip()
+    if nested := NESTED_VALUE.fullmatch(given):  # an argument of the section's class, keyed below the section
+        option, given = f"{option.split('.')[0]}.{nested[1]}", nested[2].strip("'")
+    return f"{option}={given} is refused"
 
 
 @contextlib.contextmanager

@@ -207,6 +207,21 @@ def test_a_study_whose_every_trial_is_refused_ends_in_one_line_naming_the_first_
     assert [trial.state for trial in load(tmp_path).trials] == [FAIL, FAIL]
 
 
+@pytest.mark.parametrize(
+    ("refused", "named"),
+    [
+        ("--trainer.precision=bogus", "trainer.precision=bogus is refused"),
+        ("--model.optimizer.init_args.lr=abc", "model.optimizer.init_args.lr=abc is refused"),
+    ],
+)
+def test_a_study_refused_for_a_union_option_names_the_option_and_value_not_the_union(refused, named, tmp_path, capsys):
+    arguments = ["--config", BASE, "--search", float_space(tmp_path), "--logs", tmp_path / "logs", "--study", "tiny"]
+    assert exit_code(*arguments, "--trials", "1", refused) == 2
+    assert last_line(capsys.readouterr().err) == (
+        f"error: all 1 trials of study 'tiny' failed; the first failure, trial 0: {named}"
+    )
+
+
 @pytest.mark.parametrize("output", ["search space", "database", "database of --storage", "config"])
 def test_an_output_that_is_an_input_is_refused_even_with_overwrite_and_stays_as_it_was(tmp_path, capsys, output):
     space, base = float_space(tmp_path), tmp_path / "base.yaml"
