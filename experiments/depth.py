@@ -57,7 +57,7 @@ from experiments.results import (
     write_table,
 )
 from experiments.statistical import STATISTICAL_MODELS, statistical_label, statistical_model
-from project.errors import reported_in_one_line
+from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
 from project.tools.stamp import hardware
 from project.training.regimes import REGIMES, regime_arguments
@@ -204,6 +204,10 @@ def cell_row(runs: list[Path], monitor: str) -> dict:
     row["seconds"], row["best_epoch"] = [], []
     for run in runs:
         curves = read_scalars(run)
+        tags = [monitor, *(f"val/{tag}" for tag in ("mse", "mae", "loss", "loss_teacher_forced")), "test/mse"]
+        missing = [tag for tag in dict.fromkeys(tags) if tag not in curves]
+        if missing:  # a run that never validated (or tested) has no checkpoint the study can score
+            raise InputError(f"{run}: the run logged no {', '.join(missing)}; a study's runs validate and test")
         chosen = curves[monitor].idxmin()  # the step of the best checkpoint
         for key, tag in (
             ("val_mse", "mse"),

@@ -20,7 +20,7 @@ from project.imports import CLI_TRUST, trust
 from project.model import resolved_patch_length
 from project.option_errors import ForecastArgumentParser, named_for_the_config
 from project.training.calibration import IntervalCalibration
-from project.training.callbacks import ForecastCheckpoint, RandomState, exit_after_sigterm
+from project.training.callbacks import EXIT_SIGINT, EXIT_SIGTERM, ForecastCheckpoint, RandomState, exit_after_signal
 from project.training.figures import ForecastFigures
 from project.training.module import Forecaster, longest_sequence
 from project.training.naive_comparison import NaiveComparison
@@ -189,7 +189,14 @@ def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None)
                 save_config_kwargs={"overwrite": True},  # before_fit refuses an existing run folder itself
             )
     except SIGTERMException as stopped:
-        exit_after_sigterm(stopped)
+        exit_after_signal(stopped, "SIGTERM", EXIT_SIGTERM)
+    except KeyboardInterrupt as stopped:  # Ctrl-C before or after Lightning's loops
+        exit_after_signal(stopped, "Ctrl-C", EXIT_SIGINT)
+    except SystemExit as stopped:
+        # Lightning ends a run stopped by Ctrl-C with exit code 1, raised while it handles the KeyboardInterrupt.
+        if isinstance(stopped.__context__, KeyboardInterrupt):
+            exit_after_signal(stopped.__context__, "Ctrl-C", EXIT_SIGINT)
+        raise
 
 
 if __name__ == "__main__":

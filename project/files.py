@@ -6,6 +6,7 @@ one line, not minutes of work.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Callable, Iterable
@@ -21,6 +22,7 @@ NAME_MAX = 255  # bytes in one file or folder name, on Linux, macOS and Windows 
 # nine nested aliases expands to 9**9 values while its text is a few hundred bytes).
 MAX_SETTINGS_CHARACTERS = 1_000_000
 MAX_SETTINGS_VALUES = 100_000
+MAX_SETTINGS_DEPTH = 100  # levels of nesting: a config has a handful
 
 
 def check_output(path: str | Path, inputs: Inputs = (), overwrite: bool = False) -> Path:
@@ -88,28 +90,35 @@ def check_folder_writable(folder: str | Path, option: str = "") -> None:
 
 
 def bounded_yaml(text: str, source: str = "settings", load: Callable[[str], object] = yaml.safe_load) -> object:
-    """``text`` read as YAML by ``load``, refused in one line when longer than ``MAX_SETTINGS_CHARACTERS``, when it
-    is not YAML, or when it expands (through aliases) to more than ``MAX_SETTINGS_VALUES`` values; ``source`` names
-    it in the messages."""
+    """``text`` read as YAML (or JSON, with ``load=json.loads``) by ``load``, refused in one line when longer than
+    ``MAX_SETTINGS_CHARACTERS``, when it does not parse, when it nests deeper than ``MAX_SETTINGS_DEPTH`` or when it
+    expands (through aliases) to more than ``MAX_SETTINGS_VALUES`` values; ``source`` names it in the messages."""
     if len(text) > MAX_SETTINGS_CHARACTERS:
         raise InputError(f"{source}: {len(text)} characters; a settings file holds at most {MAX_SETTINGS_CHARACTERS}")
+    nested = f"{source}: nested deeper than {MAX_SETTINGS_DEPTH} levels; a settings file nests at most that deep"
     try:
         value = load(text)
     except yaml.YAMLError as error:
         reason = " ".join(str(error).split())[:160]
         raise InputError(f"{source}: not a YAML file this project reads ({reason})") from None
-    pending, seen = [value], 0
+    except json.JSONDecodeError as error:
+        raise InputError(f"{source}: not a JSON file this project reads ({error})") from None
+    except RecursionError:  # the parsers recurse once a level
+        raise InputError(nested) from None
+    pending, seen = [(value, 1)], 0
     while pending:  # each value once per path to it: what anything that walks the settings would visit
-        item = pending.pop()
+        item, depth = pending.pop()
         seen += 1
         if seen > MAX_SETTINGS_VALUES:
             raise InputError(
                 f"{source}: expands to more than {MAX_SETTINGS_VALUES} values (YAML aliases that repeat each other?)"
             )
+        if depth > MAX_SETTINGS_DEPTH:  # what walks the settings recursively (the parser, a search) stays in bounds
+            raise InputError(nested)
         if isinstance(item, dict):
-            pending.extend(item.values())
+            pending.extend((child, depth + 1) for child in item.values())
         elif isinstance(item, list):
-            pending.extend(item)
+            pending.extend((child, depth + 1) for child in item)
     return value
 
 

@@ -52,10 +52,8 @@ _how_to_trust: dict[str, str] = {}  # kind → the option that trusts it (the CL
 
 def trust(class_paths: Iterable[str], how: Mapping[str, str] | None = None) -> None:
     """Let a checkpoint name these import paths in this process: the user named them (``how`` says how, for
-    messages)."""
-    if isinstance(class_paths, str):
-        raise TypeError(f"trust takes a list of import paths, not one string: trust([{class_paths!r}])")
-    _trusted.update(class_paths)
+    messages); a string is one path."""
+    _trusted.update([class_paths] if isinstance(class_paths, str) else class_paths)
     _how_to_trust.update(how or {})
 
 

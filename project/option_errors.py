@@ -8,7 +8,7 @@ fragment below to jsonargparse's wording.
 from __future__ import annotations
 
 import contextlib
-import functools
+import os
 import re
 from collections.abc import Iterator, Mapping
 
@@ -31,6 +31,9 @@ NONE_ATTEMPT = "Expected a <class 'NoneType'>"  # the attempt for `None`, never 
 CLASS_PROBLEM = "Problem with given class_path '"  # `Problem with given class_path 'X':`
 GIVEN_VALUE = "Given value: "
 NOT_ACCEPTED = "is not accepted"  # `Option 'hidden_size' is not accepted`: not an argument of the class
+GOT_VALUE = ". Got value: "  # `Given value: abc. Got value: Namespace(…)`: what the class was given, after the value
+NESTED_VALUE = re.compile(r"NestedArg\(key='([^']+)', val=(.+)\)")  # the value of `Given value: NestedArg(…)`
+FIRST_KEY = re.compile(re.escape(KEY) + "(.+?)" + re.escape(KEY_END))  # the option an error line opens with
 QUOTED_CLASS_PATH = re.compile(re.escape(CLASS_PROBLEM) + "([^']+)':")  # X of `Problem with given class_path 'X':`
 KEY_LINE = re.compile(re.escape(KEY) + "(.+)" + re.escape(KEY_END))  # network of `Parser key "network":`
 # Why a network option is not accepted, when the user meant a checkpoint's network.
@@ -41,8 +44,17 @@ NETWORK_OPTIONS = (
 )
 
 
-# jsonargparse's YAML loader (configs, inline configs and values) with bounded_yaml's bounds.
-set_loader("yaml", functools.partial(bounded_yaml, source="a config", load=get_loader("yaml")))
+_load_yaml = get_loader("yaml")
+
+
+def _bounded_config(text: str, path: object = None) -> object:
+    """jsonargparse's YAML loader with ``bounded_yaml``'s bounds, naming the file jsonargparse read it from (a
+    ``--config`` file; inline configs and values have none)."""
+    # jsonargparse gives a file's name and reads it from the file's own folder (its rule for relative paths)
+    return bounded_yaml(text, source=os.path.abspath(path) if path else "a config", load=_load_yaml)
+
+
+set_loader("yaml", _bounded_config)  # configs, inline configs and values
 
 
 class ForecastArgumentParser(LightningArgumentParser):
@@ -86,6 +98,20 @@ def readable_error(message: str) -> str:
             lines = [lines[0].removesuffix(KEY_END) + f".init_args.{inner[1]}{KEY_END}", *lines[3:]]
         return "\n  ".join(lines)
     return f"{KEY}{section}{KEY_END} {' '.join(rest)} ({quoted[1]})"
+
+
+def option_and_value(line: str) -> str:
+    """A bad option's one-line error as the option and the value refused (``trainer.precision=bogus is refused``),
+    for a summary of many errors (a study's failed trials); a line without the value given, as it is."""
+    keys = FIRST_KEY.findall(line)
+    if not line.startswith(KEY) or GIVEN_VALUE not in line:
+        return line
+    # The innermost option named, as a config names it: an argument of a class given by class_path is under init_args.
+    option = keys[0] if len(keys) == 1 else f"{keys[0]}.init_args.{keys[-1]}"
+    given = line.rpartition(GIVEN_VALUE)[2].partition(GOT_VALUE)[0].strip()
+    if nested := NESTED_VALUE.fullmatch(given):  # an argument of the section's class, keyed below the section
+        option, given = f"{option.split('.')[0]}.{nested[1]}", nested[2].strip("'")
+    return f"{option}={given} is refused"
 
 
 @contextlib.contextmanager

@@ -34,6 +34,11 @@ def with_value(frame: pd.DataFrame, row: int, column: str, value) -> pd.DataFram
     return frame
 
 
+def wide_table(columns: int) -> str:
+    """A CSV of three rows and ``columns`` numeric columns."""
+    return "\n".join([",".join(f"c{i}" for i in range(columns)), *[",".join(["1.5"] * columns)] * 3]) + "\n"
+
+
 def data(tmp: Path, frame: pd.DataFrame | None = None, *extra: str, name: str = "series.csv") -> list[str]:
     """Arguments for a fit on ``frame`` (written as a CSV) with a time column 'time'."""
     frame = frame_of_row_numbers() if frame is None else frame
@@ -67,6 +72,10 @@ DATA_CASES = {  # name → (data arguments given the test folder, expected messa
     "wrong suffix": (lambda t, c: [f"--data.source={__file__}"], r"expected a .csv or .parquet file; got '.py'"),
     "empty file": (lambda t, c: [f"--data.source={file(t / 'e.csv', '')}"], r"the file is empty"),
     "header only": (lambda t, c: [f"--data.source={file(t / 'h.csv', 'time,a' + chr(10))}"], r"the table has no rows"),
+    "a table too wide": (
+        lambda t, c: [f"--data.source={file(t / 'wide.csv', wide_table(10_001))}"],
+        r"wide.csv: 10001 columns; a table holds at most 10000$",
+    ),
     "unknown column": (lambda t, c: data(t, None, "--data.target_columns=[c0, nope]"), r"column 'nope' not found"),
     "unknown time column": (lambda t, c: [*data(t), "--data.time_column=when"], r"column 'when' not found"),
     "non-numeric target": (
@@ -97,6 +106,15 @@ DATA_CASES = {  # name → (data arguments given the test folder, expected messa
     "duplicate timestamps": (
         lambda t, c: data(t, with_value(frame_of_row_numbers(), 5, "time", "2020-01-01 04:00:00")),
         r"column 'time' has duplicate timestamps; row 5 repeats 2020-01-01 04:00:00",
+    ),
+    "several series without their id columns": (
+        lambda t, c: panel(t, None, "--data.id_columns=null"),
+        r"row 60 \(2020-01-01 00:00:00\) comes before row 59 \(2020-01-03 11:00:00\); several series in one table\? "
+        r"name the columns that identify them in id_columns$",
+    ),
+    "the embedded panel without its id columns": (
+        lambda t, c: ["--data.synthetic=panel"],
+        r"^(data\.)?synthetic panel holds 36 series, one per store and product; set id_columns=\[store, product\]",
     ),
     "unsorted timestamps": (
         lambda t, c: data(t, frame_of_row_numbers().iloc[[0, 2, 1, *range(3, 200)]]),

@@ -397,14 +397,72 @@ def test_ctrl_c_saves_the_current_step_and_says_how_to_continue(tmp_path):
     ]
     arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=6)]
     result = run_cli("fit", "--config", BASE, *arguments, *interrupt)
-    assert result.returncode != 0
+    assert result.returncode == 130  # 128 + SIGINT, as a shell reports a job stopped by Ctrl-C
     run = only_run(tmp_path)
-    assert (
-        f"stopped by Ctrl-C; {run / 'checkpoints' / 'last.ckpt'} holds the current step; continue with --ckpt_path last"
-    ) in result.stderr
+    assert last_line(result.stderr) == (
+        f"error: stopped by Ctrl-C; {run / 'checkpoints' / 'last.ckpt'} holds the current step; continue with "
+        "--ckpt_path last"
+    )
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 3
     assert_ok(run_cli("fit", "--config", BASE, *arguments, "--ckpt_path=last"))
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 6
+
+
+def stop_at(step: int, signal_name: str) -> list[str]:
+    """A callback that sends this run's process ``signal_name`` after optimizer step ``step``."""
+    return [
+        "--trainer.callbacks+=tests.test_training.Terminate",
+        f"--trainer.callbacks.step={step}",
+        f"--trainer.callbacks.signal_name={signal_name}",
+    ]
+
+
+RESUMABLE = ["--trainer.limit_train_batches=5", "--test_after_fit=false"]  # 9 steps: epochs of 5 steps, dropout on
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_weights(tmp_path_factory) -> dict:
+    """The final weights of a CLI fit of 9 steps on the embedded data, never interrupted."""
+    log_dir = tmp_path_factory.mktemp("uninterrupted")
+    assert_ok(run_cli("fit", "--config", BASE, *quick_fit_arguments(log_dir, steps=9), *RESUMABLE))
+    return torch.load(only_run(log_dir) / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("signal_name", "step", "exit_code"),
+    [("SIGINT", 3, 130), ("SIGTERM", 7, 143), ("SIGTERM", 5, 143)],
+    ids=["ctrl-c-mid-epoch", "sigterm-mid-epoch", "sigterm-at-the-end-of-an-epoch"],
+)
+def test_a_fit_stopped_by_a_signal_and_resumed_from_the_cli_ends_on_the_uninterrupted_weights_bit_for_bit(
+    uninterrupted_weights, signal_name, step, exit_code, tmp_path
+):
+    arguments = ["fit", "--config", BASE, *quick_fit_arguments(tmp_path, steps=9), *RESUMABLE]
+    assert run_cli(*arguments, *stop_at(step, signal_name)).returncode == exit_code
+    last = only_run(tmp_path) / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=False)["global_step"] == step
+    assert_ok(run_cli(*arguments, "--ckpt_path=last"))
+    resumed = torch.load(last, weights_only=False)
+    assert resumed["global_step"] == 9
+    assert resumed["state_dict"].keys() == uninterrupted_weights.keys()
+    for name, expected in uninterrupted_weights.items():
+        assert torch.equal(resumed["state_dict"][name], expected), name
+
+
+@pytest.mark.slow
+def test_ctrl_c_with_the_logger_off_advises_the_checkpoints_path_and_that_command_continues(tmp_path):
+    folder = tmp_path / "checkpoints"
+    arguments = [a for a in quick_fit_arguments(tmp_path, steps=4) if "logger" not in a]
+    arguments += ["--trainer.logger=false", f"--checkpoint.dirpath={folder}", "--test_after_fit=false"]
+    result = run_cli("fit", "--config", BASE, *arguments, *stop_at(2, "SIGINT"))
+    assert result.returncode == 130
+    assert last_line(result.stderr) == (
+        f"error: stopped by Ctrl-C; {folder / 'last.ckpt'} holds the current step; continue with --ckpt_path "
+        f"{folder / 'last.ckpt'}"
+    )
+    advice = shlex.split(last_line(result.stderr).split("continue with ")[1])
+    assert_ok(run_cli("fit", "--config", BASE, *arguments, *advice))
+    assert torch.load(folder / "last.ckpt", weights_only=False)["global_step"] == 4
 
 
 def test_sigterm_with_checkpointing_off_says_that_no_checkpoint_holds_the_step(tmp_path):
@@ -448,6 +506,15 @@ def test_training_with_checkpointing_turned_off_tests_the_last_weights_and_says_
 @pytest.mark.parametrize("flag", ["--trainer.fast_dev_run=true", "--trainer.max_time=00:00:00:20"])
 def test_ordinary_trainer_flags_work(flag, tmp_path):
     assert cli("fit", "--config", BASE, *SMALL_MODEL, *quick_fit_arguments(tmp_path), flag) == 0
+
+
+def test_reduce_lr_on_plateau_which_help_offers_trains_stepped_on_the_validation_loss(tmp_path):
+    plateau = ["--model.lr_scheduler=torch.optim.lr_scheduler.ReduceLROnPlateau", "--test_after_fit=false"]
+    two_epochs = [*quick_fit_arguments(tmp_path, steps=4), "--trainer.limit_train_batches=2"]
+    assert cli("fit", "--config", BASE, *two_epochs, *plateau) == 0
+    last = torch.load(only_run(tmp_path) / "checkpoints" / "last.ckpt", weights_only=False)
+    (schedule,) = last["lr_schedulers"]
+    assert 0 < schedule["best"] < float("inf")  # stepped after the first epoch's validation, on its loss
 
 
 def test_the_optimizer_is_the_modules_own_and_not_replaceable_from_the_command_line():

@@ -210,3 +210,15 @@ def test_a_distribution_asking_for_an_impossible_head_is_one_line_before_any_lay
 
     with pytest.raises(InputError, match=r"^Odd.n_parameters must be an integer in 1..1024"):
         ForecastTransformer(distribution=Odd())
+
+
+@pytest.mark.parametrize("index", [2, -1, 0.5, None])
+def test_a_point_index_outside_the_distributions_parameters_is_one_line_when_the_network_is_built(index):
+    class Odd(PointForecast):
+        n_parameters, point_index = 2, index
+
+    with pytest.raises(InputError) as refused:
+        ForecastTransformer(distribution=Odd())
+    assert str(refused.value) == (
+        f"Odd.point_index must be an integer in 0..1 (one of its n_parameters=2 parameters); got {index!r}"
+    )

@@ -161,6 +161,52 @@ def test_what_lightning_refuses_of_its_own_options_is_one_line(option, message, 
     assert message in last_line(error)
 
 
+SGD = ["--model.optimizer=torch.optim.SGD", "--model.optimizer.init_args.lr=0.1"]
+STEP_LR = "--model.lr_scheduler=torch.optim.lr_scheduler.StepLR"
+
+
+@pytest.mark.parametrize(
+    ("options", "line"),
+    [
+        (
+            ["--model.optimizer.init_args.lr=-0.01"],
+            "model.optimizer torch.optim.AdamW(lr=-0.01) is refused: Invalid learning rate: -0.01",
+        ),
+        (
+            ["--model.optimizer.init_args.lr=1e308"],  # torch takes it, then fails inside the first step
+            "model.optimizer torch.optim.AdamW(lr=1e+308) is refused: lr=1e+308 must be a finite number within the "
+            "range of the parameters' torch.float32 (at most 3.4e+38)",
+        ),
+        (
+            [*SGD, "--model.optimizer.init_args.momentum=-1"],
+            "model.optimizer torch.optim.SGD(lr=0.1, momentum=-1.0, weight_decay=0.01) is refused: Invalid momentum "
+            "value: -1.0",
+        ),
+        (
+            ["--model.lr_scheduler=torch.optim.lr_scheduler.LRScheduler"],
+            "model.lr_scheduler torch.optim.lr_scheduler.LRScheduler() is refused: NotImplementedError (an abstract "
+            "class: name one that implements it)",
+        ),
+        (
+            [STEP_LR, "--model.lr_scheduler.init_args.step_size=0"],  # torch takes it, then divides by it
+            "model.lr_scheduler torch.optim.lr_scheduler.StepLR(step_size=0) fails on its first step: integer modulo "
+            "by zero",
+        ),
+        (["--trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches=0 must be an integer ≥ 1"),
+    ],
+    ids=["negative-lr", "lr-beyond-float32", "negative-momentum", "abstract-scheduler", "step-size-0", "accumulate-0"],
+)
+def test_an_optimizer_schedule_or_accumulation_that_cannot_train_is_one_line_before_training(
+    options, line, tmp_path, capsys
+):
+    quick = ["--trainer.logger=false", "--trainer.max_steps=1", f"--checkpoint.dirpath={tmp_path}"]
+    assert cli("fit", "--config", BASE, *quick, *options) == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error
+    assert last_line(error) == f"error: {line}"
+    assert not list(tmp_path.iterdir())  # refused before the first step: no checkpoint
+
+
 def test_an_accelerator_this_machine_lacks_is_refused_in_one_line(capsys):
     pytest.importorskip("torch").cuda.is_available() and pytest.skip("this machine has a GPU")
     assert cli("fit", "--config", BASE, "--trainer.logger=false", "--trainer.accelerator=gpu") == 2

@@ -317,3 +317,13 @@ def test_the_parser_imports_nothing_the_walk_over_the_checkpoint_did_not_pass(us
     assert "model_utils.f" in capsys.readouterr().err
     assert not (tmp_path / "IMPORTED").exists()
     assert "model_utils" not in sys.modules
+
+
+@pytest.mark.parametrize("names", ["fractions.Fraction", ["fractions.Fraction"]])
+def test_trust_takes_one_class_path_as_a_string_or_a_list_of_them(names):
+    from project.imports import checkpoint_class, trust
+
+    with pytest.raises(InputError, match="outside this project; nothing was imported"):
+        checkpoint_class("fractions.Fraction", "network", "")
+    trust(names)  # a string is that one name, not its letters
+    assert checkpoint_class("fractions.Fraction", "network", "").__name__ == "Fraction"

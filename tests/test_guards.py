@@ -366,6 +366,19 @@ def test_a_run_folder_or_checkpoint_name_too_long_is_refused_before_training(opt
     assert not list(tmp_path.rglob("*.ckpt"))
 
 
+def test_a_checkpoint_filename_that_expands_past_the_file_systems_limit_is_refused_before_training(tmp_path, capsys):
+    template = "x" * 150 + "-{step:0120d}"  # 164 characters; 276 bytes once the step is filled in, with .ckpt
+    code = cli("fit", "--config", BASE, *quick_fit_arguments(tmp_path), f"--checkpoint.filename={template}")
+    assert code == 2
+    assert one_line_error(capsys) == (
+        f"error: checkpoint.filename={template[:60]}… expands to a name of 276 bytes (at epoch 1000000, step "
+        "1000000000); a file name has at most 255"
+    )
+    assert not list(tmp_path.rglob("*.ckpt"))
+    assert cli("fit", "--config", BASE, *quick_fit_arguments(tmp_path), "--checkpoint.filename={step:zz}") == 2
+    assert one_line_error(capsys).startswith("error: checkpoint.filename={step:zz} cannot be filled in (")
+
+
 def test_a_config_that_expands_past_its_bound_is_refused_in_one_line_at_once(tmp_path, capsys):
     """A YAML alias "bomb": nine lines that expand to 9**9 strings (minutes and a MemoryError, unbounded)."""
     lines, previous = ["a: &a [x, x, x, x, x, x, x, x, x]"], "a"
@@ -381,6 +394,22 @@ def test_a_config_that_expands_past_its_bound_is_refused_in_one_line_at_once(tmp
     huge.write_text("seed_everything: 1\n" + "# padding\n" * 200_000)
     assert cli("fit", "--config", BASE, "--config", str(huge), "--trainer.logger=false") == 2
     assert "a settings file holds at most" in one_line_error(capsys)
+
+
+def test_a_config_nested_too_deeply_or_past_a_bound_names_its_file(tmp_path, capsys):
+    deep, deeper = tmp_path / "deep.yaml", tmp_path / "deeper.yaml"
+    deep.write_text("seed_everything: 1\ndata:\n" + "".join(f"{'  ' * (i + 1)}k{i}:\n" for i in range(150)))
+    assert cli("fit", "--config", BASE, "--config", str(deep), "--trainer.logger=false") == 2
+    assert one_line_error(capsys) == (
+        f"error: {deep}: nested deeper than 100 levels; a settings file nests at most that deep"
+    )
+    deeper.write_text("seed_everything: 1\ndata:\n" + "- " * 3000 + "x\n")  # past the YAML parser's own limit
+    assert cli("fit", "--config", BASE, "--config", str(deeper), "--trainer.logger=false") == 2
+    assert one_line_error(capsys).startswith(f"error: {deeper}: not a YAML file this project reads")
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("seed_everything: 1\n" + "# padding\n" * 200_000)
+    assert cli("fit", "--config", BASE, "--config", str(huge), "--trainer.logger=false") == 2
+    assert one_line_error(capsys).startswith(f"error: {huge}: 2000019 characters; a settings file holds at most")
 
 
 def test_the_logger_values_mean_what_lightning_says(tmp_path, monkeypatch, capsys):

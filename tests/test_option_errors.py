@@ -47,6 +47,16 @@ def test_each_fragment_the_adapter_reads_is_in_jsonargparses_message(fragment, a
     assert getattr(option_errors, fragment) in jsonargparse_message(argument)
 
 
+def test_a_nested_value_is_given_as_jsonargparse_writes_it(jsonargparse_message):
+    message = jsonargparse_message("--model.optimizer.init_args.lr=abc")
+    given = message.rpartition(option_errors.GIVEN_VALUE)[2].strip()
+    assert option_errors.NESTED_VALUE.fullmatch(given).groups() == ("optimizer.init_args.lr", "'abc'")
+    assert option_errors.FIRST_KEY.match(message)[1] == "model"
+    inner = readable_error(message)  # the attempt the CLI prints, the class's own argument named inside it
+    assert option_errors.FIRST_KEY.findall(" ".join(inner.split()))[-1] == "lr"
+    assert f"{option_errors.GIVEN_VALUE}abc{option_errors.GOT_VALUE}" in inner
+
+
 def test_jsonargparse_lists_one_attempt_per_union_member_the_none_one_last(jsonargparse_message):
     message = jsonargparse_message("--model.instance_norm=bogus")
     attempts = message.partition(option_errors.ATTEMPTS)[2].partition(option_errors.ATTEMPTS_END)[0]

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from experiments import depth
-from tests.helpers import REPOSITORY
+from project.errors import InputError
+from tests.helpers import BASE, REPOSITORY, cli, only_run, quick_fit_arguments
 
 
 @pytest.fixture
@@ -153,3 +154,14 @@ def test_the_statistical_rows_are_fitted_per_channel_and_scored_on_the_studys_wi
         key: expected[key] for key in depth.CELL_SCORES if key in expected
     }
     assert 0 < row["val_mse"][0] < 1  # a daily sine and noise: far better than its unit variance
+
+
+def test_a_run_that_never_validated_is_one_line_naming_it_and_what_it_did_not_log(tmp_path):
+    assert cli("fit", "--config", BASE, *quick_fit_arguments(tmp_path), "--trainer.limit_val_batches=0") == 0
+    run = only_run(tmp_path)
+    with pytest.raises(InputError) as refused:
+        depth.cell_row([run], "val/mse")
+    assert str(refused.value) == (
+        f"{run}: the run logged no val/mse, val/mae, val/loss, val/loss_teacher_forced; a study's runs validate "
+        "and test"
+    )

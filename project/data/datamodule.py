@@ -106,12 +106,19 @@ class WindowDataModule(L.LightningDataModule):
         self.stride, self.eval_stride = stride, eval_stride
         self.batch_size, self.num_workers = batch_size, num_workers
         self.shuffle_seed: int | None = None  # the run's seed, drawn when training starts; kept in checkpoints
+        self._training_loader: ResumableLoader | None = None  # the fit's, whose position checkpoints keep
+        self._resume_position: dict | None = None  # a resumed fit's position, until its training loader is built
         # Several processes may read fewer windows than others (EvaluationShard), even none.
         self.allow_zero_length_dataloader_with_multiple_devices = True
 
         if source is None:
             time_column = time_column or ("timestamp" if synthetic == "series" else "date")
             self.source_name = f"synthetic {synthetic}"
+            if synthetic == "panel" and not id_columns:  # its 36 series share their dates
+                raise InputError(
+                    "synthetic panel holds 36 series, one per store and product; set id_columns=[store, product] "
+                    "(configs/panel.yaml does)"
+                )
         elif synthetic != "series":  # the source named whole: a cut path would name another file
             named = DATAFRAME_SOURCE if isinstance(source, pd.DataFrame) else self.hparams["source"]
             raise InputError(f"synthetic chooses the embedded data; data.source={named} is read instead")
@@ -173,7 +180,15 @@ class WindowDataModule(L.LightningDataModule):
         if self.shuffle_seed is None:
             self.shuffle_seed = int(torch.initial_seed() % 2**31)
         sampler = TrainingOrder(dataset, self.shuffle_seed, *self._process())
-        return ResumableLoader(dataset, sampler=sampler, batches_done=self._batches_done, **self._loader_settings())
+        loader = ResumableLoader(dataset, sampler=sampler, batches_done=self._batches_done, **self._loader_settings())
+        if self._resume_position is not None:
+            # Lightning hands a loader its saved position only when it builds the loader after restoring the
+            # checkpoint; Trainer.estimated_stepping_batches (the run's length, read in configure_optimizers and
+            # on_fit_start) builds it before (Lightning-AI/pytorch-lightning#20550), so the data module carries it.
+            loader.load_state_dict(self._resume_position)
+            self._resume_position = None
+        self._training_loader = loader
+        return loader
 
     def val_dataloader(self) -> DataLoader:
         return self._evaluation_loader("val")
@@ -205,6 +220,7 @@ class WindowDataModule(L.LightningDataModule):
             "scaler": self.scaler.state_dict(self.panel),
             "shuffle_seed": self.shuffle_seed,
             "from_dataframe": self.source_name == DATAFRAME_SOURCE,
+            "training_position": None if self._training_loader is None else self._training_loader.state_dict(),
         }
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -218,6 +234,8 @@ class WindowDataModule(L.LightningDataModule):
         if self.panel.frequency is None and state_dict["frequency"]:
             self.panel.frequency = state_dict["frequency"]  # too few rows here to infer it: trust the training data
         self.shuffle_seed = state_dict["shuffle_seed"]  # a resumed run keeps its training order
+        if self.trainer is not None:  # a Trainer resuming the fit, not a tool reading the data's settings
+            self._resume_position = state_dict.get("training_position")
         self.scaler = Scaler.from_state(state_dict["scaler"], self.panel, self.split_rows[:, 0])
         self._datasets.clear()
 

@@ -312,18 +312,22 @@ def _check_increasing(timestamps: np.ndarray, rows: _Rows, column: str) -> None:
     same_series = np.ones(len(steps), dtype=bool)
     same_series[rows.series_start[1:-1] - 1] = False  # a step from one series to the next is not a step in time
     zero = np.timedelta64(0, "ns")
+    # Without id columns a table of several series repeats and restarts its times: say what is more likely missing.
+    ids = (
+        "" if rows.ids.shape[1] else "; several series in one table? name the columns that identify them in id_columns"
+    )
     if (duplicate := same_series & (steps == zero)).any():
         at = int(np.flatnonzero(duplicate)[0]) + 1
         raise InputError(
             f"{rows.source_name}: column '{column}' has duplicate timestamps{rows.series_at(at)}; row "
-            f"{int(rows.order[at])} repeats {pd.Timestamp(timestamps[at])}"
+            f"{int(rows.order[at])} repeats {pd.Timestamp(timestamps[at])}{ids}"
         )
     if (unsorted := same_series & (steps < zero)).any():
         at = int(np.flatnonzero(unsorted)[0]) + 1
         raise InputError(
             f"{rows.source_name}: column '{column}' must be sorted in increasing time{rows.series_at(at)}; row "
             f"{int(rows.order[at])} ({pd.Timestamp(timestamps[at])}) comes before row {int(rows.order[at - 1])} "
-            f"({pd.Timestamp(timestamps[at - 1])})"
+            f"({pd.Timestamp(timestamps[at - 1])}){ids}"
         )
 
 

@@ -6,7 +6,6 @@ Both samplers subclass ``DistributedSampler`` so that Lightning keeps them inste
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 
 import torch
@@ -19,7 +18,7 @@ class TrainingOrder(DistributedSampler):
 
     def __init__(self, dataset: Dataset, seed: int, rank: int = 0, world_size: int = 1) -> None:
         super().__init__(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed, drop_last=False)
-        self.skip = 0  # indices of the current epoch already trained on, when resuming
+        self.resume_at: tuple[int, int] | None = None  # when resuming: (epoch, its indices already trained on)
 
     def __iter__(self) -> Iterator[int]:
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
@@ -28,7 +27,8 @@ class TrainingOrder(DistributedSampler):
         order = torch.randperm(len(self.dataset), generator=generator, dtype=dtype)
         # Padded with its own start to a multiple of the processes: positions n, n + 1, … read 0, 1, …
         shard = torch.cat([order, order[: self.total_size - len(order)]])[self.rank :: self.num_replicas]
-        skip, self.skip = self.skip, 0
+        (epoch, skip), self.resume_at = self.resume_at or (self.epoch, 0), None
+        skip = skip if epoch == self.epoch else 0  # an epoch that had ended: the next one is read whole
         return (index for part in shard[skip:].split(4096) for index in part.tolist())
 
 
@@ -58,8 +58,7 @@ class ResumableLoader(DataLoader):
         return {"epoch": self.sampler.epoch, "batches_done": self._batches_done()}
 
     def load_state_dict(self, state: dict) -> None:
-        # Lightning loads this state and draws the first batch before it announces the epoch (``set_epoch``), so
-        # the epoch is restored here too; an epoch that had ended starts over with the next one.
+        # Lightning loads this state and may draw the first batch before it announces the epoch (``set_epoch``), so
+        # the epoch is restored here too; if it announces the next one (the saved epoch had ended), nothing is skipped.
         self.sampler.set_epoch(state["epoch"])
-        if 0 < state["batches_done"] < math.ceil(self.sampler.num_samples / self.batch_size):
-            self.sampler.skip = state["batches_done"] * self.batch_size
+        self.sampler.resume_at = (state["epoch"], state["batches_done"] * self.batch_size)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import re
 import warnings
 from collections.abc import Callable
@@ -15,21 +16,42 @@ from project.files import check_name_lengths
 
 # What errors call a source given as a DataFrame (a path is named by itself).
 DATAFRAME_SOURCE = "the DataFrame"
+# Columns a table may have: far above any table this project forecasts (a panel is long, not wide), far below the
+# 200,000 columns whose per-column checks take minutes.
+MAX_COLUMNS = 10_000
 
 
 def read_table(source: str | Path | pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """The table of ``source`` (a CSV or Parquet path, or a DataFrame) and the name errors call it by."""
     if isinstance(source, pd.DataFrame):
+        check_width(DATAFRAME_SOURCE, source.shape[1])
         return source, DATAFRAME_SOURCE
     path = check_file(source)
+    if path.suffix.lower() == ".csv":  # counted from the header before pandas reads every column
+        check_width(str(path), _header_width(path))
     try:
         frame = pd.read_csv(path) if path.suffix.lower() == ".csv" else pd.read_parquet(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise InputError(f"{path}: cannot read the table ({reason})") from None
+    check_width(str(path), frame.shape[1])
     if frame.empty:
         raise InputError(f"{path}: the table has no rows; expected a header row and data rows")
     return frame, str(path)
+
+
+def check_width(source_name: str, columns: int) -> None:
+    """Refuse a table wider than ``MAX_COLUMNS`` before any work per column (which would take minutes)."""
+    if columns > MAX_COLUMNS:
+        raise InputError(f"{source_name}: {columns} columns; a table holds at most {MAX_COLUMNS}")
+
+
+def _header_width(path: Path) -> int:
+    with open(path, newline="", encoding="utf-8", errors="replace") as lines:
+        try:
+            return len(next(csv.reader(lines), []))
+        except csv.Error:  # a header field too long for the csv module: pandas says what is wrong with it
+            return 0
 
 
 def check_file(source: str | Path) -> Path:

@@ -38,6 +38,12 @@ def check_distribution(distribution: object, owner: str) -> None:
             f"{type(distribution).__name__}.n_parameters must be an integer in 1..{MAX_PARAMETERS} (the head's outputs "
             f"per target value); got {count!r}"
         )
+    index = distribution.point_index
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+        raise InputError(
+            f"{type(distribution).__name__}.point_index must be an integer in 0..{count - 1} (one of its "
+            f"n_parameters={count} parameters); got {index!r}"
+        )
 
 
 class Distribution(ABC):

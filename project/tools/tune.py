@@ -374,6 +374,8 @@ def scored_metric(configs: list[Path], overrides: dict) -> tuple[str, str]:
 def _none_completed(study: str, trials: list) -> str:
     from optuna.trial import TrialState
 
+    from project.option_errors import option_and_value
+
     failed = [trial for trial in trials if trial.state == TrialState.FAIL]
     if failed and len(failed) == len(trials):
         summary = f"all {len(trials)} trials of study '{study}' failed"
@@ -383,7 +385,7 @@ def _none_completed(study: str, trials: list) -> str:
         first = min(failed, key=lambda trial: trial.number)
         # No error attribute: the trial's process was stopped or died, or Optuna failed it.
         reason = first.user_attrs.get(ERROR_ATTR, "no error recorded (its process was stopped)")
-        summary += f"; the first failure, trial {first.number}: {reason[:300]}"
+        summary += f"; the first failure, trial {first.number}: {option_and_value(reason)[:300]}"
     return summary
 
 

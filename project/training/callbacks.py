@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
+import os
+import shlex
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -12,22 +15,31 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project.errors import InputError
-from project.files import check_name_lengths
+from project.files import NAME_MAX, check_name_lengths
+from project.run_folders import find_last_checkpoint
 
 EXIT_SIGTERM = 143  # 128 + SIGTERM's number: what schedulers expect of a terminated job
+EXIT_SIGINT = 130  # 128 + SIGINT's number: what a shell reports of a job stopped by Ctrl-C
 
 
-def exit_after_sigterm(stopped: SIGTERMException) -> NoReturn:
-    """End a run stopped by SIGTERM with one line and exit code 143: where ``ForecastCheckpoint`` saved the current
-    step (the ``latest_checkpoint`` it noted on the exception), or that no checkpoint holds it."""
-    print(f"error: stopped by SIGTERM; {_resume(getattr(stopped, 'latest_checkpoint', None))}", file=sys.stderr)
-    raise SystemExit(EXIT_SIGTERM) from None
+def exit_after_signal(stopped: BaseException, signal_name: str, code: int) -> NoReturn:
+    """End a run stopped by a signal (SIGTERM's ``SIGTERMException``, Ctrl-C's ``KeyboardInterrupt``) with one line and
+    ``code``: how to continue from where ``ForecastCheckpoint`` saved the current step (the ``resume`` it noted on the
+    exception), or that no checkpoint holds it."""
+    resume = getattr(stopped, "resume", None) or "no checkpoint holds the current step"
+    print(f"error: stopped by {signal_name}; {resume}", file=sys.stderr)
+    raise SystemExit(code) from None
 
 
-def _resume(latest_checkpoint: str | None) -> str:
-    if latest_checkpoint:
-        return f"{latest_checkpoint} holds the current step; continue with --ckpt_path last"
-    return "no checkpoint holds the current step"
+def _resume(trainer: L.Trainer, latest_checkpoint: str) -> str:
+    """Where the current step is and the command line option that continues from it: ``--ckpt_path last`` where it
+    finds this checkpoint (the newest run of a logger with versioned run folders), else the checkpoint's path."""
+    logger, last = trainer.logger, None
+    if len(trainer.loggers) == 1 and "version" in inspect.signature(type(logger)).parameters and logger.save_dir:
+        last = find_last_checkpoint(Path(logger.save_dir) / logger.name)
+    found = last is not None and last.resolve() == Path(latest_checkpoint).resolve()
+    option = "last" if found else shlex.quote(latest_checkpoint)
+    return f"{latest_checkpoint} holds the current step; continue with --ckpt_path {option}"
 
 
 class ForecastCheckpoint(ModelCheckpoint):
@@ -52,8 +64,22 @@ class ForecastCheckpoint(ModelCheckpoint):
                     "checkpoint.save_last=link would make last.ckpt a link to the newest top-k checkpoint, not the "
                     "latest state ForecastCheckpoint keeps; use save_last: true (the latest state) or false (none)"
                 )
-            # A name too long for the file system is refused now, not when the first checkpoint is saved.
+            # A name too long for the file system is refused now, not when the first checkpoint is saved: the
+            # template expanded as for a long run (epoch 10**6, step 10**9, a metric of many digits).
             check_name_lengths(f"{self.filename or 'checkpoint'}{self.FILE_EXTENSION}", "checkpoint.filename")
+            sample = {"epoch": 10**6, "step": 10**9}
+            if self.monitor:
+                sample[self.monitor] = torch.tensor(-1.2345678e-10)
+            try:
+                expanded = Path(self.format_checkpoint_name(sample))
+            except (KeyError, IndexError, TypeError, ValueError) as error:
+                raise InputError(f"checkpoint.filename={self.filename} cannot be filled in ({error})") from None
+            longest = max(len(os.fsencode(part)) for part in expanded.parts[len(Path(self.dirpath or "").parts) :])
+            if longest > NAME_MAX:
+                raise InputError(
+                    f"checkpoint.filename={(self.filename or '')[:60]}… expands to a name of {longest} bytes (at epoch "
+                    f"{10**6}, step {10**9}); a file name has at most {NAME_MAX}"
+                )
             self.keep_latest, self.save_last = bool(self.save_last), False
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -70,14 +96,10 @@ class ForecastCheckpoint(ModelCheckpoint):
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         super().on_exception(trainer, pl_module, exception)
-        if isinstance(exception, SIGTERMException):
+        if isinstance(exception, (SIGTERMException, KeyboardInterrupt)):  # SIGTERM, or Ctrl-C
             self._save_latest(trainer)
-            if self.keep_latest and self.last_model_path:  # for the one-line message that says where to resume
-                exception.latest_checkpoint = self.last_model_path
-        elif isinstance(exception, KeyboardInterrupt) and trainer.state.fn == "fit":
-            self._save_latest(trainer)  # Ctrl-C: Lightning then exits with its own line; this one says what is kept
-            if trainer.is_global_zero:
-                print(f"stopped by Ctrl-C; {_resume(self.keep_latest and self.last_model_path)}", file=sys.stderr)
+            if self.keep_latest and self.last_model_path and trainer.state.fn == "fit":  # for the one-line message
+                exception.resume = _resume(trainer, self.last_model_path)
 
     def _save_latest(self, trainer: L.Trainer) -> None:
         fitting = trainer.state.fn == "fit" and not (trainer.fast_dev_run or trainer.sanity_checking)

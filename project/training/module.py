@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -266,6 +267,14 @@ class Forecaster(L.LightningModule):
     def setup(self, stage: str) -> None:
         if self.hparams.cuda_graph and self.device.type != "cuda":
             raise InputError(f"cuda_graph needs a CUDA device; this run is on {self.device.type}")
+        if stage == "fit":  # before any data is read or weight trained
+            accumulate = self.trainer.accumulate_grad_batches  # Lightning divides by it without checking it
+            if not (isinstance(accumulate, int) and accumulate >= 1):
+                raise InputError(f"trainer.accumulate_grad_batches={accumulate} must be an integer ≥ 1")
+            with warnings.catch_warnings():  # a scheduler stepped before its optimizer, on purpose
+                warnings.simplefilter("ignore")
+                _, scheduler = self._optimization()
+                _step(scheduler, _described(self.hparams.lr_scheduler))
 
     def on_fit_start(self) -> None:
         # A regime may size itself to the run's optimizer steps, which only the trainer knows.
@@ -273,6 +282,10 @@ class Forecaster(L.LightningModule):
         self.regime.check_run_length(self.run_steps)
 
     def on_train_start(self) -> None:
+        # The optimizer's state as a resumed run restored it (the rates setup checked may be a checkpoint's now).
+        refused = next(filter(None, map(_refused_learning_rate, self.trainer.optimizers)), None)
+        if refused:
+            raise InputError(f"{self.trainer.ckpt_path or 'the optimizer'}: the optimizer state's {refused}")
         # Runs with different devices or accumulation are comparable by the batch the optimizer sees. Logged
         # with every other hyperparameter again, because TensorBoard's HPARAMS tab keeps only the last set.
         datamodule = self.trainer.datamodule
@@ -363,16 +376,71 @@ class Forecaster(L.LightningModule):
         return forecast
 
     def configure_optimizers(self):
+        optimizer, scheduler = self._optimization()
+        if isinstance(scheduler, WarmupCosine):  # it decays to zero at the run's last optimizer step
+            scheduler.set_run_steps(self.trainer.estimated_stepping_batches)
+        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):  # stepped on the validation loss
+            schedule = {"scheduler": scheduler, "interval": "epoch", "monitor": "val/loss", "strict": False}
+            return {"optimizer": optimizer, "lr_scheduler": schedule}
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def _optimization(self) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+        """The optimizer and its schedule, built where every fit builds them (``setup`` builds them once at start-up
+        too): what either refuses is one line naming ``model.optimizer`` or ``model.lr_scheduler`` and its value."""
         # Weight decay (the optimizer's own) on weight matrices only, not on biases and norms.
         groups = [
             {"params": [p for p in self.parameters() if p.dim() >= 2], "name": "weights"},
             {"params": [p for p in self.parameters() if p.dim() < 2], "weight_decay": 0.0, "name": "biases_and_norms"},
         ]
-        optimizer = _callable(self.optimizer, "optimizer")(groups)
-        scheduler = _callable(self.lr_scheduler, "lr_scheduler")(optimizer)
-        if isinstance(scheduler, WarmupCosine):  # it decays to zero at the run's last optimizer step
-            scheduler.set_run_steps(self.trainer.estimated_stepping_batches)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        optimizer = self._built("optimizer", groups)
+        refused = _refused_learning_rate(optimizer)
+        if refused:
+            raise InputError(f"model.optimizer {_described(self.hparams.optimizer)} is refused: {refused}")
+        return optimizer, self._built("lr_scheduler", optimizer)
+
+    def _built(self, what: str, argument: Any) -> Any:
+        try:
+            return _callable(getattr(self, what), what)(argument)
+        except (ArithmeticError, LookupError, NotImplementedError, TypeError, ValueError) as error:
+            reason = str(error) or type(error).__name__
+            if isinstance(error, NotImplementedError):  # the abstract LRScheduler's get_lr
+                reason += " (an abstract class: name one that implements it)"
+            raise InputError(f"model.{what} {_described(self.hparams[what])} is refused: {reason}") from error
+
+
+def _refused_learning_rate(optimizer: torch.optim.Optimizer) -> str | None:
+    """Why a parameter group's learning rate cannot train (a rate the parameters' type cannot hold fails inside the
+    first step's arithmetic, a NaN trains NaN), or None."""
+    for group in optimizer.param_groups:
+        dtype = group["params"][0].dtype if group["params"] else torch.float64
+        lr, top = group.get("lr"), torch.finfo(dtype).max
+        if not (isinstance(lr, (int, float, Tensor)) and abs(float(lr)) <= top):
+            return f"lr={lr} must be a finite number within the range of the parameters' {dtype} (at most {top:.3g})"
+    return None
+
+
+def _step(scheduler: torch.optim.lr_scheduler.LRScheduler, described: str) -> None:
+    """One step of ``scheduler`` as Lightning steps it (a plateau schedule with a metric); what it refuses only when
+    stepped (``StepLR``'s ``step_size`` 0) is one line naming ``model.lr_scheduler`` (``described``)."""
+    try:
+        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            scheduler.step(math.inf)
+        else:
+            scheduler.step()
+    except (ArithmeticError, LookupError, NotImplementedError, TypeError, ValueError) as error:
+        raise InputError(f"model.lr_scheduler {described} fails on its first step: {error}") from error
+
+
+def _described(value: Any) -> str:
+    """An optimizer or scheduler as a config names it, ``class_path(argument=value, …)`` with the arguments that
+    differ from the class's defaults."""
+    spec = callable_spec(value)
+    if not isinstance(spec, dict):
+        return str(spec)
+    arguments = spec.get("init_args") or {}
+    defaults = {k: default_of(spec["class_path"], k) for k in arguments}
+    given = {k: v for k, v in arguments.items() if (list(d) if isinstance(d := defaults[k], tuple) else d) != v}
+    return f"{spec['class_path']}({', '.join(f'{k}={v!r}' for k, v in given.items())})"
 
 
 def callable_spec(value: Any) -> Any:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 
+from project.files import bounded_yaml
 from project.training.regimes import regime_name
 
 SUMMARY_METRICS = (
@@ -54,7 +54,7 @@ def read_hyperparameters(run: str | Path) -> dict:
     path = Path(run) / "hparams.yaml"
     if not path.is_file():
         return {}
-    return yaml.safe_load(path.read_text()) or {}
+    return bounded_yaml(path.read_text(), str(path)) or {}
 
 
 def smooth(values: np.ndarray | pd.Series, weight: float = 0.9) -> np.ndarray:

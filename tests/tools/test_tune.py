@@ -207,6 +207,21 @@ def test_a_study_whose_every_trial_is_refused_ends_in_one_line_naming_the_first_
     assert [trial.state for trial in load(tmp_path).trials] == [FAIL, FAIL]
 
 
+@pytest.mark.parametrize(
+    ("refused", "named"),
+    [
+        ("--trainer.precision=bogus", "trainer.precision=bogus is refused"),
+        ("--model.optimizer.init_args.lr=abc", "model.optimizer.init_args.lr=abc is refused"),
+    ],
+)
+def test_a_study_refused_for_a_union_option_names_the_option_and_value_not_the_union(refused, named, tmp_path, capsys):
+    arguments = ["--config", BASE, "--search", float_space(tmp_path), "--logs", tmp_path / "logs", "--study", "tiny"]
+    assert exit_code(*arguments, "--trials", "1", refused) == 2
+    assert last_line(capsys.readouterr().err) == (
+        f"error: all 1 trials of study 'tiny' failed; the first failure, trial 0: {named}"
+    )
+
+
 @pytest.mark.parametrize("output", ["search space", "database", "database of --storage", "config"])
 def test_an_output_that_is_an_input_is_refused_even_with_overwrite_and_stays_as_it_was(tmp_path, capsys, output):
     space, base = float_space(tmp_path), tmp_path / "base.yaml"
@@ -304,7 +319,10 @@ def test_a_file_a_search_space_chooses_from_is_never_the_output_even_with_overwr
         ("model.network.init_args.dropout: {float: [0.0, 0.3]\n", "not a YAML file this project reads"),
         ("seed: !!python/object/apply:os.system ['true']\n", "not a YAML file this project reads"),
         ("- a list, not a mapping\n", "a search space maps options to their ranges"),
+        ("seed:\n" + "- " * 3000 + "x\n", "space.yaml: nested deeper than 100 levels"),
+        ("seed: " + "{a: " * 150 + "1" + "}" * 150 + "\n", "space.yaml: nested deeper than 100 levels"),
     ],
+    ids=["malformed", "code", "a-list", "too-deep-for-the-parser", "too-deep"],
 )
 def test_a_malformed_or_code_carrying_search_space_is_one_line(tmp_path, capsys, text, message):
     space = tmp_path / "space.yaml"
