@@ -120,10 +120,10 @@ def _kind_at(location: str, section: str) -> str:
     if location == "_class_path":
         return f"{section} class"
     component = location.removesuffix(".class_path")
-    if component == "network.init_args.distribution":
-        return "distribution"
     if component == "split":
         return "data split"
+    if component.startswith("network.init_args."):  # the network's own components: its distribution, its path
+        component = component.removeprefix("network.init_args.")
     return component if component in CLI_TRUST else "setting"
 
 
