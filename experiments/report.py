@@ -752,45 +752,6 @@ def depth_search(here: Path) -> str:
 DISPUTED = "M4 Weekly"  # your_data.md's rows of M4 Weekly: seeds 0 and 1 report the same test MAE (273.899)
 
 
-# The decoder-depth study again, with the linear baseline path (issue 55): M4 Hourly, the regimes it ran.
-PATH_DEPTH = ("depth_m4_hourly_linear_path.md", "validation MAE")
-PATH_REGIMES = ["teacher forcing", "free running detach", "scheduled sampling"]
-
-
-def path_depth_cells() -> dict[int, dict[str, Score]]:
-    """Decoder steps → regime → validation MAE, in the path study's file."""
-    name, column = PATH_DEPTH
-    steps = sorted({int(c[1]) for c in tables(name)[0].rows if c[0] in PATH_REGIMES})
-    return {s: {regime: depth_score(name, regime, s, column) for regime in PATH_REGIMES} for s in steps}
-
-
-def depth_with_the_path(here: Path) -> str:
-    """Which regime has the lowest validation MAE at each depth with the linear path, whether free running is below
-    teacher forcing there, and the deepest cells against seasonal naive and the NLinear map."""
-    name, column = PATH_DEPTH
-    cells = path_depth_cells()
-    naive, nlinear = score(name, "seasonal naive", column), score(name, "NLinear form", column)
-    said = []
-    for steps, by_regime in cells.items():
-        regime, best = min(by_regime.items(), key=lambda item: item[1].mean)
-        teacher = by_regime["teacher forcing"]
-        free = [
-            f"{r.replace('free running ', '`')}{'`' if 'detach' in r else ''} {verdict(c, teacher)}"
-            for r, c in by_regime.items()
-            if r != "teacher forcing"
-        ]
-        said.append(f"{steps} steps: lowest {regime} ({best.text}); against teacher forcing, {', '.join(free)}")
-    deepest = max(cells)
-    deep = cells[deepest]["free running detach"]
-    source = link(here, f"experiments/results/{name}")
-    return (
-        f"With `LinearPath` on M4 Hourly ([`{name}`]({source}), validation MAE on scaled values, 3 seeds): "
-        + "; ".join(said)
-        + f". At {deepest} steps `detach`'s {deep.text} is {verdict(deep, naive)} seasonal naive's {naive.text} and "
-        f"{verdict(deep, nlinear)} the NLinear form's {nlinear.text}."
-    )
-
-
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "bench": bench,
     "defaults-depth": defaults_depth,
@@ -808,7 +769,6 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "depth-search": depth_search,
     "naive-memory": naive_memory,
     "gpu-cuda-graph": gpu_cuda_graph,
-    "depth-with-the-path": depth_with_the_path,
 }
 
 
