@@ -752,6 +752,79 @@ def depth_search(here: Path) -> str:
 DISPUTED = "M4 Weekly"  # your_data.md's rows of M4 Weekly: seeds 0 and 1 report the same test MAE (273.899)
 
 
+# The decoder-depth study again, with the linear baseline path (issue 55): M4 Hourly, the regimes it ran.
+PATH_DEPTH = ("depth_m4_hourly_linear_path.md", "validation MAE")
+PATH_REGIMES = ["teacher forcing", "free running detach", "scheduled sampling"]
+
+
+def path_depth_cells() -> dict[int, dict[str, Score]]:
+    """Decoder steps → regime → validation MAE, in the path study's file."""
+    name, column = PATH_DEPTH
+    steps = sorted({int(c[1]) for c in tables(name)[0].rows if c[0] in PATH_REGIMES})
+    return {s: {regime: depth_score(name, regime, s, column) for regime in PATH_REGIMES} for s in steps}
+
+
+def depth_with_the_path(here: Path) -> str:
+    """Which regime has the lowest validation MAE at each depth with the linear path, whether free running is below
+    teacher forcing there, and the deepest cells against seasonal naive and the NLinear map."""
+    name, column = PATH_DEPTH
+    cells = path_depth_cells()
+    naive, nlinear = score(name, "seasonal naive", column), score(name, "NLinear form", column)
+    said = []
+    for steps, by_regime in cells.items():
+        regime, best = min(by_regime.items(), key=lambda item: item[1].mean)
+        teacher = by_regime["teacher forcing"]
+        free = [
+            f"{r.replace('free running ', '`')}{'`' if 'detach' in r else ''} {verdict(c, teacher)}"
+            for r, c in by_regime.items()
+            if r != "teacher forcing"
+        ]
+        said.append(f"{steps} steps: lowest {regime} ({best.text}); against teacher forcing, {', '.join(free)}")
+    deepest = max(cells)
+    deep = cells[deepest]["free running detach"]
+    source = link(here, f"experiments/results/{name}")
+    return (
+        f"With `LinearPath` on M4 Hourly ([`{name}`]({source}), validation MAE on scaled values, 3 seeds): "
+        + "; ".join(said)
+        + f". At {deepest} steps `detach`'s {deep.text} is {verdict(deep, naive)} seasonal naive's {naive.text} and "
+        f"{verdict(deep, nlinear)} the NLinear form's {nlinear.text}."
+    )
+
+
+def path_changes_the_answer(here: Path) -> str:
+    """The README's two sentences: when free running pays once the network forecasts the residual over a linear
+    path, against the study without it."""
+    name, column = PATH_DEPTH
+    cells = path_depth_cells()
+    deepest = max(cells)
+    before = depth_score(DEPTH["M4 Hourly"][0], "teacher forcing", deepest, column)
+    teacher, detach = cells[deepest]["teacher forcing"], cells[deepest]["free running detach"]
+    naive, nlinear = score(name, "seasonal naive", column), score(name, "NLinear form", column)
+    deep = list(cells[deepest].values())
+    against = {verdict(c, naive) for c in deep}, {verdict(c, nlinear) for c in deep}
+    paying = [
+        steps
+        for steps, by_regime in cells.items()
+        if any(verdict(c, by_regime["teacher forcing"]) == "below" for r, c in by_regime.items() if "teacher" not in r)
+    ]
+    margin = max(
+        cells[s]["teacher forcing"].mean - min(c.mean for r, c in cells[s].items() if "teacher" not in r)
+        for s in paying
+    )
+    (best_regime, best_steps), best = min(
+        (((r, s), c) for s, by_regime in cells.items() for r, c in by_regime.items()), key=lambda item: item[1].mean
+    )
+    source = link(here, f"experiments/results/{name}")
+    return (
+        f"**With a linear baseline path** (`LinearPath`, [the study again]({source})), at {deepest} steps teacher "
+        f"forcing's validation MAE falls from {before.text} to {teacher.text}, {verdict(teacher, detach)} `detach`'s "
+        f"{detach.text}, and every regime there is {' or '.join(sorted(against[0]))} seasonal naive's {naive.text} and "
+        f"{' or '.join(sorted(against[1]))} the NLinear form's {nlinear.text}. Free running is below teacher forcing "
+        f"only at {' and '.join(map(str, paying))} steps, by at most {margin:.3f}, and the lowest cell is still "
+        f"{best_regime} at {best_steps} steps ({best.text})."
+    )
+
+
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "bench": bench,
     "defaults-depth": defaults_depth,
@@ -769,6 +842,8 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "depth-search": depth_search,
     "naive-memory": naive_memory,
     "gpu-cuda-graph": gpu_cuda_graph,
+    "depth-with-the-path": depth_with_the_path,
+    "path-changes-the-answer": path_changes_the_answer,
 }
 
 
