@@ -10,7 +10,8 @@ Each input is a results file of ``experiments.your_data`` (its per-seed lines ar
 in original units at each run's kept checkpoint). The table gives, per dataset, each candidate's validation MAE
 (mean ± sample standard deviation over the seeds), the difference, and whether the linear path is worse there by
 more than the larger of the two spreads; the test columns are given for the record and decide nothing (every test
-set here was read before). The last line is the rule's decision.
+set here was read before). The last line is the rule's decision, or none while the files hold fewer than the six
+datasets the rule is over.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import statistics
 from pathlib import Path
 
 from experiments.results import markdown_table, mean_std, write_table
+from experiments.your_data import DATASETS
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output
 
@@ -47,8 +49,9 @@ def spread(values: list[float]) -> float:
     return statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def decision(without: dict, with_path: dict) -> tuple[list[list[str]], str]:
-    """The table's rows and the rule's decision line, over the datasets both files hold."""
+def decision(without: dict, with_path: dict, required: int = len(DATASETS)) -> tuple[list[list[str]], str]:
+    """The table's rows and the rule's decision line, over the datasets both files hold; no decision with fewer than
+    ``required`` (the rule's six)."""
     datasets = [name for name in without if name in with_path]
     if missing := sorted(set(without) ^ set(with_path)):
         raise InputError(f"the two files hold other datasets: {', '.join(missing)}; run both on the same ones")
@@ -78,9 +81,10 @@ def decision(without: dict, with_path: dict) -> tuple[list[list[str]], str]:
         f"LinearPath has the lower validation MAE on {wins} of {len(datasets)} datasets and the higher on {losses} "
         f"(its mean rank {'beats' if better_rank else 'does not beat'} NoPath's); it is worse by more than the seeds' "
         f"spread on {', '.join(vetoes) if vetoes else 'no dataset'}. Decision: "
-        + ("configs/base.yaml takes LinearPath." if adopted else "configs/base.yaml keeps NoPath.")
     )
-    return rows, said
+    if len(datasets) < required:  # the rule is over every dataset: a part of them decides nothing
+        return rows, said + f"none: the rule is over all {required} datasets and these files hold {len(datasets)}."
+    return rows, said + ("configs/base.yaml takes LinearPath." if adopted else "configs/base.yaml keeps NoPath.")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -89,10 +93,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("with_path", type=Path, help="the same with --model.network.init_args.baseline_path=…")
     parser.add_argument("--output", type=Path, default=Path("experiments/results/baseline_path.md"), help="the table")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    parser.add_argument(
+        "--required", type=int, default=len(DATASETS), help="datasets the rule is over (default: your_data's six)"
+    )
     args = parser.parse_args(argv)
     with reported_in_one_line():
         check_output(args.output, [args.without, args.with_path], args.overwrite)
-        rows, said = decision(seed_maes(args.without), seed_maes(args.with_path))
+        rows, said = decision(seed_maes(args.without), seed_maes(args.with_path), args.required)
         header = [
             "data",
             "NoPath validation MAE",

@@ -55,3 +55,14 @@ def test_files_of_other_datasets_are_refused_in_one_line(tmp_path):
     second = your_data_file(tmp_path / "linear.md", {"b": [1.0, 1.0]})
     with pytest.raises(InputError, match="the two files hold other datasets: a, b"):
         baseline_path.decision(baseline_path.seed_maes(first), baseline_path.seed_maes(second))
+
+
+def test_a_part_of_the_datasets_decides_nothing(tmp_path):
+    without = [[1.0, 1.1, 1.2]] * 4
+    with_path = [[0.5, 0.6, 0.7]] * 4
+    first = your_data_file(tmp_path / "none.md", dict(zip(SIX, without)))
+    second = your_data_file(tmp_path / "linear.md", dict(zip(SIX, with_path)))
+    output = tmp_path / "decision.md"
+    baseline_path.main([str(first), str(second), "--output", str(output)])
+    last = output.read_text().strip().splitlines()[-1]
+    assert last.endswith("Decision: none: the rule is over all 6 datasets and these files hold 4.")
