@@ -10,8 +10,8 @@ Each input is a results file of ``experiments.your_data`` (its per-seed lines ar
 in original units at each run's kept checkpoint). The table gives, per dataset, each candidate's validation MAE
 (mean ± sample standard deviation over the seeds), the difference, and whether the linear path is worse there by
 more than the larger of the two spreads; the test columns are given for the record and decide nothing (every test
-set here was read before). The last line is the rule's decision, or none while the files hold fewer than the six
-datasets the rule is over.
+set here was read before). The last line is the rule's decision; with fewer than the six datasets the rule is over, only
+a loss beyond the spread already decides (no dataset still to run can undo it), else there is none yet.
 """
 
 from __future__ import annotations
@@ -82,7 +82,12 @@ def decision(without: dict, with_path: dict, required: int = len(DATASETS)) -> t
         f"(its mean rank {'beats' if better_rank else 'does not beat'} NoPath's); it is worse by more than the seeds' "
         f"spread on {', '.join(vetoes) if vetoes else 'no dataset'}. Decision: "
     )
-    if len(datasets) < required:  # the rule is over every dataset: a part of them decides nothing
+    if len(datasets) < required and vetoes:  # no dataset still to run can take a loss beyond the spread back
+        return rows, said + (
+            f"configs/base.yaml keeps NoPath (its second condition already fails on {len(vetoes)} of the "
+            f"{len(datasets)} datasets run; the {required - len(datasets)} not run cannot change that)."
+        )
+    if len(datasets) < required:  # the rule is over every dataset: a part of them decides nothing else
         return rows, said + f"none: the rule is over all {required} datasets and these files hold {len(datasets)}."
     return rows, said + ("configs/base.yaml takes LinearPath." if adopted else "configs/base.yaml keeps NoPath.")
 

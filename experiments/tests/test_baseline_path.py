@@ -66,3 +66,13 @@ def test_a_part_of_the_datasets_decides_nothing(tmp_path):
     baseline_path.main([str(first), str(second), "--output", str(output)])
     last = output.read_text().strip().splitlines()[-1]
     assert last.endswith("Decision: none: the rule is over all 6 datasets and these files hold 4.")
+
+
+def test_a_loss_beyond_the_spread_on_a_part_of_the_datasets_already_keeps_today_s_default(tmp_path):
+    without = [[1.0, 1.01, 1.02]] * 4
+    with_path = [[0.5, 0.51, 0.52]] * 3 + [[1.2, 1.21, 1.22]]
+    first = your_data_file(tmp_path / "none.md", dict(zip(SIX, without)))
+    second = your_data_file(tmp_path / "linear.md", dict(zip(SIX, with_path)))
+    output = tmp_path / "decision.md"
+    baseline_path.main([str(first), str(second), "--output", str(output)])
+    assert "Decision: configs/base.yaml keeps NoPath (its second condition already fails" in output.read_text()
