@@ -26,11 +26,12 @@ def class_path_of(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def read_checkpoint(path: str | Path, resuming: bool = True) -> dict:
+def read_checkpoint(path: str | Path, resuming: bool = True) -> tuple[dict, set[str]]:
     """The checkpoint at ``path``, checked before anything is built from it: a finite checkpoint of this template whose
-    settings this version's classes take, every import path it records passing ``project.imports``' rule. Unpickled
-    with ``weights_only=True`` (reading runs no code). ``resuming``: its optimizer and scheduler will be built (a
-    command that only forecasts or scores never builds them, so they are not looked at)."""
+    settings this version's classes take, every import path it records passing ``project.imports``' rule; and the
+    dotted strings it holds that did not pass, which a parser given its settings must never import. Unpickled with
+    ``weights_only=True`` (reading runs no code). ``resuming``: its optimizer and scheduler will be built (a command
+    that only forecasts or scores never builds them, so they are not looked at)."""
     path = check_name_lengths(path)
     if not path.is_file():
         raise InputError(f"{path}: checkpoint not found")
@@ -54,7 +55,7 @@ def read_checkpoint(path: str | Path, resuming: bool = True) -> dict:
     data = checkpoint.get("datamodule_hyper_parameters", {})
     if not isinstance(data, dict):
         raise InputError(f"{path}: its data settings are {type(data).__name__}, not a mapping of settings")
-    recorded_imports(checkpoint, path, resuming)
+    refused = recorded_imports(checkpoint, path, resuming)
     check_recorded_components(checkpoint, path, resuming)
     for base, settings in ((Forecaster, checkpoint["hyper_parameters"]), (WindowDataModule, data)):
         cls = recorded_class(settings, base, path)
@@ -66,7 +67,7 @@ def read_checkpoint(path: str | Path, resuming: bool = True) -> dict:
                 "with the version that wrote it"
             ) from None
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
-    return checkpoint
+    return checkpoint, refused
 
 
 def recorded_imports(checkpoint: dict, path: str | Path, resuming: bool = True) -> set[str]:
@@ -113,7 +114,7 @@ def check_recorded_components(checkpoint: dict, path: str | Path, resuming: bool
 def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
     """The checkpoint at ``path`` (``read_checkpoint``) and its ``Forecaster`` (CPU, eval mode) with its weights, as the
     tools and scripts open one."""
-    checkpoint = read_checkpoint(path)
+    checkpoint, _ = read_checkpoint(path)  # the tools build with project.imports, not a parser
     settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
     model_class = recorded_class(checkpoint["hyper_parameters"], Forecaster, path)
     components = {"network": build_network(settings.get("network"), f"{path}: ")}

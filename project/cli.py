@@ -105,8 +105,8 @@ class ForecastCLI(LightningCLI):
         if ckpt_path:
             trust(imports.dotted_names(self.config[subcommand]), CLI_TRUST)  # what the user's configs and flags name
             resuming = subcommand == "fit"
-            self.checkpoint = checkpoints.read_checkpoint(ckpt_path, resuming)
-            imports.parser_never_imports(checkpoints.recorded_imports(self.checkpoint, ckpt_path, resuming))
+            self.checkpoint, refused = checkpoints.read_checkpoint(ckpt_path, resuming)
+            imports.parser_never_imports(refused)
             reads_a_file = self.config[subcommand].data.init_args.get("source") is not None
             defaults = checkpoints.checkpoint_defaults(self.checkpoint, LINKED_INTO_NETWORK, reads_a_file, resuming)
             self._parser(subcommand).set_defaults(defaults)

@@ -128,6 +128,8 @@ def _kind_at(location: str, section: str) -> str:
 
 
 def _allowed(path: str, top_setting: str, allow_imported: bool) -> bool:
+    """The rule above for one import path recorded under ``top_setting`` (a kind of ``CLI_TRUST`` or a setting's
+    name: the optimizer's and scheduler's may also be torch's)."""
     module_name, _, name = path.rpartition(".")
     framework = FRAMEWORK_PACKAGES.get(top_setting, OWN_PACKAGE)
     if f"{path}.".startswith((f"{OWN_PACKAGE}.", f"{framework}.")) or path in _trusted:
@@ -191,14 +193,10 @@ def checkpoint_class(class_path: object, what: str, where: str, allow_imported: 
     if not isinstance(class_path, str) or not _DOTTED_NAME.fullmatch(class_path):
         raise InputError(f"{where}its {what} {class_path!r} is not a dotted class path (package.module.Class)")
     module_name, _, name = class_path.rpartition(".")
-    own = f"{module_name}.".startswith((f"{OWN_PACKAGE}.", f"{FRAMEWORK_PACKAGES.get(what, OWN_PACKAGE)}."))
-    if not (own or class_path in _trusted or (allow_imported and module_name in sys.modules)):
-        how = f"call project.imports.trust(['{class_path}'])"  # from Python; a command names its own option
-        if what in _how_to_trust:
-            how = f"pass {_how_to_trust[what]}={class_path}"
+    if not _allowed(class_path, what, allow_imported):
         raise InputError(
-            f"{where}the checkpoint names the {what} {class_path}, outside this project; nothing was imported: {how} "
-            "to trust it"
+            f"{where}the checkpoint names the {what} {class_path}, outside this project; nothing was imported: "
+            f"{_how_to_trust_it(what, class_path, what)} to trust it"
         )
     try:
         module = importlib.import_module(module_name)
