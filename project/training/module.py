@@ -32,6 +32,8 @@ from project.training.schedules import WarmupCosine
 DEFAULT_REGIME = FreeRunning()  # free-running detach: immutable, so one instance serves every model
 COVARIATES = ("past_covariates", "future_covariates", "static_categorical", "static_real")
 # The classes the optimizer and learning-rate scheduler a model records must be (checked where they are rebuilt).
+# What torch raises for an optimizer or scheduler setting it refuses, when built or first stepped.
+BUILD_REFUSALS = (ArithmeticError, LookupError, NotImplementedError, TypeError, ValueError)
 OPTIMIZATION_BASES = {"optimizer": torch.optim.Optimizer, "lr_scheduler": torch.optim.lr_scheduler.LRScheduler}
 
 
@@ -401,7 +403,7 @@ class Forecaster(L.LightningModule):
     def _built(self, what: str, argument: Any) -> Any:
         try:
             return _callable(getattr(self, what), what)(argument)
-        except (ArithmeticError, LookupError, NotImplementedError, TypeError, ValueError) as error:
+        except BUILD_REFUSALS as error:
             reason = str(error) or type(error).__name__
             if isinstance(error, NotImplementedError):  # the abstract LRScheduler's get_lr
                 reason += " (an abstract class: name one that implements it)"
@@ -427,7 +429,7 @@ def _step(scheduler: torch.optim.lr_scheduler.LRScheduler, described: str) -> No
             scheduler.step(math.inf)
         else:
             scheduler.step()
-    except (ArithmeticError, LookupError, NotImplementedError, TypeError, ValueError) as error:
+    except BUILD_REFUSALS as error:
         raise InputError(f"model.lr_scheduler {described} fails on its first step: {error}") from error
 
 
