@@ -4,10 +4,11 @@
     python -m experiments.your_data --statistical --output runs/no_path.md --logs runs/no_path
     python -m experiments.your_data --statistical --output runs/linear_path.md --logs runs/linear_path \\
         --model.network.init_args.baseline_path=project.model.LinearPath
-    python -m experiments.baseline_path runs/no_path.md runs/linear_path.md   # experiments/results/baseline_path.md
+    python -m experiments.baseline_path --without runs/no_path.md --with_path runs/linear_path.md
 
 Each input is a results file of ``experiments.your_data`` (its per-seed lines are read: validation and test MAE
-in original units at each run's kept checkpoint). The table gives, per dataset, each candidate's validation MAE
+in original units at each run's kept checkpoint); a candidate's datasets may come from several files, each dataset
+from one (runs stopped and taken up again on the rest). The table gives, per dataset, each candidate's validation MAE
 (mean ± sample standard deviation over the seeds), the difference, and whether the linear path is worse there by
 more than the larger of the two spreads; the test columns are given for the record and decide nothing (every test
 set here was read before). The last line is the rule's decision; with fewer than the six datasets the rule is over, only
@@ -42,6 +43,17 @@ def seed_maes(path: Path) -> dict[str, dict[str, list[float]]]:
             found.setdefault(match["dataset"], {})[match["split"]] = values
     if not found:
         raise InputError(f"{path}: no per-seed MAE lines; expected a results file of python -m experiments.your_data")
+    return found
+
+
+def arm_maes(paths: list[Path]) -> dict[str, dict[str, list[float]]]:
+    """``seed_maes`` of several files of one candidate, each dataset from one of them."""
+    found: dict[str, dict[str, list[float]]] = {}
+    for path in paths:
+        for dataset, splits in seed_maes(path).items():
+            if dataset in found:
+                raise InputError(f"{path}: holds {dataset} again; give each dataset's runs in one file per candidate")
+            found[dataset] = splits
     return found
 
 
@@ -94,8 +106,20 @@ def decision(without: dict, with_path: dict, required: int = len(DATASETS)) -> t
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m experiments.baseline_path", description=__doc__.split("\n")[0])
-    parser.add_argument("without", type=Path, help="experiments.your_data's results with configs/base.yaml as it is")
-    parser.add_argument("with_path", type=Path, help="the same with --model.network.init_args.baseline_path=…")
+    parser.add_argument(
+        "--without",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="experiments.your_data's results with configs/base.yaml as it is (one file or more)",
+    )
+    parser.add_argument(
+        "--with_path",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="the same with --model.network.init_args.baseline_path=… (one file or more)",
+    )
     parser.add_argument("--output", type=Path, default=Path("experiments/results/baseline_path.md"), help="the table")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.add_argument(
@@ -103,8 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     with reported_in_one_line():
-        check_output(args.output, [args.without, args.with_path], args.overwrite)
-        rows, said = decision(seed_maes(args.without), seed_maes(args.with_path), args.required)
+        check_output(args.output, [*args.without, *args.with_path], args.overwrite)
+        rows, said = decision(arm_maes(args.without), arm_maes(args.with_path), args.required)
         header = [
             "data",
             "NoPath validation MAE",

@@ -93,7 +93,7 @@ class Dataset:
     mapping) and options the preset does not hold; for the statistical floor, the season its models are given and
     every how many validation and test windows they forecast."""
 
-    label: str  # its counts ({series}, {channels}) are filled in from the data read: ``named``
+    label: str  # its counts ({series}, {channels}) and lengths ({horizon}, {look_back}): from the data read, ``named``
     file: str | None
     season: int | None
     settings: Path | dict = field(default_factory=dict)
@@ -103,8 +103,14 @@ class Dataset:
     floor_stride: int = 1  # > 1 where AutoTheta on every window would take long (~70 ms a window and channel)
 
     def named(self, windows: WindowDataModule) -> str:
-        """The label with the series and channels of the data the tool read, not of the file it expects."""
-        return self.label.format(series=windows.panel.n_series, channels=len(windows.panel.roles.targets))
+        """The label with the series, channels and lengths of the data the tool read (a ``--data.context_length``
+        given to every run included), not of the file it expects."""
+        return self.label.format(
+            series=windows.panel.n_series,
+            channels=len(windows.panel.roles.targets),
+            horizon=windows.horizon,
+            look_back=windows.context_length,
+        )
 
     @property
     def options(self) -> list[str]:
@@ -124,14 +130,16 @@ class Dataset:
 
 DATASETS = {
     "series": Dataset(  # make train: base.yaml exactly as it is
-        "embedded synthetic series (`make train`), {channels} channels, hourly, horizon 12, look-back 12",
+        "embedded synthetic series (`make train`), {channels} channels, hourly, "
+        "horizon {horizon}, look-back {look_back}",
         None,
         None,
         period=24,
         floor_stride=24,  # 989 and 1989 windows, 5 channels
     ),
     "panel": Dataset(
-        "embedded synthetic panel (configs/panel.yaml's data), {series} daily series, horizon 14, look-back 28",
+        "embedded synthetic panel (configs/panel.yaml's data), {series} daily series, "
+        "horizon {horizon}, look-back {look_back}",
         None,
         7,
         PANEL_CONFIG,
@@ -140,14 +148,14 @@ DATASETS = {
         floor_stride=7,  # 2262 and 4983 windows
     ),
     "intermittent": Dataset(
-        "intermittent monthly panel (synthetic), {series} series, horizon 6, look-back 12",
+        "intermittent monthly panel (synthetic), {series} series, horizon {horizon}, look-back {look_back}",
         "intermittent_panel.csv",
         12,
         data_settings(),
         period=12,
     ),
     "etth1": Dataset(
-        "ETTh1, {channels} channels, hourly, horizon 96, look-back 336",
+        "ETTh1, {channels} channels, hourly, horizon {horizon}, look-back {look_back}",
         "ETTh1.csv",
         24,
         study_config("etth1.yaml"),
@@ -156,7 +164,7 @@ DATASETS = {
         floor_stride=24,  # 2785 windows a split, 7 channels: AutoTheta on all would take ~45 min
     ),
     "m4_hourly": Dataset(
-        "M4 Hourly, {series} series, horizon 48, look-back 168",
+        "M4 Hourly, {series} series, horizon {horizon}, look-back {look_back}",
         "m4_hourly.csv",
         24,
         study_config("m4_hourly.yaml"),
@@ -165,7 +173,7 @@ DATASETS = {
         period=24,
     ),
     "m4_weekly": Dataset(  # its preset trains on every 8th window, the CPU budget
-        "M4 Weekly, {series} series, horizon 13, look-back 52",
+        "M4 Weekly, {series} series, horizon {horizon}, look-back {look_back}",
         "m4_weekly.csv",
         52,
         study_config("m4_weekly.yaml"),

@@ -26,7 +26,7 @@ def decide(tmp_path, without: list[list[float]], with_path: list[list[float]]) -
     first = your_data_file(tmp_path / "none.md", dict(zip(SIX, without)))
     second = your_data_file(tmp_path / "linear.md", dict(zip(SIX, with_path)))
     output = tmp_path / "decision.md"
-    baseline_path.main([str(first), str(second), "--output", str(output)])
+    baseline_path.main(["--without", str(first), "--with_path", str(second), "--output", str(output)])
     return output.read_text().strip().splitlines()[-1]
 
 
@@ -63,7 +63,7 @@ def test_a_part_of_the_datasets_decides_nothing(tmp_path):
     first = your_data_file(tmp_path / "none.md", dict(zip(SIX, without)))
     second = your_data_file(tmp_path / "linear.md", dict(zip(SIX, with_path)))
     output = tmp_path / "decision.md"
-    baseline_path.main([str(first), str(second), "--output", str(output)])
+    baseline_path.main(["--without", str(first), "--with_path", str(second), "--output", str(output)])
     last = output.read_text().strip().splitlines()[-1]
     assert last.endswith("Decision: none: the rule is over all 6 datasets and these files hold 4.")
 
@@ -74,5 +74,26 @@ def test_a_loss_beyond_the_spread_on_a_part_of_the_datasets_already_keeps_today_
     first = your_data_file(tmp_path / "none.md", dict(zip(SIX, without)))
     second = your_data_file(tmp_path / "linear.md", dict(zip(SIX, with_path)))
     output = tmp_path / "decision.md"
-    baseline_path.main([str(first), str(second), "--output", str(output)])
+    baseline_path.main(["--without", str(first), "--with_path", str(second), "--output", str(output)])
     assert "Decision: configs/base.yaml keeps NoPath (its second condition already fails" in output.read_text()
+
+
+def test_a_candidate_s_datasets_may_come_from_several_files_each_dataset_from_one(tmp_path):
+    without = [[1.0, 1.1, 1.2]] * 6
+    with_path = [[0.9, 1.0, 1.1]] * 6
+    parts = [
+        your_data_file(tmp_path / name, dict(zip(names, values)))
+        for name, names, values in (
+            ("none_a.md", SIX[:4], without[:4]),
+            ("none_b.md", SIX[4:], without[4:]),
+            ("linear_a.md", SIX[:4], with_path[:4]),
+            ("linear_b.md", SIX[4:], with_path[4:]),
+        )
+    ]
+    output = tmp_path / "decision.md"
+    baseline_path.main(
+        ["--without", *map(str, parts[:2]), "--with_path", *map(str, parts[2:]), "--output", str(output)]
+    )
+    assert output.read_text().strip().endswith("Decision: configs/base.yaml takes LinearPath.")
+    with pytest.raises(InputError, match=r"none_a\.md: holds data 0 again"):
+        baseline_path.arm_maes([parts[0], parts[0]])

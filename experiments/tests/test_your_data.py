@@ -22,6 +22,13 @@ def test_each_dataset_is_given_only_what_the_readme_asks_a_user_for(monkeypatch)
         assert all(option.startswith("--data.") for option in dataset.options), dataset.label
 
 
+def test_a_label_names_the_lengths_the_runs_are_given():
+    """A ``--data.context_length`` given to every run is the look-back its rows are labelled with."""
+    series = your_data.DATASETS["series"]
+    assert series.named(series.windows(None, [])).endswith("horizon 12, look-back 12")
+    assert series.named(series.windows(None, ["--data.context_length=48"])).endswith("horizon 12, look-back 48")
+
+
 def test_a_presets_data_settings_are_cut_to_what_a_user_gives(monkeypatch):
     """Roles, look-back, horizon and split come from the preset, written as a user types them; its scaling, batch
     size and calendar features (the defaults' to choose) do not."""
@@ -78,8 +85,10 @@ def test_the_table_has_a_validation_and_a_test_row_per_dataset_and_each_seeds_va
     table = output.read_text()
     assert table.startswith("Written by `python -m ")  # the stamp: command, commit, machine
     counted = {"series": "5 channels", "intermittent": "10 series"}  # the data read: 2 stores x 5 products
+    lengths = {"series": (12, 12), "intermittent": (6, 12)}  # horizon, look-back
     for key in ("series", "intermittent"):
-        label = your_data.DATASETS[key].label.format(series=10, channels=5)
+        horizon, look_back = lengths[key]
+        label = your_data.DATASETS[key].label.format(series=10, channels=5, horizon=horizon, look_back=look_back)
         assert counted[key] in label
         assert table.count(f"| {label} | validation |") == table.count(f"| {label} | test |") == 1
         assert f"- {label}, test model MAE: seed 0: " in table
