@@ -2,11 +2,12 @@
 
 import pytest
 
-from experiments import tries
+from experiments import tries, your_data
 from experiments.tests.test_baseline_path import your_data_file
 
-SERIES = "embedded synthetic series (`make train`), 5 channels, hourly, horizon 12, look-back {}"
-PANEL = "embedded synthetic panel (configs/panel.yaml's data), 36 daily series, horizon 14, look-back {}"
+# Labels as experiments.your_data writes them, so that a change to its format is a change here too.
+SERIES = your_data.DATASETS["series"].label.format(channels=5, horizon=12, look_back="{}")
+PANEL = your_data.DATASETS["panel"].label.format(series=36, horizon=14, look_back="{}")
 
 
 def test_each_try_is_set_beside_the_default_s_run_of_the_same_data_whatever_its_look_back(tmp_path):

@@ -31,9 +31,9 @@ from project.training.schedules import WarmupCosine
 
 DEFAULT_REGIME = FreeRunning()  # free-running detach: immutable, so one instance serves every model
 COVARIATES = ("past_covariates", "future_covariates", "static_categorical", "static_real")
-# The classes the optimizer and learning-rate scheduler a model records must be (checked where they are rebuilt).
 # What torch raises for an optimizer or scheduler setting it refuses, when built or first stepped.
 BUILD_REFUSALS = (ArithmeticError, LookupError, NotImplementedError, TypeError, ValueError)
+# The classes the optimizer and learning-rate scheduler a model records must be (checked where they are rebuilt).
 OPTIMIZATION_BASES = {"optimizer": torch.optim.Optimizer, "lr_scheduler": torch.optim.lr_scheduler.LRScheduler}
 
 
