@@ -47,21 +47,24 @@ test-threads: $(BIN)/.installed
 	OMP_NUM_THREADS=2 $(BIN)/python -m pytest -q $(THREAD_TESTS)
 
 # The template without its evidence: the tracked tree without experiments/, copied aside (nothing here is deleted).
+# Only the tests that can tell it from the core alone run there: the tools' tests and those that look for what was
+# deleted; every other test runs without experiments/ in test-without-tools, which keeps CI's serial run short.
+WITHOUT_EXPERIMENTS_TESTS ?= tests/tools tests/test_core_without_tools.py tests/test_entry_points.py tests/test_readme.py
 test-without-experiments: $(BIN)/.installed
-	@$(MAKE) --no-print-directory test-without DELETED='experiments/'
+	@$(MAKE) --no-print-directory test-without DELETED='experiments/' TESTS='$(WITHOUT_EXPERIMENTS_TESTS)'
 
 # The core alone: without project/tools and tests/tools, and without experiments/, whose studies use the tools.
 # The slow tests ran with everything in `make test-slow`.
 test-without-tools: $(BIN)/.installed
 	@$(MAKE) --no-print-directory test-without DELETED='experiments/ project/tools/ tests/tools/'
 
-# The suite, less the slow tests, on a copy of the tracked tree without the folders DELETED names.
+# The suite (or the TESTS named), less the slow tests, on a copy of the tracked tree without the folders DELETED names.
 test-without:
 	@core=$$(mktemp -d) && \
 	git ls-files --cached --others --exclude-standard | grep -v $(foreach folder,$(DELETED),-e '^$(folder)') | \
 		tar -cf - -T - | tar -xf - -C $$core && \
-	echo "The suite without $(DELETED), in $$core" && \
-	cd $$core && $(PYTEST) -q -m "not slow"; status=$$?; rm -rf $$core; exit $$status
+	echo "$(or $(TESTS),The suite) without $(DELETED), in $$core" && \
+	cd $$core && $(PYTEST) -q -m "not slow" $(TESTS); status=$$?; rm -rf $$core; exit $$status
 
 # The formatter decides layout everywhere: no line is held out of it.
 lint: $(BIN)/.installed
