@@ -1,3 +1,4 @@
+import signal
 from pathlib import Path
 
 import pytest
@@ -5,6 +6,15 @@ import torch
 
 from tests.helpers import BASE, SMALL_MODEL, cli, config, only_run, quick_fit_arguments
 from tests.test_data import frame_of_row_numbers
+
+
+def pytest_configure(config):
+    """Ctrl-C reaches the CLI as in a terminal, however the suite was started. A shell starts a background job
+    (``make test-slow &``, ``nohup``) with SIGINT ignored, and an ignored signal is inherited through ``exec`` by
+    every process started below it, so the tests that stop a run with SIGINT would see nothing happen; a handler is
+    not inherited, so with Python's own here each CLI process starts with Ctrl-C at its default."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
