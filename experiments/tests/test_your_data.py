@@ -62,6 +62,7 @@ def test_the_floors_models_are_fitted_with_the_datas_season_the_seasonal_naive_r
     assert your_data.DATASETS["m4_weekly"].period == 52
 
 
+@pytest.mark.slow  # four real training runs in their own processes: the default suite's longest test
 def test_the_table_has_a_validation_and_a_test_row_per_dataset_and_each_seeds_value(tmp_path, monkeypatch):
     monkeypatch.chdir(REPOSITORY)  # the tool reads configs/
     intermittent.intermittent_panel(n_stores=2, n_products=5).to_csv(tmp_path / "intermittent_panel.csv", index=False)
