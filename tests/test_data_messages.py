@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from project.data import WindowDataModule
+from project.data import WindowDataModule, table
 from project.errors import InputError
 
 ROWS = 30
@@ -168,3 +168,96 @@ def test_an_unreadable_timestamp_among_offsets_is_named_as_such_not_as_an_offset
 def test_an_empty_dataframe_is_one_line():
     with pytest.raises(InputError, match=r"^the DataFrame: has 0 rows;"):
         WindowDataModule(pd.DataFrame({"value": pd.Series([], dtype=float)}), context_length=4, horizon=2)
+
+
+# -- Files that would cost a slow, large read: refused from their size, their ends or their first rows ---------------
+
+WIDE_ROW_ADVICE = "(quote values that hold commas, or name every column in the header)"
+
+
+def unread(*arguments, **options):
+    raise AssertionError("the table was read whole")
+
+
+def test_a_first_row_wider_than_the_header_is_refused_before_pandas_reads_the_file(tmp_path, monkeypatch):
+    # pandas would read the extra fields as an index: a 12 MB file of such rows took 106 s and 2.9 GB.
+    path = tmp_path / "wide_rows.csv"
+    path.write_text("time,value\n" + ("2021-01-01," + ",".join(["1.5"] * 1000) + "\n") * 3)
+    monkeypatch.setattr(pd, "read_csv", unread)
+    message = error_of(str(path), tmp_path, time_column="time")
+    assert message == f"{path}: line 2 has 1001 fields; the header has 2 columns {WIDE_ROW_ADVICE}"
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_later_row_wider_than_the_header_names_its_line_counting_quoted_commas_and_line_breaks(tmp_path):
+    rows = [
+        '2021-01-01,"north, coast",1.0',  # line 2
+        '2021-01-02,"two\nlines",2.0',  # lines 3 and 4
+        *(f"2021-01-{day:02d},inland,{day}.0" for day in range(3, 20)),  # lines 5 to 21
+        "2021-01-20,inland,20.0,21.0",  # line 22
+        "2021-01-21,inland,21.0",
+    ]
+    path = tmp_path / "notes.csv"
+    path.write_text("\n".join(["time,note,value", *rows]) + "\n")
+    message = error_of(str(path), tmp_path, time_column="time", target_columns=["value"])
+    assert message == f"{path}: line 22 has 4 fields; the header has 3 columns {WIDE_ROW_ADVICE}"
+    assert not (tmp_path / "cache").exists()
+
+
+def test_commas_and_line_breaks_inside_quotes_are_not_counted_as_fields(tmp_path):
+    path = tmp_path / "notes.csv"
+    path.write_text('time,note,value\n2021-01-01,"north, coast, bay",1.0\n2021-01-02,"two\nlines",2.0\n')
+    frame, _ = table.read_table(path)
+    assert frame["note"].tolist() == ["north, coast, bay", "two\nlines"]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_file_past_the_size_bound_is_refused_from_its_size_before_any_read(suffix, tmp_path, monkeypatch):
+    path = tmp_path / f"huge{suffix}"
+    with open(path, "wb") as data:  # sparse: the size costs no disk, and a read would be all NUL bytes
+        data.write(b"time,value\n")
+        data.truncate(table.MAX_TABLE_BYTES + 1)
+    monkeypatch.setattr(pd, "read_csv", unread)
+    monkeypatch.setattr(pd, "read_parquet", unread)
+    message = error_of(str(path), tmp_path, time_column="time")
+    path.unlink()
+    bound = table.MAX_TABLE_BYTES
+    assert message == (
+        f"{path}: {bound + 1:,} bytes; a table file holds at most {bound:,} ({bound / 2**30:g} GiB, MAX_TABLE_BYTES in "
+        "project/data/table.py), as it is read whole into memory; keep the rows and columns you forecast in a smaller "
+        "file, or raise the bound if this machine's memory holds the table several times over"
+    )
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_sparse_csv_within_the_size_bound_is_refused_as_not_text(tmp_path, monkeypatch):
+    # pandas would read the hole as one cell: 300 MB of NUL bytes took 8 s and 3.5 GB.
+    path = tmp_path / "holey.csv"
+    with open(path, "wb") as data:
+        data.write(b"time,value\n2021-01-01,1.5\n")
+        data.truncate(64 * 2**20)
+    monkeypatch.setattr(pd, "read_csv", unread)
+    message = error_of(str(path), tmp_path, time_column="time")
+    assert message == (
+        f"{path}: byte 26 is NUL; a CSV is UTF-8 text (is this a sparse or binary file, or UTF-16 text? save it as a "
+        "UTF-8 CSV)"
+    )
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_parquet_file_too_wide_is_refused_from_its_schema_before_its_data_is_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(table, "MAX_COLUMNS", 5)  # six columns stand for 10,001: written in milliseconds
+    path = tmp_path / "wide.parquet"
+    pd.DataFrame({f"c{i}": [1.5, 2.5] for i in range(6)}).to_parquet(path)
+    monkeypatch.setattr(pd, "read_parquet", unread)
+    message = error_of(str(path), tmp_path)
+    assert message == f"{path}: 6 columns; a table holds at most 5"
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_parquet_files_named_index_is_not_counted_among_its_columns(tmp_path, monkeypatch):
+    monkeypatch.setattr(table, "MAX_COLUMNS", 5)
+    path = tmp_path / "indexed.parquet"
+    pd.DataFrame({f"c{i}": [1.5, 2.5] for i in range(5)}, index=pd.Index(["a", "b"], name="key")).to_parquet(path)
+    frame, _ = table.read_table(path)
+    assert list(frame.columns) == [f"c{i}" for i in range(5)]

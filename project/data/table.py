@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import itertools
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,12 @@ DATAFRAME_SOURCE = "the DataFrame"
 # Columns a table may have: far above any table this project forecasts (a panel is long, not wide), far below the
 # 200,000 columns whose per-column checks take minutes.
 MAX_COLUMNS = 10_000
+# Bytes a table file may have. pandas reads a table whole, at one to several times its size in memory, so a file
+# past this is a mistake (a sparse or runaway file) or needs a larger machine than the bound assumes: twice the
+# ten-million-row panel of `project.tools.bench --suite panel` written as a CSV.
+MAX_TABLE_BYTES = 4 * 2**30
+# Bytes read at each end of a CSV to tell text from a sparse file's hole or binary data (NUL bytes).
+_TEXT_PROBE_BYTES = 64 * 2**10
 
 
 def read_table(source: str | Path | pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -27,13 +35,7 @@ def read_table(source: str | Path | pd.DataFrame) -> tuple[pd.DataFrame, str]:
         check_width(DATAFRAME_SOURCE, source.shape[1])
         return source, DATAFRAME_SOURCE
     path = check_file(source)
-    if path.suffix.lower() == ".csv":  # counted from the header before pandas reads every column
-        check_width(str(path), _header_width(path))
-    try:
-        frame = pd.read_csv(path) if path.suffix.lower() == ".csv" else pd.read_parquet(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError, ValueError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise InputError(f"{path}: cannot read the table ({reason})") from None
+    frame = _read_csv(path) if path.suffix.lower() == ".csv" else _read_parquet(path)
     check_width(str(path), frame.shape[1])
     if frame.empty:
         raise InputError(f"{path}: the table has no rows; expected a header row and data rows")
@@ -46,24 +48,113 @@ def check_width(source_name: str, columns: int) -> None:
         raise InputError(f"{source_name}: {columns} columns; a table holds at most {MAX_COLUMNS}")
 
 
-def _header_width(path: Path) -> int:
-    with open(path, newline="", encoding="utf-8", errors="replace") as lines:
-        try:
-            return len(next(csv.reader(lines), []))
-        except csv.Error:  # a header field too long for the csv module: pandas says what is wrong with it
-            return 0
-
-
 def check_file(source: str | Path) -> Path:
-    """``source`` as a Path, after checking that it is a CSV or Parquet file with something in it."""
+    """``source`` as a Path, after checking that it is a CSV or Parquet file with something in it and at most
+    ``MAX_TABLE_BYTES`` long (its size is read from the file system, so a sparse multi-GB file costs nothing)."""
     path = check_name_lengths(source)
     if not path.is_file():
         raise InputError(f"{path}: data file not found")
     if path.suffix.lower() not in (".csv", ".parquet", ".pq"):
         raise InputError(f"{path}: expected a .csv or .parquet file; got '{path.suffix}'")
-    if path.stat().st_size == 0:
+    size = path.stat().st_size
+    if size == 0:
         raise InputError(f"{path}: the file is empty; expected a header row and data rows")
+    if size > MAX_TABLE_BYTES:
+        raise InputError(
+            f"{path}: {size:,} bytes; a table file holds at most {MAX_TABLE_BYTES:,} "
+            f"({MAX_TABLE_BYTES / 2**30:g} GiB, MAX_TABLE_BYTES in project/data/table.py), as it is read whole into "
+            "memory; keep the rows and columns you forecast in a smaller file, or raise the bound if this machine's "
+            "memory holds the table several times over"
+        )
     return path
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """The CSV at ``path``, after the checks that cost a few reads instead of pandas' whole one: text, not NUL bytes;
+    a header of at most ``MAX_COLUMNS``; a first row no wider than the header. pandas reads a first row wider than
+    the header as an index of its extra fields (a 12 MB file took 106 s and 2.9 GB); a later one it refuses at once,
+    and the row is then found, to be named as the first one is."""
+    _check_text(path)
+    _check_rows_fit_header(path, rows=1)
+    try:
+        return pd.read_csv(path)
+    except pd.errors.ParserError as error:
+        _check_rows_fit_header(path, rows=None)
+        raise _unreadable(path, error) from None
+    except (pd.errors.EmptyDataError, UnicodeDecodeError, OSError, ValueError) as error:
+        raise _unreadable(path, error) from None
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    """The Parquet file at ``path``, after counting its columns from its schema (the footer alone)."""
+    try:
+        import pyarrow.parquet as parquet  # the project's `parquet` extra; pandas reads Parquet with it too
+    except ImportError:
+        raise InputError(f"{path}: reading Parquet needs pyarrow; pip install 'pyarrow>=14'") from None
+    try:
+        schema = parquet.read_schema(path)
+    except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid (not Parquet, a truncated footer) is a ValueError
+        raise _unreadable(path, error) from None
+    # pandas writes a named index as a column and reads it back as the index, not as one of the table's columns.
+    index_columns = (schema.pandas_metadata or {}).get("index_columns", [])
+    check_width(str(path), len(schema.names) - sum(isinstance(column, str) for column in index_columns))
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as error:
+        raise _unreadable(path, error) from None
+
+
+def _unreadable(path: Path, error: Exception) -> InputError:
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return InputError(f"{path}: cannot read the table ({reason})")
+
+
+def _check_text(path: Path) -> None:
+    """A CSV is text: NUL bytes at its start or end are a sparse file's hole or binary data, which pandas would read
+    as one enormous cell (300 MB of them took 8 s and 3.5 GB)."""
+    size = path.stat().st_size
+    tail_start = max(size - _TEXT_PROBE_BYTES, 0)
+    with open(path, "rb") as data:
+        head = data.read(_TEXT_PROBE_BYTES)
+        data.seek(tail_start)
+        tail = data.read(_TEXT_PROBE_BYTES)
+    for start, block in ((0, head), (tail_start, tail)):
+        if b"\0" in block:
+            offset = start + block.index(b"\0")
+            raise InputError(
+                f"{path}: byte {offset} is NUL; a CSV is UTF-8 text (is this a sparse or binary file, or UTF-16 "
+                "text? save it as a UTF-8 CSV)"
+            )
+
+
+def _check_rows_fit_header(path: Path, rows: int | None) -> None:
+    """Refuse a header wider than ``MAX_COLUMNS``, then the first of the first ``rows`` data rows (every row if
+    None) with more fields than the header."""
+    with contextlib.closing(_records(path)) as records:
+        width = len(next(records, (1, []))[1])
+        check_width(str(path), width)
+        for line, fields in itertools.islice(records, rows):
+            if len(fields) > width:
+                raise InputError(
+                    f"{path}: line {line} has {len(fields)} fields; the header has {width} columns (quote values "
+                    "that hold commas, or name every column in the header)"
+                )
+
+
+def _records(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """The CSV's records that are not blank, header first, each with the line it starts on, split as pandas splits
+    them (a quoted field may hold commas and line breaks). Ends at a record the csv module refuses (a field past its
+    size limit): pandas then says what is wrong with it."""
+    with open(path, newline="", encoding="utf-8", errors="replace") as lines:
+        reader = csv.reader(lines)
+        start = 1
+        try:
+            for fields in reader:
+                if fields:
+                    yield start, fields
+                start = reader.line_num + 1
+        except csv.Error:
+            return
 
 
 def check_columns_exist(source_name: str, frame: pd.DataFrame, columns: list[str]) -> None:
