@@ -47,11 +47,11 @@ from experiments.results import (
     write_table,
 )
 from experiments.statistical import STATISTICAL_MODELS, split_forecasts, statistical_label, statistical_model
-from project.checkpoints import checkpoint_inputs, load_checkpoint
+from project.checkpoints import checkpoint_inputs, read_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output
-from project.tools.checkpoint_commands import trust_argument
+from project.tools.checkpoint_commands import load_checkpoint, trust_argument
 from project.tools.stamp import hardware, run_commit
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import forecast_scores, symmetric_percentage_errors, unscale
@@ -243,7 +243,7 @@ def score_checkpoints(
     interval scale calibrated on validation, on test) of checkpoints of one configuration: one row, over the
     checkpoints, and with several checkpoints a second row for the mean of their forecasts (each checkpoint
     forecasts once per split)."""
-    settings = load_checkpoint(checkpoints[0])[0]["hyper_parameters"]
+    settings = read_checkpoint(checkpoints[0])["hyper_parameters"]
     name = (regime_name(settings["regime"]) or settings["regime"]["class_path"]).replace("_", " ")
     distribution = distribution_name(settings)
     if distribution:
@@ -263,7 +263,7 @@ def score_checkpoints(
         if "crps" in forecasts:
             for score in ("crps", "covered", "width"):
                 row.setdefault(score, []).append(float(forecasts[score].mean()))
-            state = load_checkpoint(checkpoint)[0]["state_dict"]
+            state = read_checkpoint(checkpoint)["state_dict"]
             row.setdefault("interval_scale", []).append(float(state["interval_scale"]))
     if len(checkpoints) == 1:
         return [row]
@@ -394,7 +394,8 @@ def main(argv: list[str] | None = None) -> None:
     run_commit()  # what the stamp names: the code at the start, before baselines and runs
     with reported_in_one_line():
         check_seeds(args.seeds)
-        checkpoints = {path: load_checkpoint(path)[0] for path in args.ckpt_path or []}  # before the data
+        # Built, not only read: a class the checkpoint names and the user did not trust is refused before the data.
+        checkpoints = {path: load_checkpoint(path, args.trust)[0] for path in args.ckpt_path or []}
         inputs = [args.data, *(i for path, c in checkpoints.items() for i in checkpoint_inputs(path, c))]
         check_output(output, inputs, args.overwrite)  # before training, not after
         windows = datamodule(args.data, benchmark)

@@ -26,10 +26,11 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 from torch.utils.data import DataLoader
 
-from project.checkpoints import load_checkpoint
+from project.checkpoints import read_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
+from project.tools.checkpoint_commands import load_checkpoint
 from project.tools.stamp import run_commit, stamp
 from project.training.metrics import forecast_scores, unscale
 from project.training.runs import find_runs, read_scalars
@@ -168,7 +169,7 @@ def preset_datamodule(preset: Path | None, data: Path | None, **overrides) -> Wi
         settings.update(yaml.safe_load(preset.read_text())["data"])
     if data is not None:
         settings["source"] = str(data)
-    windows = WindowDataModule(**{**settings, **overrides})
+    windows = WindowDataModule.from_config({**settings, **overrides})
     windows.setup("test")
     return windows
 
@@ -198,7 +199,7 @@ def best_checkpoint(run: Path) -> Path:
 
 
 def best_epoch(checkpoint: Path) -> int:
-    return int(load_checkpoint(checkpoint)[0]["epoch"]) + 1
+    return int(read_checkpoint(checkpoint)["epoch"]) + 1
 
 
 def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 256) -> dict[str, torch.Tensor]:

@@ -1,37 +1,40 @@
-"""A checkpoint read before anything trusts it, its settings as a command's defaults, and whether the model and data
-a command built can take its weights. Every problem is one line."""
+"""A checkpoint read once before anything trusts it, its settings built by a parser that imports only what is allowed
+(``project.imports``), and whether a model and data can take its weights. Every problem is one line naming the
+checkpoint.
+
+The CLI gives a checkpoint's settings to LightningCLI's parser as its first config (``checkpoint_config``);
+everything else (the tools, ``Forecaster.load_from_checkpoint``, ``WindowDataModule.load_from_checkpoint``) builds
+through ``built_from_checkpoint``.
+"""
 
 from __future__ import annotations
 
-import inspect
+import copy
+from collections.abc import Iterable
 from pathlib import Path
 
+import lightning as L
 import torch
-from torch import nn
+from jsonargparse import ArgumentError, ArgumentParser, Namespace
+from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters_context
 
-from project.data.datamodule import WindowDataModule
-from project.data.splits import Split
-from project.errors import InputError
-from project.files import check_name_lengths
-from project.imports import built_component, check_recorded_imports, component_class, is_component_spec
-from project.model.distributions import Distribution
-from project.model.network import build_network
-from project.training.module import OPTIMIZATION_BASES, Forecaster, check_finite_weights
-from project.training.regimes import Regime
+from project.errors import InputError, reported_cause
+from project.files import bounded_yaml, check_name_lengths, check_settings_bounds
+from project.imports import allow_only, import_policy_kept, refused_import
+from project.option_errors import one_line
 
 SIZES = "init_args.sizes."  # the data's sizes among a network's flattened settings
+SECTIONS = {"model": "hyper_parameters", "data": "datamodule_hyper_parameters"}  # a config's section → a checkpoint's
+CONFIG_KEY = 'Parser key "config": '  # the CLI gives a checkpoint's settings as a config: said once, by the path
+MAX_SAID = 400  # characters of a parser's message quoted: a value it read may be a whole file
+PYTHON_TRUST = "pass trusted=['{path}']"  # how the Python API trusts an import path a checkpoint names
+# What builds an optimizer and a scheduler: only a run that resumes training needs them.
+OPTIMIZATION = ("optimizer", "lr_scheduler")
 
 
-def class_path_of(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def read_checkpoint(path: str | Path, resuming: bool = True) -> tuple[dict, set[str]]:
-    """The checkpoint at ``path``, checked before anything is built from it: a finite checkpoint of this template whose
-    settings this version's classes take, every import path it records passing ``project.imports``' rule; and the
-    dotted strings it holds that did not pass, which a parser given its settings must never import. Unpickled with
-    ``weights_only=True`` (reading runs no code). ``resuming``: its optimizer and scheduler will be built (a command
-    that only forecasts or scores never builds them, so they are not looked at)."""
+def read_checkpoint(path: str | Path) -> dict:
+    """The checkpoint at ``path``, read once (``weights_only=True``: reading runs no code) and checked before anything
+    is built from it: a checkpoint of this template, its settings within the bounds of a config, its weights finite."""
     path = check_name_lengths(path)
     if not path.is_file():
         raise InputError(f"{path}: checkpoint not found")
@@ -52,92 +55,127 @@ def read_checkpoint(path: str | Path, resuming: bool = True) -> tuple[dict, set[
             f"{path}: not a checkpoint written by `python -m project.cli fit` (it has no state_dict and "
             "hyper_parameters)"
         )
-    data = checkpoint.get("datamodule_hyper_parameters", {})
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: its data settings are {type(data).__name__}, not a mapping of settings")
-    refused = recorded_imports(checkpoint, path, resuming)
-    check_recorded_components(checkpoint, path, resuming)
-    for base, settings in ((Forecaster, checkpoint["hyper_parameters"]), (WindowDataModule, data)):
-        cls = recorded_class(settings, base, path)
-        try:  # a setting the class does not take (Python's own check): the checkpoint of another version
-            inspect.signature(cls).bind(**{k: v for k, v in settings.items() if not k.startswith("_")})
-        except TypeError as error:
-            raise InputError(
-                f"{path}: its settings do not fit this version's {cls.__name__} ({error}); retrain it, or use it "
-                "with the version that wrote it"
-            ) from None
+    for key in SECTIONS.values():
+        if not isinstance(checkpoint.get(key, {}), dict):
+            raise InputError(f"{path}: its {key} are {type(checkpoint[key]).__name__}, not a mapping of settings")
+        check_settings_bounds(checkpoint.get(key, {}), f"{path}: its {key}")
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
-    return checkpoint, refused
+    return checkpoint
 
 
-def recorded_imports(checkpoint: dict, path: str | Path, resuming: bool = True) -> set[str]:
-    """Every import path the checkpoint's model and data settings record, checked under ``project.imports``' rule (the
-    first refused is one line naming it and ``path``); the optimizer's and scheduler's only when ``resuming``. Returns
-    the dotted strings that did not pass, for ``project.imports.parser_never_imports``."""
-    unused = () if resuming else tuple(OPTIMIZATION_BASES)
-    model = check_recorded_imports(checkpoint["hyper_parameters"], "model", f"{path}: ", skip=unused)
-    return model | check_recorded_imports(checkpoint.get("datamodule_hyper_parameters", {}), "data", f"{path}: ")
+def checkpoint_config(checkpoint: dict, section: str, default_class: str) -> dict:
+    """A checkpoint's model or data ``section`` as a config names it: its class (LightningCLI records it as
+    ``_class_path``; ``default_class`` where it records none) and its settings, less Lightning's own keys."""
+    recorded = checkpoint.get(SECTIONS[section], {})
+    settings = {k: v for k, v in recorded.items() if not k.startswith("_")}
+    return {"class_path": recorded.get("_class_path", default_class), "init_args": copy.deepcopy(settings)}
 
 
-def check_recorded_components(checkpoint: dict, path: str | Path, resuming: bool = True) -> None:
-    """Each component the checkpoint records (the network and its distribution, the regime, the data split; the
-    optimizer and scheduler when ``resuming``) is of the class its place takes and takes its recorded settings
-    (Python's own signature check): refused in one line naming the checkpoint, before anything is built."""
-    model = checkpoint["hyper_parameters"]
-    network = model.get("network")
-    if not is_component_spec(network):
-        raise InputError(
-            f"{path}: it records no network (a class_path and init_args); was it written by this template?"
-        )
-    recorded = [
-        (network, "network", nn.Module),
-        ((network.get("init_args") or {}).get("distribution"), "distribution", Distribution),
-        (model.get("regime"), "regime", Regime),
-        *((model.get(name), name, base) for name, base in OPTIMIZATION_BASES.items() if resuming),
-        (checkpoint.get("datamodule_hyper_parameters", {}).get("split"), "data split", Split),
-    ]
-    for spec, what, base in recorded:
-        if not is_component_spec(spec):
-            continue
-        cls = component_class(spec, what, base, f"{path}: ")
+def without(settings: dict, names: Iterable[str]) -> dict:
+    """``settings`` less the dotted ``names`` (``network.init_args.sizes``) it holds; changed in place."""
+    for name in names:
+        *parents, leaf = name.split(".")
+        owner = settings
+        for parent in parents:
+            owner = owner.get(parent) if isinstance(owner, dict) else None
+        if isinstance(owner, dict):
+            owner.pop(leaf, None)
+    return settings
+
+
+def parsed_checkpoint(
+    parser: ArgumentParser, config: dict, path: str | Path, trusted: Iterable[str] = (), how_to_trust: str = ""
+) -> Namespace:
+    """The one parse of a checkpoint's settings (``config``: its sections as ``checkpoint_config`` gives them): by
+    ``parser``, while jsonargparse may import only this project, torch's optimizers and ``trusted``. Whatever it
+    refuses is one line naming the checkpoint (``refusal``); ``how_to_trust`` says how to trust an import path."""
+    with import_policy_kept():
+        allow_only(trusted)
         try:
-            if inspect.isabstract(cls):
-                raise TypeError(f"{cls.__name__} is abstract")
-            inspect.signature(cls).bind_partial(**(spec.get("init_args") or {}))
-        except TypeError as error:
-            raise InputError(
-                f"{path}: its {what} {spec['class_path']} does not take the settings recorded for it ({error}); was "
-                "it written by another version, or edited?"
-            ) from None
+            return parser.parse_object(config)
+        except (ArgumentError, InputError, TypeError, ValueError) as error:
+            raise InputError(refusal(path, config, error, how_to_trust or PYTHON_TRUST)) from None
 
 
-def load_checkpoint(path: str | Path) -> tuple[dict, Forecaster]:
-    """The checkpoint at ``path`` (``read_checkpoint``) and its ``Forecaster`` (CPU, eval mode) with its weights, as the
-    tools and scripts open one."""
-    checkpoint, _ = read_checkpoint(path)  # the tools build with project.imports, not a parser
-    settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
-    model_class = recorded_class(checkpoint["hyper_parameters"], Forecaster, path)
-    components = {"network": build_network(settings.get("network"), f"{path}: ")}
-    if "regime" in settings:
-        components["regime"] = built_component(settings["regime"], "regime", Regime, f"{path}: ")
-    try:
-        module = model_class(**{**settings, **components})
-    except (InputError, TypeError, ValueError) as error:
-        raise InputError(
-            f"{path}: its settings do not build a {model_class.__name__} ({str(error).splitlines()[0]})"
-        ) from None
-    check_weights_fit(path, checkpoint, module)
-    module.load_state_dict(checkpoint["state_dict"])  # found finite by read_checkpoint: not checked again
-    return checkpoint, module.eval()
+def built_from_checkpoint(
+    cls: type,
+    checkpoint: dict,
+    path: str | Path,
+    trusted: Iterable[str] = (),
+    overrides: dict | None = None,
+    how_to_trust: str = "",
+    weights: bool = True,
+) -> object:
+    """The one way an object is built from a checkpoint outside the CLI: ``cls`` (a ``LightningModule`` or a
+    ``LightningDataModule``) or the subclass the checkpoint records, from its recorded settings and ``overrides``
+    (``parsed_checkpoint``), built while the same import policy holds; then its weights (a model; ``weights=False``:
+    untrained, for a refit) or its state (a data module) loaded."""
+    section = "data" if issubclass(cls, L.LightningDataModule) else "model"
+    config = checkpoint_config(checkpoint, section, f"{cls.__module__}.{cls.__qualname__}")
+    config["init_args"].update(overrides or {})
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_subclass_arguments(cls, section, required=True, fail_untyped=False)
+    parsed = parsed_checkpoint(parser, {section: config}, path, trusted, how_to_trust)
+    # Recorded again as given, as LightningCLI records a config's settings (never the objects built from them).
+    recorded = {"_class_path": config["class_path"], **config["init_args"]}
+    with import_policy_kept(), _given_hyperparameters_context(recorded, "lightning.pytorch.cli.instantiate_module"):
+        allow_only(trusted)
+        try:
+            built = parser.instantiate(parsed)[section]
+        except (InputError, TypeError, ValueError) as error:  # a class refused a recorded setting
+            raise InputError(refusal(path, {section: config}, error, how_to_trust or PYTHON_TRUST)) from None
+    if section == "model" and weights:
+        check_weights_fit(path, checkpoint, built)
+        built.load_state_dict(checkpoint["state_dict"])  # found finite by read_checkpoint
+    elif section == "data" and (state := checkpoint.get(type(built).__qualname__)):
+        built.load_state_dict(state)
+    return built
 
 
-def recorded_class(hyper_parameters: dict, base: type, path: str | Path) -> type:
-    """The class a checkpoint was trained with (LightningCLI records it as ``_class_path``), ``base`` when it records
-    none; imported under ``project.imports``' rule, and refused unless it is ``base`` or a subclass of it."""
-    if hyper_parameters.get("_class_path") is None:
-        return base
-    what = "data class" if issubclass(base, WindowDataModule) else "model class"
-    return component_class({"class_path": hyper_parameters["_class_path"]}, what, base, f"{path}: ")
+def refusal(path: str | Path, config: dict, error: BaseException, how_to_trust: str) -> str:
+    """The one line for an error raised while a parser read a checkpoint's settings (``config``): an import path the
+    policy refused, with where it sits and how to trust it, or the parser's or a class's own words."""
+    refused = refused_import(error)
+    if refused is None:
+        cause = reported_cause(error)
+        said = one_line(str(cause if cause is not None else error)).removeprefix(CONFIG_KEY)
+        return f"{path}: {said[:MAX_SAID]}{'…' if len(said) > MAX_SAID else ''}"
+    where = setting_holding(config, refused)
+    where = where.removesuffix(".class_path") if where else where  # the component, as its option names it
+    how = how_to_trust.format(path=refused, setting=where) if where else f"name {refused} in a config"
+    return (
+        f"{path}: the checkpoint names {refused}{f' (at {where})' if where else ''}, outside this project; nothing "
+        f"was imported: {how} to trust it"
+    )
+
+
+def setting_holding(config: object, text: str, location: str = "") -> str | None:
+    """Where in ``config`` the first value holding ``text`` sits, as a config names it (``model.network.class_path``):
+    for the message only; what is imported is the parser's policy's decision."""
+    if isinstance(config, dict):
+        for key, value in config.items():
+            inner = f"{location}.{key}" if location else str(key)
+            if (found := setting_holding(value, text, inner)) is not None:
+                return found.replace(".init_args.", ".", 1) if found.count(".") > 1 and not location else found
+    elif isinstance(config, (list, tuple)):
+        for index, value in enumerate(config):
+            if (found := setting_holding(value, text, f"{location}[{index}]")) is not None:
+                return found
+    elif isinstance(config, str) and text in config:
+        return location
+    return None
+
+
+def read_hparams_file(path: str | Path) -> dict:
+    """The settings of an ``hparams.yaml`` (Lightning's ``hparams_file``), read as plain YAML within a config's
+    bounds: given to the parser like a checkpoint's own."""
+    path = check_name_lengths(path)
+    if not path.is_file():
+        raise InputError(f"{path}: hparams file not found")
+    settings = bounded_yaml(path.read_text(encoding="utf-8", errors="replace"), str(path))
+    if not isinstance(settings, dict):
+        raise InputError(f"{path}: expected a mapping of settings, found {type(settings).__name__}")
+    return settings
 
 
 def checkpoint_inputs(path: str | Path | None, checkpoint: dict | None, *sources: str | Path | None) -> list:
@@ -148,35 +186,18 @@ def checkpoint_inputs(path: str | Path | None, checkpoint: dict | None, *sources
     return [path, checkpoint.get("datamodule_hyper_parameters", {}).get("source"), *sources]
 
 
-def checkpoint_defaults(checkpoint: dict, linked: tuple[str, ...], reads_a_file: bool, resuming: bool) -> dict:
-    """The model and data sections a config would give for the checkpoint (its classes and settings): the parser's
-    defaults for a command with ``--ckpt_path``, so that the user's configs and flags win by the parser's own rule.
-    ``linked``: the settings the CLI's links give (never defaults); where the data is cached is this run's choice, and
-    so is the embedded data's ``synthetic`` when the command ``reads_a_file`` of its own. The optimizer and scheduler
-    only when ``resuming``: a command that forecasts or scores never builds them."""
-    left_out = (*linked, *(() if resuming else OPTIMIZATION_BASES))
-    model = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_") and k not in left_out}
-    network = model.get("network")
-    if isinstance(network, dict):
-        arguments = {k: v for k, v in (network.get("init_args") or {}).items() if k not in linked}
-        model["network"] = {**network, "init_args": arguments}
-    trained = checkpoint.get("datamodule_hyper_parameters", {})
-    this_runs = ("cache_dir", "synthetic") if reads_a_file else ("cache_dir",)
-    data = {k: v for k, v in trained.items() if not k.startswith("_") and k not in this_runs}
-    return {
-        "model": {
-            "class_path": checkpoint["hyper_parameters"].get("_class_path", class_path_of(Forecaster)),
-            "init_args": model,
-        },
-        "data": {"class_path": trained.get("_class_path", class_path_of(WindowDataModule)), "init_args": data},
-    }
+def check_finite_weights(state: dict, where: str = "") -> None:
+    """A diverged run's weights are refused wherever a checkpoint is loaded; ``where`` prefixes the message."""
+    tensors = [value for value in state.values() if isinstance(value, torch.Tensor) and torch.is_floating_point(value)]
+    if not all(torch.isfinite(value).all() for value in tensors):
+        raise InputError(f"{where}the checkpoint holds non-finite weights (a diverged run); use an earlier checkpoint")
 
 
-def check_weights_fit(path: str | Path, checkpoint: dict, model: Forecaster) -> None:
+def check_weights_fit(path: str | Path, checkpoint: dict, model: torch.nn.Module) -> None:
     """Refuse in one line weights that a model built from the checkpoint's settings cannot take (a missing, an unknown
-    or a resized tensor: a file edited or written by another version), before Lightning loads them."""
+    or a resized tensor: a file edited or written by another version), before they are loaded."""
     expected = {name: tuple(value.shape) for name, value in model.state_dict().items()}
-    recorded = {name: tuple(value.shape) for name, value in checkpoint["state_dict"].items()}
+    recorded = {name: tuple(getattr(value, "shape", ())) for name, value in checkpoint["state_dict"].items()}
     resized = [name for name in expected.keys() & recorded.keys() if expected[name] != recorded[name]]
     differences = [  # in torch's words, as load_state_dict would say it
         ("Missing key(s)", sorted(expected.keys() - recorded.keys())),
@@ -188,7 +209,7 @@ def check_weights_fit(path: str | Path, checkpoint: dict, model: Forecaster) -> 
         raise InputError(f"{path}: its weights do not fit the settings it records ({said[:200]})")
 
 
-def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: Forecaster, datamodule: WindowDataModule) -> None:
+def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: L.LightningModule, datamodule) -> None:
     """Refuse in one line, before the weights are loaded, a model or data that cannot take the checkpoint's weights or
     would read them otherwise: the sizes its columns give the network, the classes, the network's settings, the lengths,
     the normalisation and the scaling, each named with both values. What chooses only what is forecast or read
@@ -206,7 +227,8 @@ def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: Forecaster,
             f"{source} does not fit {path}: its columns give the network {', '.join(differing)}; use data with the "
             "checkpoint's targets, covariates and static categories"
         )
-    compared = [("model.class_path", class_path_of(type(model)), trained.get("_class_path", class_path_of(Forecaster)))]
+    model_class = f"{type(model).__module__}.{type(model).__qualname__}"
+    compared = [("model.class_path", model_class, trained.get("_class_path"))]
     compared += [  # the sizes were compared above; max_length sizes a table, no weight
         (f"model.network.{name}", value, trained_network.get(name))
         for name, value in given_network.items()
@@ -216,7 +238,7 @@ def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: Forecaster,
         (f"{section}.{name}", model.hparams.get(name), trained.get(name))
         for section, name in (("data", "context_length"), ("data", "horizon"), ("model", "instance_norm"))
     ]
-    scaler = checkpoint.get(WindowDataModule.__qualname__, {}).get("scaler", {})
+    scaler = checkpoint.get(type(datamodule).__qualname__, {}).get("scaler", {})
     compared.append(("data.scaling", getattr(datamodule, "scaling", None), scaler.get("mode")))
     mismatches = [
         f"{name}={given!r} (checkpoint: {recorded!r})"

@@ -1,8 +1,8 @@
 """Command line: ``python -m project.cli {fit,validate,test,predict} --config configs/base.yaml``.
 
 LightningCLI builds the Trainer, model and data from the configs; this file wires them: the links, the default
-callbacks, a checkpoint's settings as the parser's defaults, ``patch_length: auto`` made an integer. Where a run writes:
-``project.run_folders``; checkpoints: ``project.checkpoints``.
+callbacks, a checkpoint's settings as the first config, ``patch_length: auto`` made an integer. Where a run writes:
+``project.run_folders``; checkpoints: ``project.checkpoints``; what the parser may import: ``project.imports``.
 """
 
 from __future__ import annotations
@@ -16,11 +16,17 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from project import checkpoints, imports, run_folders
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
-from project.imports import CLI_TRUST, trust
 from project.model import resolved_patch_length
 from project.option_errors import ForecastArgumentParser, named_for_the_config
 from project.training.calibration import IntervalCalibration
-from project.training.callbacks import EXIT_SIGINT, EXIT_SIGTERM, ForecastCheckpoint, RandomState, exit_after_signal
+from project.training.callbacks import (
+    EXIT_SIGINT,
+    EXIT_SIGTERM,
+    CtrlCBetweenSteps,
+    ForecastCheckpoint,
+    RandomState,
+    exit_after_signal,
+)
 from project.training.figures import ForecastFigures
 from project.training.module import Forecaster, longest_sequence
 from project.training.naive_comparison import NaiveComparison
@@ -41,6 +47,16 @@ DEFAULT_CLASSES = {
 }
 # The network's arguments that are linked (from the data or the model's own options), never set by the user.
 LINKED_INTO_NETWORK = ("sizes", "max_length")
+# A checkpoint's settings as the parser's defaults, less what the links give (a link's target is never a default).
+LEFT_OUT_OF_THE_DEFAULTS = {
+    "model": (
+        *LINKED_SETTINGS,
+        *(f"network.init_args.{name}" for name in LINKED_INTO_NETWORK),
+        *(f"network.init_args.baseline_path.init_args.{name}" for name in ("context_length", "horizon")),
+    ),
+    "data": (),
+}
+CLI_TRUST = "pass --{setting}={path}"  # how a user of the CLI trusts an import path
 CALLBACKS = {  # the default callbacks, by the config section that sets each
     "checkpoint": ForecastCheckpoint,
     "early_stopping": EarlyStopping,
@@ -93,9 +109,13 @@ class ForecastCLI(LightningCLI):
         parser.link_arguments("overwrite", "predictions.overwrite")
 
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
-        """With ``--ckpt_path``, the checkpoint's model and data settings become the parser's defaults and the
-        arguments are parsed again: jsonargparse's own precedence (defaults < config files < command line) decides
-        what wins, and ``check_checkpoint_fits`` refuses what the weights cannot take."""
+        """The user's configs and flags are parsed with jsonargparse's default denylist enforced. With
+        ``--ckpt_path``, the checkpoint's model and data settings are parsed as a config while the import policy
+        allows only this project, torch's optimizers and the classes and callables the user named
+        (``project.imports``); what it parsed becomes the parser's defaults, and the arguments are parsed again:
+        jsonargparse's own precedence (defaults < config files < command line) decides what wins, and
+        ``check_checkpoint_fits`` refuses what the weights cannot take."""
+        imports.enforce_default_denylist()
         super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
         if subcommand is None:
@@ -103,12 +123,13 @@ class ForecastCLI(LightningCLI):
         run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
         ckpt_path = self.config[subcommand].get("ckpt_path")
         if ckpt_path:
-            trust(imports.dotted_names(self.config[subcommand]), CLI_TRUST)  # what the user's configs and flags name
-            resuming = subcommand == "fit"
-            self.checkpoint, refused = checkpoints.read_checkpoint(ckpt_path, resuming)
-            imports.parser_never_imports(refused)
-            reads_a_file = self.config[subcommand].data.init_args.get("source") is not None
-            defaults = checkpoints.checkpoint_defaults(self.checkpoint, LINKED_INTO_NETWORK, reads_a_file, resuming)
+            self.checkpoint = checkpoints.read_checkpoint(ckpt_path)
+            named = imports.named_imports(self.config[subcommand])  # the user's classes and callables
+            config = self._checkpoint_config(subcommand)
+            parsed = checkpoints.parsed_checkpoint(self._parser(subcommand), config, ckpt_path, named, CLI_TRUST)
+            defaults = {section: parsed[section].as_dict() for section in config}
+            for section, left_out in LEFT_OUT_OF_THE_DEFAULTS.items():
+                checkpoints.without(defaults[section]["init_args"], left_out)
             self._parser(subcommand).set_defaults(defaults)
             super().parse_arguments(parser, args)
             run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
@@ -116,7 +137,22 @@ class ForecastCLI(LightningCLI):
         run_folders.check_writable_folders(config)
         self.inputs = checkpoints.checkpoint_inputs(ckpt_path, self.checkpoint, *run_folders.input_files(self.config))
 
-    def _parse_ckpt_path(self) -> None:  # the checkpoint's settings are the parser's defaults already
+    def _checkpoint_config(self, subcommand: str) -> dict:
+        """The checkpoint's model and data sections as a config. Only ``fit`` resumes training: the other commands
+        leave its optimizer and scheduler unread; where the data is cached is this run's choice, and so is the
+        embedded data's ``synthetic`` when the command reads a file of its own."""
+        config = {
+            name: checkpoints.checkpoint_config(self.checkpoint, name, DEFAULT_CLASSES[name]["class_path"])
+            for name in ("model", "data")
+        }
+        if subcommand != "fit":
+            checkpoints.without(config["model"]["init_args"], checkpoints.OPTIMIZATION)
+        if self.config[subcommand].data.init_args.get("source") is not None:
+            checkpoints.without(config["data"]["init_args"], ["synthetic"])
+        checkpoints.without(config["data"]["init_args"], ["cache_dir"])
+        return config
+
+    def _parse_ckpt_path(self) -> None:  # the checkpoint's settings were the first config
         pass
 
     def before_instantiate_classes(self) -> None:
@@ -175,12 +211,12 @@ def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None)
     """The CLI; ``extra_callbacks`` are added to the Trainer as objects, for callers that build them in Python (a
     hyperparameter search's pruning callback)."""
     try:
-        with reported_in_one_line(), imports.parser_import_policy_kept():
+        with reported_in_one_line(), imports.import_policy_kept():
             return ForecastCLI(
                 Forecaster,
                 WindowDataModule,
                 args=args,
-                trainer_defaults={"callbacks": [RandomState(), *(extra_callbacks or [])]},  # always there
+                trainer_defaults={"callbacks": [RandomState(), CtrlCBetweenSteps(), *(extra_callbacks or [])]},
                 subclass_mode_model=True,
                 subclass_mode_data=True,
                 parser_class=ForecastArgumentParser,

@@ -105,6 +105,14 @@ def bounded_yaml(text: str, source: str = "settings", load: Callable[[str], obje
         raise InputError(f"{source}: not a JSON file this project reads ({error})") from None
     except RecursionError:  # the parsers recurse once a level
         raise InputError(nested) from None
+    check_settings_bounds(value, source)
+    return value
+
+
+def check_settings_bounds(value: object, source: str = "settings") -> None:
+    """Refuse in one line settings (a config's, a checkpoint's) that nest deeper than ``MAX_SETTINGS_DEPTH`` or hold
+    more than ``MAX_SETTINGS_VALUES`` values, before anything walks them recursively (the parser, a search)."""
+    nested = f"{source}: nested deeper than {MAX_SETTINGS_DEPTH} levels; a settings file nests at most that deep"
     pending, seen = [(value, 1)], 0
     while pending:  # each value once per path to it: what anything that walks the settings would visit
         item, depth = pending.pop()
@@ -117,9 +125,8 @@ def bounded_yaml(text: str, source: str = "settings", load: Callable[[str], obje
             raise InputError(nested)
         if isinstance(item, dict):
             pending.extend((child, depth + 1) for child in item.values())
-        elif isinstance(item, list):
+        elif isinstance(item, (list, tuple)):
             pending.extend((child, depth + 1) for child in item)
-    return value
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -18,7 +18,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from project.errors import InputError, OptionError, reported_cause
 from project.files import bounded_yaml
-from project.imports import imported_class
+from project.imports import loaded_class
 
 # The fragments of jsonargparse's messages that readable_error relies on, each pinned by a test.
 KEY = 'Parser key "'  # `Parser key "model":` opens the error of one option
@@ -35,6 +35,7 @@ GOT_VALUE = ". Got value: "  # `Given value: abc. Got value: Namespace(…)`: wh
 NESTED_VALUE = re.compile(r"NestedArg\(key='([^']+)', val=(.+)\)")  # the value of `Given value: NestedArg(…)`
 FIRST_KEY = re.compile(re.escape(KEY) + "(.+?)" + re.escape(KEY_END))  # the option an error line opens with
 QUOTED_CLASS_PATH = re.compile(re.escape(CLASS_PROBLEM) + "([^']+)':")  # X of `Problem with given class_path 'X':`
+MAX_GIVEN = 80  # characters of a refused value quoted before the reason
 KEY_LINE = re.compile(re.escape(KEY) + "(.+)" + re.escape(KEY_END))  # network of `Parser key "network":`
 # Why a network option is not accepted, when the user meant a checkpoint's network.
 NETWORK_OPTIONS = (
@@ -64,11 +65,16 @@ class ForecastArgumentParser(LightningArgumentParser):
 
     def error(self, message: str, ex: Exception | None = None):
         if self.exit_on_error:  # the parser the user called; the inner ones raise for jsonargparse to try the next type
-            line = " ".join(readable_error(message).split())
+            line = one_line(message)
             if line.startswith(f"{KEY}model.network") and NOT_ACCEPTED in line:
                 line += f" ({NETWORK_OPTIONS})"
             raise InputError(line) from ex  # one line
         super().error(readable_error(message), ex)
+
+
+def one_line(message: str) -> str:
+    """jsonargparse's message (``readable_error``), or any other, as one line."""
+    return " ".join(readable_error(message).split())
 
 
 def readable_error(message: str) -> str:
@@ -90,6 +96,8 @@ def readable_error(message: str) -> str:
     quoted = QUOTED_CLASS_PATH.match(first)
     if quoted is None:
         given = message.splitlines()[-1].partition(GIVEN_VALUE)[2]  # the last line: what the user gave
+        if len(given) > MAX_GIVEN:  # a whole section's settings (a checkpoint's): the reason says which part
+            given = given[: MAX_GIVEN - 1] + "…"
         return f"{KEY}{section}{KEY_END} {given}: {' '.join([first, *rest])}"
     if rest and rest[0].startswith(KEY):
         lines = [rest[0].replace(KEY, f"{KEY}{section}.", 1), *rest[1:]]
@@ -135,7 +143,7 @@ def option_path(config, error: OptionError, sections: Mapping[str, type]) -> str
     """Where ``config`` sets the argument ``error.option`` of ``error.owner``, as users write it
     (``model.network.init_args.d_model``); None when it sets it nowhere."""
     for key, value in config.items():
-        if key.endswith("class_path") and isinstance(owner := imported_class(value), type):
+        if key.endswith("class_path") and isinstance(owner := loaded_class(value), type):
             candidate = f"{key.removesuffix('class_path')}init_args.{error.option}"
             if issubclass(owner, error.owner) and candidate in config:
                 return (

@@ -40,12 +40,6 @@ def _seed():
 
 
 @pytest.fixture(autouse=True)
-def _nothing_trusted(monkeypatch):
-    """The classes a user trusted (``project.imports.trust``) hold for one process: here, for one test."""
-    monkeypatch.setattr("project.imports._trusted", set())
-
-
-@pytest.fixture(autouse=True)
 def _cache_in_tmp(tmp_path, monkeypatch):
     """Data caches and default log folders of in-process runs go to the test's own folder."""
     monkeypatch.chdir(tmp_path)

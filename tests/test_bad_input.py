@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-import yaml
+from jsonargparse import get_loader
 
 from project.data import WindowDataModule
 from project.errors import InputError
@@ -263,12 +263,15 @@ def test_the_tables_count_every_case():
     assert len(DATA_CASES) + len(CLI_CASES) >= 35
 
 
+read_as_the_cli_does = get_loader("yaml")  # jsonargparse's YAML: a date stays the string it was given
+
+
 def data_settings(arguments: list[str]) -> dict:
     """``--data.name=value`` arguments as the WindowDataModule settings the CLI would pass (values read as YAML)."""
     settings = {}
     for argument in arguments:
         name, value = argument.removeprefix("--data.").split("=", 1)
-        settings[name] = yaml.safe_load(value)
+        settings[name] = read_as_the_cli_does(value)
     return settings
 
 
@@ -276,7 +279,7 @@ def data_settings(arguments: list[str]) -> dict:
 def test_bad_data_is_refused_in_one_line_by_the_datamodule(case, tmp_path):
     arguments, message = DATA_CASES[case]
     with pytest.raises(InputError) as refused:
-        WindowDataModule(**data_settings(arguments(tmp_path, None))).setup("fit")
+        WindowDataModule.from_config(data_settings(arguments(tmp_path, None))).setup("fit")
     assert "\n" not in str(refused.value)
     # Built from Python, an argument is named as the class names it; the CLI names it as a config does (data.…).
     assert re.search(message.removeprefix("data."), str(refused.value)), str(refused.value)

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 import torch
 
-from project.checkpoints import load_checkpoint
+from project.checkpoints import read_checkpoint
 from project.cli import cli_main
 from project.errors import InputError
-from project.imports import trust
+from project.training.module import Forecaster
 from project.training.naive_comparison import naive_comparison
 from project.training.regimes import REGIMES, regime_arguments
 from project.training.runs import read_scalars
@@ -118,7 +118,7 @@ def test_the_readme_column_roles_command_trains_on_a_sales_table(tmp_path):
     logs = tmp_path / "logs"
     assert_ok(run_cli(*command[3:], *SMALL_MODEL, *quick_fit_arguments(logs), cwd=tmp_path))
     (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
-    data = load_checkpoint(checkpoint)[0]["datamodule_hyper_parameters"]
+    data = read_checkpoint(checkpoint)["datamodule_hyper_parameters"]
     assert data["future_covariates"] == ["price", "promotion"]
     assert data["static_covariates"] == ["region", "store_size"]
 
@@ -268,7 +268,7 @@ def test_patch_length_auto_trains_with_the_integer_it_resolves_to_and_the_config
     run = only_run(tmp_path)
     assert "patch_length: 3\n" in (run / "config.yaml").read_text()
     checkpoint = run / "checkpoints" / "last.ckpt"
-    assert load_checkpoint(checkpoint)[1].network.patch_length == 3
+    assert Forecaster.load_from_checkpoint(checkpoint).network.patch_length == 3
     testing = [*base, f"--ckpt_path={checkpoint}", "--trainer.logger=false"]
     assert cli("test", *testing, "--trainer.limit_test_batches=2") == 0
     assert cli("test", *testing, "--model.network.init_args.patch_length=2") == 2
@@ -322,10 +322,9 @@ def test_a_users_own_model_and_data_classes_train_and_forecast_through_the_cli(t
     forecast = tmp_path / "forecast.csv"
     sys.path.insert(0, str(tmp_path))
     try:
-        with pytest.raises(InputError, match=r"the checkpoint names the model class usermod\.DampedForecaster"):
-            load_checkpoint(checkpoint)  # a class outside the project, not named by the user: never imported
-        trust(["usermod.DampedForecaster", "usermod.ShiftedData"])
-        _, module = load_checkpoint(checkpoint)
+        with pytest.raises(InputError, match=r"names usermod\.DampedForecaster \(at model\)"):
+            Forecaster.load_from_checkpoint(checkpoint)  # a class outside the project, not named by the user
+        module = Forecaster.load_from_checkpoint(checkpoint, trusted=["usermod.DampedForecaster"])
         predicted = cli_main(
             [
                 "predict",
@@ -403,50 +402,96 @@ def test_ctrl_c_saves_the_current_step_and_says_how_to_continue(tmp_path):
         f"error: stopped by Ctrl-C; {run / 'checkpoints' / 'last.ckpt'} holds the current step; continue with "
         "--ckpt_path last"
     )
-    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 3
+    # Pressed right after step 3, it stops at the end of the next step: Ctrl-C never stops a run inside one.
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 4
     assert_ok(run_cli("fit", "--config", BASE, *arguments, "--ckpt_path=last"))
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 6
 
 
-def stop_at(step: int, signal_name: str) -> list[str]:
-    """A callback that sends this run's process ``signal_name`` after optimizer step ``step``."""
+def stop_at(step: int, signal_name: str, where: str = "batch_end") -> list[str]:
+    """A callback that sends this run's process ``signal_name`` at ``where`` at optimizer step ``step`` (see
+    ``tests.test_training.Terminate``)."""
     return [
         "--trainer.callbacks+=tests.test_training.Terminate",
         f"--trainer.callbacks.step={step}",
         f"--trainer.callbacks.signal_name={signal_name}",
+        f"--trainer.callbacks.where={where}",
     ]
 
 
 RESUMABLE = ["--trainer.limit_train_batches=5", "--test_after_fit=false"]  # 9 steps: epochs of 5 steps, dropout on
 
 
+def final_weights(log_dir: Path, *options: str) -> dict:
+    """The final weights of a CLI fit of 9 steps on the embedded data (dropout on), never interrupted."""
+    assert_ok(run_cli("fit", "--config", BASE, *quick_fit_arguments(log_dir, steps=9), *RESUMABLE, *options))
+    return torch.load(only_run(log_dir) / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+
+
 @pytest.fixture(scope="module")
 def uninterrupted_weights(tmp_path_factory) -> dict:
-    """The final weights of a CLI fit of 9 steps on the embedded data, never interrupted."""
-    log_dir = tmp_path_factory.mktemp("uninterrupted")
-    assert_ok(run_cli("fit", "--config", BASE, *quick_fit_arguments(log_dir, steps=9), *RESUMABLE))
-    return torch.load(only_run(log_dir) / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+    return final_weights(tmp_path_factory.mktemp("uninterrupted"))
+
+
+ACCUMULATE = ["--trainer.accumulate_grad_batches=2"]  # 3 steps an epoch: 2 of two micro-batches, 1 of the last one
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_accumulated_weights(tmp_path_factory) -> dict:
+    return final_weights(tmp_path_factory.mktemp("uninterrupted_accumulated"), *ACCUMULATE)
+
+
+def assert_resumes_to(weights: dict, stop: list[str], exit_code: int, stopped_at: int, folder: Path, *options) -> None:
+    """A fit stopped by ``stop`` exits with ``exit_code`` at step ``stopped_at``; resumed with ``--ckpt_path last``
+    it ends on ``weights`` bit for bit."""
+    arguments = ["fit", "--config", BASE, *quick_fit_arguments(folder, steps=9), *RESUMABLE, *options]
+    stopped = run_cli(*arguments, *stop)
+    assert stopped.returncode == exit_code, last_line(stopped.stderr)
+    last = only_run(folder) / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=False)["global_step"] == stopped_at
+    assert_ok(run_cli(*arguments, "--ckpt_path=last"))
+    resumed = torch.load(last, weights_only=False)
+    assert resumed["global_step"] == 9
+    assert resumed["state_dict"].keys() == weights.keys()
+    for name, expected in weights.items():
+        assert torch.equal(resumed["state_dict"][name], expected), name
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("signal_name", "step", "exit_code"),
-    [("SIGINT", 3, 130), ("SIGTERM", 7, 143), ("SIGTERM", 5, 143)],
-    ids=["ctrl-c-mid-epoch", "sigterm-mid-epoch", "sigterm-at-the-end-of-an-epoch"],
+    ("signal_name", "where", "step", "exit_code", "stopped_at"),
+    [
+        ("SIGINT", "batch_end", 3, 130, 4),
+        ("SIGINT", "forward", 3, 130, 4),
+        ("SIGINT", "backward", 3, 130, 4),
+        ("SIGINT", "validation", 5, 130, 6),
+        ("SIGTERM", "batch_end", 7, 143, 7),
+        ("SIGTERM", "batch_end", 5, 143, 5),
+    ],
+    ids=[
+        "ctrl-c-between-steps",
+        "ctrl-c-inside-a-forward",
+        "ctrl-c-inside-a-backward",
+        "ctrl-c-during-validation",
+        "sigterm-mid-epoch",
+        "sigterm-at-the-end-of-an-epoch",
+    ],
 )
 def test_a_fit_stopped_by_a_signal_and_resumed_from_the_cli_ends_on_the_uninterrupted_weights_bit_for_bit(
-    uninterrupted_weights, signal_name, step, exit_code, tmp_path
+    uninterrupted_weights, signal_name, where, step, exit_code, stopped_at, tmp_path
 ):
-    arguments = ["fit", "--config", BASE, *quick_fit_arguments(tmp_path, steps=9), *RESUMABLE]
-    assert run_cli(*arguments, *stop_at(step, signal_name)).returncode == exit_code
-    last = only_run(tmp_path) / "checkpoints" / "last.ckpt"
-    assert torch.load(last, weights_only=False)["global_step"] == step
-    assert_ok(run_cli(*arguments, "--ckpt_path=last"))
-    resumed = torch.load(last, weights_only=False)
-    assert resumed["global_step"] == 9
-    assert resumed["state_dict"].keys() == uninterrupted_weights.keys()
-    for name, expected in uninterrupted_weights.items():
-        assert torch.equal(resumed["state_dict"][name], expected), name
+    """Ctrl-C inside a step lets the step finish and stops after it; SIGTERM stops after the current batch."""
+    assert_resumes_to(uninterrupted_weights, stop_at(step, signal_name, where), exit_code, stopped_at, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("where", "step", "stopped_at"), [("micro_batch", 1, 2), ("backward", 3, 4)])
+def test_ctrl_c_between_or_inside_the_micro_batches_of_an_accumulated_step_resumes_bit_for_bit(
+    uninterrupted_accumulated_weights, where, step, stopped_at, tmp_path
+):
+    """The first micro-batch's gradient is never lost: the run stops only once the step's last micro-batch is in."""
+    stop = stop_at(step, "SIGINT", where)
+    assert_resumes_to(uninterrupted_accumulated_weights, stop, 130, stopped_at, tmp_path, *ACCUMULATE)
 
 
 @pytest.mark.slow

@@ -6,11 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from jsonargparse import ArgumentParser
 
 from project.data.datamodule import WindowDataModule
 from project.data.panel import PanelSettings, build_panel
 from project.data.scaling import Scaler
-from project.data.splits import Dates, Fractions, LastRows
+from project.data.splits import Dates, Fractions, LastRows, Split
 from project.data.windows import PanelWindows, split_windows
 from project.errors import InputError
 
@@ -177,7 +178,10 @@ def test_a_split_is_recorded_as_its_class_and_arguments_and_rebuilt_from_them():
     datamodule = row_numbers(frame_of_row_numbers(), split=LastRows(val_size=10, test_size=6))
     recorded = datamodule.hparams["split"]
     assert recorded == {"class_path": "project.data.splits.LastRows", "init_args": {"val_size": 10, "test_size": 6}}
-    assert row_numbers(frame_of_row_numbers(), split=recorded).split_rows.tolist() == [[184, 194, 200]]
+    parser = ArgumentParser()
+    parser.add_subclass_arguments(Split, "split")
+    rebuilt = parser.instantiate(parser.parse_object({"split": recorded})).split  # as a checkpoint's parser does
+    assert row_numbers(frame_of_row_numbers(), split=rebuilt).split_rows.tolist() == [[184, 194, 200]]
     assert row_numbers(frame_of_row_numbers()).hparams["split"] is None  # the default Fractions()
 
 

@@ -4,7 +4,7 @@ Read from the source, so that a new command (a module with a ``main``) is held t
 added: a file is written only inside a function handed to ``files.write_atomically`` (checked beforehand with
 ``files.check_output`` or the tools' ``check_output_folder``), nothing is deleted, no module but ``project.checkpoints``
 unpickles anything, and no module but ``project.imports`` imports a module by name; and, run, that no command imports
-a module a checkpoint names unless the user named it too.
+a module a checkpoint names unless the user named it too (``tests/test_import_policy.py`` tries it at random).
 """
 
 import ast
@@ -97,37 +97,38 @@ def test_an_entry_point_writes_only_through_the_output_guard_and_deletes_nothing
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE.parent)))
 def test_only_the_checkpoint_reader_unpickles(path):
-    """And the Python API's ``Forecaster.load_from_checkpoint`` and ``WindowDataModule.load_from_checkpoint``, whose
-    import check (``project.imports.checkpoint_imports_checked``) reads the file's settings with ``weights_only=True``
-    before Lightning's own loader runs."""
+    """``Forecaster.load_from_checkpoint`` and ``WindowDataModule.load_from_checkpoint`` read through it too."""
     if path.name == "checkpoints.py":
         return
     for call in calls(ast.parse(path.read_text())):
         target = dotted(call.func)
-        if path.name == "imports.py" and _weights_only(call):
-            continue
-        if path.name in ("module.py", "datamodule.py") and _lightnings_own_after_the_check(call):
-            continue
-        unpickles = target in ("torch.load", "pickle.load", "pickle.loads") or target.endswith("load_from_checkpoint")
+        unpickles = target in ("torch.load", "pickle.load", "pickle.loads") or target.endswith(
+            "super().load_from_checkpoint"
+        )
         assert not unpickles, f"{path.name}:{call.lineno} {target}: open checkpoints with project.checkpoints"
 
 
-def _lightnings_own_after_the_check(call: ast.Call) -> bool:
-    """``super().load_from_checkpoint(…)``: Lightning's loader, called once the classes passed the import rule."""
-    func = call.func
-    return (
-        isinstance(func, ast.Attribute)
-        and func.attr == "load_from_checkpoint"
-        and isinstance(func.value, ast.Call)
-        and dotted(func.value.func) == "super"
-    )
+def functions_calling(name: str) -> set[str]:
+    """``file:function`` of every function in the package (and the studies) that calls ``name``."""
+    return {
+        f"{path.name}:{node.name}"
+        for path in modules()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef) and any(called_name(call) == name for call in calls(node))
+    }
 
 
-def _weights_only(call: ast.Call) -> bool:
-    """``torch.load(…, weights_only=True)``: a file cannot run code by being read so."""
-    return dotted(call.func) == "torch.load" and any(
-        k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords
-    )
+def test_one_function_parses_a_checkpoints_settings_and_one_builds_from_them():
+    """The CLI and ``built_from_checkpoint`` parse a checkpoint's settings through ``parsed_checkpoint``, under the
+    import allowlist; the tools and both ``load_from_checkpoint`` build through ``built_from_checkpoint``."""
+    # and WindowDataModule.from_config, which parses a config's data section (a study's preset), not a checkpoint
+    assert functions_calling("parse_object") == {"checkpoints.py:parsed_checkpoint", "datamodule.py:from_config"}
+    assert functions_calling("parsed_checkpoint") == {"checkpoints.py:built_from_checkpoint", "cli.py:parse_arguments"}
+    builders = {"module.py:load_from_checkpoint", "datamodule.py:load_from_checkpoint"}
+    if (PACKAGE / "tools").is_dir():
+        builders |= {"checkpoint_commands.py:load_checkpoint", "checkpoint_commands.py:datamodule_from_checkpoint"}
+        builders |= {"backtest.py:refit"}  # the checkpoint's model untrained, refitted at each origin
+    assert functions_calling("built_from_checkpoint") == builders
 
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE.parent)))
@@ -168,7 +169,8 @@ def assert_refused_without_importing(commands: dict[str, tuple], folder: Path, c
         assert exit.value.code == 2, command
         error = capsys.readouterr().err.strip()
         assert error.count("\n") == 0, command
-        assert "model_utils.Net, outside this project; nothing was imported: pass " in error, command
+        assert "names model_utils.Net (at " in error, command
+        assert "outside this project; nothing was imported: pass " in error, command
         assert not (folder / "IMPORTED").exists(), command
     assert "model_utils" not in sys.modules
 
@@ -196,7 +198,9 @@ def test_the_python_api_imports_nothing_a_checkpoint_names_beside_it(named, user
     from project.training.module import Forecaster
 
     path = checkpoint_naming_a_module_beside_it(named, user_run, tmp_path, monkeypatch)
-    with pytest.raises(InputError, match=r"model_utils\.Net, outside this project; nothing was imported"):
+    with pytest.raises(
+        InputError, match=r"model_utils\.Net \(at model[^)]*\), outside this project; nothing was imported"
+    ):
         Forecaster.load_from_checkpoint(path)
     assert not (tmp_path / "IMPORTED").exists()
     assert "model_utils" not in sys.modules
@@ -213,9 +217,10 @@ def _lambda_scheduler(function: str) -> dict:
     return {"class_path": "torch.optim.lr_scheduler.LambdaLR", "init_args": {"lr_lambda": function}}
 
 
-# Every place a checkpoint's settings can name code for the parser to import, not only a component's class_path.
+# Every place and spelling in which a checkpoint's settings can name code for the parser to import, not only a
+# component's class_path: (section, setting, value, whether the parser refuses an import path, not a malformed value).
 IMPORT_PATHS_A_CHECKPOINT_MAY_HIDE = {
-    "a scheduler's callable": ("hyper_parameters", "lr_scheduler", _lambda_scheduler("model_utils.f")),
+    "a scheduler's callable": ("hyper_parameters", "lr_scheduler", _lambda_scheduler("model_utils.f"), True),
     "a class path inside a list": (
         "hyper_parameters",
         "lr_scheduler",
@@ -223,18 +228,45 @@ IMPORT_PATHS_A_CHECKPOINT_MAY_HIDE = {
             "class_path": "torch.optim.lr_scheduler.SequentialLR",
             "init_args": {"schedulers": [{"class_path": "model_utils.Net", "init_args": {}}], "milestones": []},
         },
+        True,
     ),
-    "an optimizer as a plain string": ("hyper_parameters", "optimizer", "model_utils.Net"),
+    "an optimizer as a plain string": ("hyper_parameters", "optimizer", "model_utils.Net", True),
+    "an optimizer as JSON": ("hyper_parameters", "optimizer", '{"class_path": "model_utils.Net"}', True),
     "a number given as an import path": (
         "hyper_parameters",
         "optimizer",
         {"class_path": "torch.optim.AdamW", "init_args": {"lr": "model_utils.f"}},
+        False,
     ),
-    "the data split's class path": ("datamodule_hyper_parameters", "split", {"class_path": "model_utils.Net"}),
-    "a function the process has imported": ("hyper_parameters", "lr_scheduler", _lambda_scheduler("os._exit")),
+    "the data split's class path": ("datamodule_hyper_parameters", "split", {"class_path": "model_utils.Net"}, True),
+    "the data split as YAML": ("datamodule_hyper_parameters", "split", "class_path: model_utils.Net", True),
+    "the regime as a YAML mapping": ("hyper_parameters", "regime", "{class_path: model_utils.Net}", True),
+    "a function the process has imported": ("hyper_parameters", "lr_scheduler", _lambda_scheduler("os._exit"), True),
+    "a list of callables as YAML": (
+        "hyper_parameters",
+        "lr_scheduler",
+        _lambda_scheduler("[model_utils.f, model_utils.f]"),
+        False,
+    ),
+    "a list of os._exit as YAML": (
+        "hyper_parameters",
+        "lr_scheduler",
+        _lambda_scheduler("[os._exit, os._exit]"),
+        False,
+    ),
+    "a name starting with a non-ASCII letter": (
+        "hyper_parameters",
+        "lr_scheduler",
+        _lambda_scheduler("model_utils.éf"),
+        True,
+    ),
+    "a fullwidth letter": ("hyper_parameters", "lr_scheduler", _lambda_scheduler("model_utils.ｆ"), True),
+    "a config file beside it": ("hyper_parameters", "regime", "evil.yaml", True),
 }
 HIDDEN_IN_THE_OPTIMIZATION = [
-    k for k, (_, setting, _) in IMPORT_PATHS_A_CHECKPOINT_MAY_HIDE.items() if setting != "split"
+    k
+    for k, (_, setting, _, _) in IMPORT_PATHS_A_CHECKPOINT_MAY_HIDE.items()
+    if setting in ("optimizer", "lr_scheduler")
 ]
 
 
@@ -244,14 +276,25 @@ def checkpoint_hiding(case: str, user_run, folder: Path, monkeypatch) -> Path:
     (folder / "model_utils.py").write_text(
         IMPORTS_WRITE_A_FILE + "def f(step):\n    return 1.0\n\nclass Net:\n    pass\n"
     )
+    (folder / "evil.yaml").write_text("class_path: model_utils.Net\n")  # a config file naming the module
     monkeypatch.chdir(folder)
     monkeypatch.syspath_prepend(str(folder))
     checkpoint = torch.load(user_run[2], weights_only=True)
-    section, setting, value = IMPORT_PATHS_A_CHECKPOINT_MAY_HIDE[case]
+    section, setting, value, _ = IMPORT_PATHS_A_CHECKPOINT_MAY_HIDE[case]
     checkpoint[section][setting] = value
     path = folder / "model.ckpt"
     torch.save(checkpoint, path)
     return path
+
+
+def assert_refused_in_one_line(error: str, path: Path, case: str) -> None:
+    """One line naming the checkpoint; an import path refused says so and how to trust it."""
+    assert error.count("\n") == 0, error
+    assert str(path) in error, error
+    if IMPORT_PATHS_A_CHECKPOINT_MAY_HIDE[case][3]:
+        assert re.search(
+            r"the checkpoint names \S+( \(at [^)]+\))?, outside this project; nothing was imported: ", error
+        )
 
 
 @pytest.mark.parametrize("case", IMPORT_PATHS_A_CHECKPOINT_MAY_HIDE)
@@ -264,9 +307,7 @@ def test_an_import_path_anywhere_in_a_checkpoint_is_refused_before_import_by_the
     with pytest.raises(SystemExit) as exit:
         cli.cli_main(["fit", f"--ckpt_path={path}", "--trainer.logger=false", "--trainer.max_steps=1"])
     assert exit.value.code == 2
-    error = capsys.readouterr().err.strip()
-    assert error.count("\n") == 0
-    assert re.search(r"model\.ckpt: the checkpoint names the .* outside this project; nothing was imported: ", error)
+    assert_refused_in_one_line(capsys.readouterr().err.strip().removeprefix("error: "), path, case)
     assert not (tmp_path / "IMPORTED").exists()
     assert "model_utils" not in sys.modules
 
@@ -280,8 +321,9 @@ def test_an_import_path_anywhere_in_a_checkpoint_is_refused_before_import_by_the
 
     path = checkpoint_hiding(case, user_run, tmp_path, monkeypatch)
     loads = WindowDataModule if IMPORT_PATHS_A_CHECKPOINT_MAY_HIDE[case][0].startswith("datamodule") else Forecaster
-    with pytest.raises(InputError, match=r"model\.ckpt: the checkpoint names .* outside this project; nothing was "):
+    with pytest.raises(InputError) as refused:
         loads.load_from_checkpoint(path)
+    assert_refused_in_one_line(str(refused.value), path, case)
     assert not (tmp_path / "IMPORTED").exists()
     assert "model_utils" not in sys.modules
 
@@ -304,26 +346,18 @@ def test_a_command_that_only_forecasts_never_builds_or_imports_the_checkpoints_o
         assert "model_utils" not in sys.modules, case
 
 
-def test_the_parser_imports_nothing_the_walk_over_the_checkpoint_did_not_pass(user_run, tmp_path, monkeypatch, capsys):
-    """The walk names what it refuses; the guarantee is jsonargparse's own import policy, which lets the parser import
-    only what the walk passed: a value the walk did not take for an import path is refused where it would be
-    imported."""
-    from project import cli, imports
+def test_a_class_the_user_names_is_trusted_and_nothing_else_they_typed(user_run, tmp_path, monkeypatch, capsys):
+    """The import paths the user names as a class or a callable are allowed; a dotted value they typed (an output file
+    ``forecast.csv``) is no import path, so a checkpoint naming ``forecast.csv`` as its regime imports nothing."""
+    from project import cli
 
-    path = checkpoint_hiding("a scheduler's callable", user_run, tmp_path, monkeypatch)
-    findable = imports._findable
-    monkeypatch.setattr(imports, "_findable", lambda top_level: top_level != "model_utils" and findable(top_level))
-    assert exit_code(cli.cli_main, ["fit", f"--ckpt_path={path}", "--trainer.logger=false"]) == 2
-    assert "model_utils.f" in capsys.readouterr().err
+    path = checkpoint_hiding("the regime as a YAML mapping", user_run, tmp_path, monkeypatch)
+    (tmp_path / "forecast.py").write_text(IMPORTS_WRITE_A_FILE + "class csv:\n    pass\n")
+    checkpoint = torch.load(path, weights_only=True)
+    checkpoint["hyper_parameters"]["regime"] = {"class_path": "forecast.csv"}
+    torch.save(checkpoint, path)
+    output = ["--predictions.output=forecast.csv", "--overwrite=true"]
+    assert exit_code(cli.cli_main, ["predict", f"--ckpt_path={path}", "--trainer.logger=false", *output]) == 2
+    assert "names forecast.csv (at model.regime), outside this project" in capsys.readouterr().err
     assert not (tmp_path / "IMPORTED").exists()
-    assert "model_utils" not in sys.modules
-
-
-@pytest.mark.parametrize("names", ["fractions.Fraction", ["fractions.Fraction"]])
-def test_trust_takes_one_class_path_as_a_string_or_a_list_of_them(names):
-    from project.imports import checkpoint_class, trust
-
-    with pytest.raises(InputError, match="outside this project; nothing was imported"):
-        checkpoint_class("fractions.Fraction", "network", "")
-    trust(names)  # a string is that one name, not its letters
-    assert checkpoint_class("fractions.Fraction", "network", "").__name__ == "Fraction"
+    assert "forecast" not in sys.modules

@@ -13,7 +13,6 @@ import textwrap
 import pytest
 import torch
 
-from project.checkpoints import load_checkpoint
 from project.data import WindowDataModule
 from project.model import ForecastNetwork, ForecastTransformer, GRUForecaster
 from project.model.decoding import generate
@@ -211,7 +210,7 @@ def test_a_forecaster_fits_predicts_and_its_checkpoint_restores_the_same_network
     predictions = quiet_trainer(limit_predict_batches=1).predict(module, datamodule)
     assert predictions[0]["point"].shape[1:] == (4, 2)
     assert torch.isfinite(predictions[0]["point"]).all()
-    restored = load_checkpoint(tmp_path / "last.ckpt")[1]
+    restored = Forecaster.load_from_checkpoint(tmp_path / "last.ckpt")
     assert type(restored.network) is type(module.network)
     assert type(restored.network.baseline_path) is type(module.network.baseline_path)
     assert restored.network.baseline_path.init_args == module.network.baseline_path.init_args
@@ -321,7 +320,7 @@ def test_the_gru_config_stacks_on_base_yaml_as_its_header_says(tmp_path):
     arguments = ["--config", config("base.yaml"), "--config", config("networks/gru.yaml"), *network]
     assert cli("fit", *arguments, *quick_fit_arguments(tmp_path / "logs")) == 0
     (checkpoint,) = (tmp_path / "logs").glob("*/version_0/checkpoints/last.ckpt")
-    assert type(load_checkpoint(checkpoint)[1].network) is GRUForecaster
+    assert type(Forecaster.load_from_checkpoint(checkpoint).network) is GRUForecaster
 
 
 def test_the_gru_config_trains_tests_and_predicts_through_the_cli_and_its_checkpoint_restores_a_gru(tmp_path):
@@ -336,7 +335,7 @@ def test_the_gru_config_trains_tests_and_predicts_through_the_cli_and_its_checkp
     run = only_run(logs)
     assert "test/mse" in read_scalars(run)
     checkpoint = run / "checkpoints" / "last.ckpt"
-    assert type(load_checkpoint(checkpoint)[1].network) is GRUForecaster
+    assert type(Forecaster.load_from_checkpoint(checkpoint).network) is GRUForecaster
     output = tmp_path / "predictions.csv"
     assert cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false") == 0
     assert output.is_file()

@@ -8,11 +8,10 @@ import textwrap
 import pytest
 import torch
 
-from project import imports
-from project.checkpoints import load_checkpoint
 from project.errors import InputError
 from project.model import ForecastTransformer, InputSizes, LinearPath, NoPath, SeasonalNaivePath
-from project.model.network import build_network, network_spec
+from project.model.network import network_spec
+from project.training.module import Forecaster
 from tests.helpers import BASE, TINY, cli, last_line, one_line_error, quick_fit_arguments, run_cli
 
 
@@ -111,7 +110,7 @@ def test_a_path_given_by_class_path_in_a_config_trains_and_its_checkpoint_restor
         "class_path": "project.model.paths.SeasonalNaivePath",
         "init_args": {"season": 4, "context_length": 12},
     }
-    path = load_checkpoint(checkpoint)[1].network.baseline_path
+    path = Forecaster.load_from_checkpoint(checkpoint).network.baseline_path
     assert type(path) is SeasonalNaivePath
     assert (path.season, path.context_length) == (4, 12)
 
@@ -124,7 +123,7 @@ def test_the_linear_path_from_the_command_line_is_sized_by_the_data_its_weights_
     weights = torch.load(checkpoint, weights_only=True)["state_dict"]["network.baseline_path.weight"]
     assert weights.shape == (12, 16)  # the data's horizon × its context length, linked
     assert weights.abs().sum() > 0  # trained from its zero start (repeat-last) with the network
-    restored = load_checkpoint(checkpoint)[1].network.baseline_path
+    restored = Forecaster.load_from_checkpoint(checkpoint).network.baseline_path
     torch.testing.assert_close(restored.weight, weights, rtol=0, atol=0)
     output = tmp_path / "predictions.csv"  # the checkpoint's settings as the parser's defaults, the path's links too
     assert cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false") == 0
@@ -165,13 +164,12 @@ def test_a_users_own_path_trains_through_the_cli_and_the_network_forecasts_the_r
     spec = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]["init_args"]["baseline_path"]
     assert spec == {"class_path": "userpath.ContextMean", "init_args": {"weight": 0.5}}
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(imports, "_trusted", set())  # what this test trusts stays in it
-    with pytest.raises(InputError, match=r"names the baseline_path userpath\.ContextMean, outside this project"):
-        load_checkpoint(checkpoint)  # the checkpoint alone names no code
-    imports.trust(["userpath.ContextMean"])
-    network = load_checkpoint(checkpoint)[1].network
+    with pytest.raises(InputError, match=r"names userpath\.ContextMean \(at model\.network\.init_args\.baseline_path"):
+        Forecaster.load_from_checkpoint(checkpoint)  # the checkpoint alone names no code
+    network = Forecaster.load_from_checkpoint(checkpoint, trusted=["userpath.ContextMean"]).network
     spec = network_spec(network)
-    residual = build_network({**spec, "init_args": {**spec["init_args"], "baseline_path": None}})
+    arguments = {**spec["init_args"], "sizes": InputSizes(**spec["init_args"]["sizes"])}
+    residual = type(network)(**{**arguments, "distribution": network.distribution, "baseline_path": None})
     residual.load_state_dict(network.state_dict())
     residual.eval()  # as the loaded network is: no dropout
     context, tgt = torch.randn(3, 12, 5), torch.randn(3, 12, 5)

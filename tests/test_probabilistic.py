@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 import torch
 
-from project.checkpoints import load_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError
 from project.model.distributions import Quantiles
@@ -90,7 +89,7 @@ def test_a_checkpoint_written_before_interval_calibration_is_refused_in_one_line
     del checkpoint["state_dict"]["interval_scale"]
     torch.save(checkpoint, path)
     with pytest.raises(InputError, match=r"its weights do not fit the settings it records \(Missing key\(s\)"):
-        load_checkpoint(path)
+        Forecaster.load_from_checkpoint(path)
 
 
 def test_validation_and_test_log_crps_coverage_and_width_beside_the_point_metrics(quantile_panel_run):

@@ -353,28 +353,27 @@ class Rollout(FreeRunning):
 
 
 def test_a_users_own_regime_trains_through_the_cli_and_is_the_naive_loop(tmp_path, monkeypatch):
-    from project import imports
-    from project.checkpoints import load_checkpoint
+    from project.checkpoints import read_checkpoint
     from project.data import WindowDataModule
     from project.training.module import COVARIATES as COVARIATE_NAMES
+    from project.training.module import Forecaster
     from tests.helpers import BASE, cli, quick_fit_arguments
 
     (tmp_path / "userregime.py").write_text(USER_REGIME)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(imports, "_trusted", set())  # what this test trusts stays in it
     logs = tmp_path / "logs"
     assert cli("fit", "--config", BASE, "--model.regime=userregime.Rollout", *quick_fit_arguments(logs)) == 0
     (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
     spec = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["regime"]
     assert spec["class_path"] == "userregime.Rollout"
-    with pytest.raises(InputError, match=r"names the regime userregime\.Rollout, outside this project; nothing was"):
-        load_checkpoint(checkpoint)[1]  # the checkpoint alone names no code
-    imports.trust(["userregime.Rollout"])
-    trained, module = load_checkpoint(checkpoint)
+    with pytest.raises(InputError, match=r"names userregime\.Rollout \(at model\.regime\), outside this project"):
+        Forecaster.load_from_checkpoint(checkpoint)  # the checkpoint alone names no code
+    trained = read_checkpoint(checkpoint)
+    module = Forecaster.load_from_checkpoint(checkpoint, trusted=["userregime.Rollout"])
     assert type(module.regime).__name__ == "Rollout"
     assert module.regime.init_args == {"gradient": "detach", "feedback": "mean", "rollout_dropout": True}
     recorded = trained["datamodule_hyper_parameters"]
-    datamodule = WindowDataModule(**{k: v for k, v in recorded.items() if not k.startswith("_")})
+    datamodule = WindowDataModule.from_config({k: v for k, v in recorded.items() if not k.startswith("_")})
     datamodule.load_state_dict(trained[WindowDataModule.__qualname__])  # the run's scaling and training order
     datamodule.setup("fit")
     batch = next(iter(datamodule.train_dataloader()))

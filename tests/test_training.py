@@ -48,15 +48,39 @@ def test_accumulating_four_batches_of_8_equals_one_batch_of_32():
 
 
 class Terminate(L.Callback):
-    """Sends this process SIGTERM after optimizer step ``step``, as a scheduler pre-empting the job would (or
-    ``signal_name`` SIGINT, as Ctrl-C in the terminal would)."""
+    """Sends this process ``signal_name`` once, as a scheduler pre-empting the job would (SIGTERM) or Ctrl-C in the
+    terminal (SIGINT), at ``where`` in the run, at optimizer step ``step``: ``batch_end`` right after the step,
+    ``forward`` or ``backward`` inside the next batch's, ``micro_batch`` between the first two micro-batches of the
+    next step (with ``accumulate_grad_batches`` > 1), ``validation`` inside the validation that follows the step."""
 
-    def __init__(self, step: int, signal_name: str = "SIGTERM") -> None:
-        self.step, self.signal = step, getattr(signal, signal_name)
+    def __init__(self, step: int, signal_name: str = "SIGTERM", where: str = "batch_end") -> None:
+        self.step, self.signal, self.where, self.sent = step, getattr(signal, signal_name), where, False
 
-    def on_train_batch_end(self, trainer, *args):
-        if trainer.global_step == self.step:
+    def _send(self, *args) -> None:
+        if not self.sent:
+            self.sent = True
             os.kill(os.getpid(), self.signal)
+
+    def _here(self, trainer, where: str) -> bool:
+        return self.where == where and trainer.global_step == self.step and not trainer.sanity_checking
+
+    def on_train_batch_start(self, trainer, pl_module, *args):
+        if self._here(trainer, "forward"):
+            handle = pl_module.network.register_forward_pre_hook(lambda *hook_args: (self._send(), handle.remove()))
+
+    def on_before_backward(self, trainer, pl_module, loss):
+        if self._here(trainer, "backward"):
+            loss.register_hook(lambda gradient: self._send())
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_index):
+        if self._here(trainer, "batch_end") or (
+            self._here(trainer, "micro_batch") and (batch_index + 1) % trainer.accumulate_grad_batches
+        ):
+            self._send()
+
+    def on_validation_batch_start(self, trainer, *args):
+        if self._here(trainer, "validation"):
+            self._send()
 
 
 def resumable_run(directory, callbacks=(), ckpt_path=None) -> L.LightningModule:

@@ -11,8 +11,10 @@ import lightning as L
 import numpy as np
 import pandas as pd
 import torch
+from jsonargparse import ArgumentError, ArgumentParser
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from project.checkpoints import built_from_checkpoint, read_checkpoint, read_hparams_file
 from project.data.panel import PanelSettings, build_panel, cached_panel
 from project.data.sampling import EvaluationShard, ResumableLoader, TrainingOrder
 from project.data.scaling import Scaler, Scaling
@@ -21,9 +23,9 @@ from project.data.synthetic import synthetic_panel, synthetic_series
 from project.data.table import DATAFRAME_SOURCE, check_file, read_table
 from project.data.windows import ForecastOrigins, PanelWindows, split_windows
 from project.domains import NonNegativeInt, PositiveInt, check_arguments
-from project.errors import InputError
-from project.imports import checkpoint_imports_checked
+from project.errors import InputError, reported_cause
 from project.model.network import InputSizes, component_spec
+from project.option_errors import one_line
 
 SplitName = Literal["train", "val", "test"]
 
@@ -204,12 +206,32 @@ class WindowDataModule(L.LightningDataModule):
         return DataLoader(dataset, sampler=sampler, **self._loader_settings())
 
     @classmethod
-    def load_from_checkpoint(cls, checkpoint_path, *args, **kwargs):
-        """Lightning's ``load_from_checkpoint``, once every import path the checkpoint's data settings record (the
-        split's class among them) passes ``project.imports``' rule: a foreign one is one line and nothing is
-        imported."""
-        with checkpoint_imports_checked(checkpoint_path, "datamodule_hyper_parameters", "data"):
-            return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
+    def from_config(cls, settings: dict) -> WindowDataModule:
+        """The data module a config's ``data`` section describes (as YAML reads it: a split as ``class_path`` and
+        ``init_args``), parsed and built by jsonargparse as the CLI would."""
+        parser = ArgumentParser(exit_on_error=False)
+        parser.add_class_arguments(cls, "data", fail_untyped=False)
+        try:
+            return parser.instantiate(parser.parse_object({"data": settings})).data
+        except (ArgumentError, ValueError) as error:  # a class's own refusal, or the parser's
+            raise reported_cause(error) or InputError(one_line(str(error))) from None
+
+    @classmethod
+    def load_from_checkpoint(
+        cls,
+        checkpoint_path: str | Path,
+        hparams_file: str | Path | None = None,
+        trusted: tuple[str, ...] | list[str] = (),
+        **overrides: object,
+    ) -> WindowDataModule:
+        """The data module a checkpoint records, with its column roles and scaling: Lightning's
+        ``load_from_checkpoint``, built by ``project.checkpoints.built_from_checkpoint`` (a parser that imports nothing
+        outside this project but the import paths in ``trusted``). ``hparams_file`` replaces the recorded settings, as
+        in Lightning; ``overrides`` replace single settings (``source`` to read other data)."""
+        checkpoint = read_checkpoint(checkpoint_path)
+        if hparams_file is not None:
+            checkpoint["datamodule_hyper_parameters"] = read_hparams_file(hparams_file)
+        return built_from_checkpoint(cls, checkpoint, checkpoint_path, trusted, overrides)
 
     def state_dict(self) -> dict:
         self.setup()

@@ -14,7 +14,6 @@ import pandas as pd
 
 from project.domains import Fraction, PositiveInt, check_arguments
 from project.errors import InputError
-from project.imports import built_component
 
 
 class Split(ABC):
@@ -106,13 +105,10 @@ class LastRows(Split):
         return [observed - test_size - val_size, observed - test_size, observed]
 
 
-def as_split(split: Split | dict | None) -> Split:
-    """A split as given: the object, the class_path and init_args a checkpoint records (built under
-    ``project.imports``' rule), or empty for ``Fractions()``."""
+def as_split(split: Split | None) -> Split:
+    """A split as given, or ``Fractions()`` for none."""
     if split is None:
         return Fractions()
-    if isinstance(split, dict):
-        return built_component(split, "data split", Split, allow_imported=True)
     if not isinstance(split, Split):
         raise InputError(
             f"split must be a project.data.splits.Split (Fractions, Dates, LastRows or yours); got {split!r}"

@@ -18,7 +18,6 @@ from typing_extensions import Unpack  # typing's own from Python 3.11 on
 
 from project.domains import check_arguments
 from project.errors import InputError
-from project.imports import built_component, is_component_spec
 from project.model.distributions import Distribution, PointForecast, check_distribution
 from project.model.paths import BaselinePath, NoPath, check_baseline_path
 
@@ -26,7 +25,7 @@ from project.model.paths import BaselinePath, NoPath, check_baseline_path
 @dataclass(frozen=True)
 class InputSizes:
     """What the data decides about a network's inputs, linked from the data module (``data.input_sizes``) into the
-    network's ``sizes`` argument; a checkpoint records it as a dict, rebuilt by ``build_network``.
+    network's ``sizes`` argument; a checkpoint records it as a dict, which its parser makes this again.
 
     Attributes:
         n_targets: Target channels F: forecast, and fed back as decoder inputs.
@@ -180,24 +179,6 @@ def component_spec(component: object) -> dict[str, Any]:
             "project.model.network.init_args), so that checkpoints can rebuild it"
         )
     return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": dict(arguments)}
-
-
-def build_network(spec: object, where: str = "", allow_imported: bool = False) -> nn.Module:
-    """The untrained network that a ``component_spec`` names, its distribution and baseline path rebuilt the same way,
-    each class imported under ``project.imports``' rule (with ``allow_imported``, also one whose module the caller
-    imported). ``where`` prefixes the one-line errors (a checkpoint's path)."""
-    if not is_component_spec(spec):
-        raise InputError(f"{where}it records no network (a class_path and init_args); was it written by this template?")
-    arguments = dict(spec.get("init_args") or {})
-    if isinstance(arguments.get("sizes"), dict):
-        arguments["sizes"] = InputSizes(**arguments["sizes"])
-    distribution = arguments.get("distribution")
-    if is_component_spec(distribution):
-        arguments["distribution"] = built_component(distribution, "distribution", Distribution, where, allow_imported)
-    path = arguments.get("baseline_path")
-    if is_component_spec(path):
-        arguments["baseline_path"] = built_component(path, "baseline_path", BaselinePath, where, allow_imported)
-    return built_component({**spec, "init_args": arguments}, "network", nn.Module, where, allow_imported)
 
 
 def with_baseline_path(network: nn.Module, parameters: Tensor, baseline: Tensor | None, start: int | Tensor) -> Tensor:

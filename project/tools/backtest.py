@@ -27,13 +27,18 @@ import torch
 from matplotlib.figure import Figure
 from torch.utils.data import DataLoader
 
-from project.checkpoints import checkpoint_inputs, load_checkpoint
+from project.checkpoints import built_from_checkpoint, checkpoint_inputs
 from project.data.datamodule import WindowDataModule
 from project.data.windows import PanelWindows
 from project.errors import InputError, reported_in_one_line
 from project.files import write_atomically
-from project.model.network import build_network
-from project.tools.checkpoint_commands import check_output_folder, datamodule_from_checkpoint, trust_argument
+from project.tools.checkpoint_commands import (
+    HOW_TO_TRUST,
+    check_output_folder,
+    datamodule_from_checkpoint,
+    load_checkpoint,
+    trust_argument,
+)
 from project.training.calibration import IntervalCalibration
 from project.training.metrics import forecast_scores, unscale
 from project.training.module import Forecaster
@@ -80,14 +85,14 @@ def evaluate(module: Forecaster, windows: PanelWindows, origin: int, datamodule:
 
 
 def refit(
+    args: argparse.Namespace,
     checkpoint: dict,
-    model_class: type[Forecaster],
     datamodule: WindowDataModule,
     origin: int,
     step: int,
-    epochs: int,
 ) -> tuple:
-    """A fresh model of the checkpoint's class and settings, trained on the rows before ``origin`` of each series."""
+    """A fresh model of the checkpoint's class and settings (untrained: built without its weights), trained on the
+    rows before ``origin`` of each series for ``args.refit_epochs``."""
     refitted = copy.copy(datamodule)
     rows = datamodule.split_rows.copy()
     cut = rows[:, 1] + origin * step  # each series' origin
@@ -96,11 +101,12 @@ def refit(
     refitted.scaler, refitted._datasets = None, {}
     refitted.setup("fit")
     L.seed_everything(0)
-    settings = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
-    module = model_class(**{**settings, "network": build_network(settings["network"])})
+    module = built_from_checkpoint(
+        Forecaster, checkpoint, args.ckpt_path, args.trust, how_to_trust=HOW_TO_TRUST, weights=False
+    )
     calibration = IntervalCalibration(IntervalCalibration.enabled_in(checkpoint))  # as the fit did
     trainer = L.Trainer(
-        max_epochs=epochs,
+        max_epochs=args.refit_epochs,
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
@@ -114,7 +120,7 @@ def refit(
 def backtest(args: argparse.Namespace, checkpoint: dict, module: Forecaster) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Metrics per origin and overall, and every forecast, of ``module`` (the checkpoint at ``args.ckpt_path``)."""
     overrides = {"source": args.source} if args.source else {}
-    datamodule = datamodule_from_checkpoint(checkpoint, args.ckpt_path, overrides)
+    datamodule = datamodule_from_checkpoint(checkpoint, args.ckpt_path, overrides, args.trust)
     datamodule.setup("test")
     step = args.step or datamodule.horizon
     metrics, forecasts = [], []
@@ -124,11 +130,7 @@ def backtest(args: argparse.Namespace, checkpoint: dict, module: Forecaster) -> 
                 f"origin {origin} (test start + {origin} × {step} rows) leaves no series room for a forecast of "
                 f"{datamodule.horizon} steps; use fewer --origins or a smaller --step"
             )
-        model, data = (
-            refit(checkpoint, type(module), datamodule, origin, step, args.refit_epochs)
-            if args.refit
-            else (module, datamodule)
-        )
+        model, data = refit(args, checkpoint, datamodule, origin, step) if args.refit else (module, datamodule)
         row, rows = evaluate(model, origin_windows(data, origin, step), origin, data)
         metrics.append(row)
         forecasts += rows
@@ -179,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         for option, value in counts:
             if value is not None and value < 1:
                 raise InputError(f"{option} must be a positive integer; got {value}")
-        checkpoint, module = load_checkpoint(args.ckpt_path)
+        checkpoint, module = load_checkpoint(args.ckpt_path, args.trust)
         inputs = checkpoint_inputs(args.ckpt_path, checkpoint, args.source)
         check_output_folder(output, ("metrics.csv", "forecasts.csv", "backtest.png"), inputs, args.overwrite)
         metrics, forecasts = backtest(args, checkpoint, module)

@@ -1,5 +1,6 @@
-"""What the tools that read a checkpoint share: ``--trust CLASS_PATH …`` (classes outside this project the checkpoint
-may name, see ``project.imports``), the checkpoint's data module, and an output folder checked before the work."""
+"""What the tools that read a checkpoint share: ``--trust CLASS_PATH …`` (import paths outside this project that the
+checkpoint may name, see ``project.imports``), the checkpoint's model and data module, and an output folder checked
+before the work."""
 
 from __future__ import annotations
 
@@ -7,50 +8,46 @@ import argparse
 from collections.abc import Iterable
 from pathlib import Path
 
-from project.checkpoints import recorded_class
+from project.checkpoints import built_from_checkpoint, read_checkpoint
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import Inputs, check_name_lengths, check_output
-from project.imports import CLI_TRUST, trust
+from project.training.module import Forecaster
 
-TOOL_TRUST = dict.fromkeys(CLI_TRUST, "--trust")
-
-
-class TrustAction(argparse.Action):
-    """Trusts the class paths as soon as they are parsed."""
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        trust(values, TOOL_TRUST)
-        setattr(namespace, self.dest, values)
+HOW_TO_TRUST = "pass --trust {path}"  # how a tool's refusal says to trust an import path
 
 
 def trust_argument(parser: argparse.ArgumentParser) -> None:
-    """Add ``--trust`` to a tool's parser; a refusal then names it."""
-    trust([], TOOL_TRUST)
+    """Add ``--trust`` to a tool's parser: the import paths it passes to ``load_checkpoint``."""
     parser.add_argument(
         "--trust",
         nargs="*",
         default=[],
         metavar="CLASS_PATH",
-        action=TrustAction,
         help="classes outside this project that the checkpoint names (its network, distribution, model or data "
         "class) and that may be imported: importing runs the module's code",
     )
 
 
-def datamodule_from_checkpoint(checkpoint: dict, path: str | Path, overrides: dict | None = None) -> WindowDataModule:
+def load_checkpoint(path: str | Path, trusted: Iterable[str] = ()) -> tuple[dict, Forecaster]:
+    """The checkpoint at ``path`` and its model (the class it records, CPU, eval mode) with its weights, as the tools
+    and scripts open one: read once, built by ``project.checkpoints.built_from_checkpoint``. ``trusted``: the import
+    paths outside this project it may name (a tool's ``--trust``)."""
+    checkpoint = read_checkpoint(path)
+    model = built_from_checkpoint(Forecaster, checkpoint, path, trusted, how_to_trust=HOW_TO_TRUST)
+    return checkpoint, model.eval()
+
+
+def datamodule_from_checkpoint(
+    checkpoint: dict, path: str | Path, overrides: dict | None = None, trusted: Iterable[str] = ()
+) -> WindowDataModule:
     """The data module (the class it was trained with) with the checkpoint's data settings, its source included,
     and scaling, ``overrides`` aside."""
-    trained = checkpoint.get("datamodule_hyper_parameters", {})
-    settings = {k: v for k, v in trained.items() if not k.startswith("_")}
-    settings.update(overrides or {})
     state = checkpoint.get(WindowDataModule.__qualname__, {})
-    if state.get("from_dataframe") and settings.get("source") is None:
+    source = (overrides or {}).get("source") or checkpoint.get("datamodule_hyper_parameters", {}).get("source")
+    if state.get("from_dataframe") and source is None:
         raise InputError(f"{path}: the checkpoint was trained on a DataFrame, which it does not store; pass the data")
-    datamodule = recorded_class(trained, WindowDataModule, path)(**settings)
-    if state:
-        datamodule.load_state_dict(state)
-    return datamodule
+    return built_from_checkpoint(WindowDataModule, checkpoint, path, trusted, overrides, HOW_TO_TRUST)
 
 
 def check_output_folder(folder: str | Path, names: Iterable[str], inputs: Inputs = (), overwrite: bool = False) -> Path:

@@ -23,12 +23,12 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from project.checkpoints import checkpoint_inputs, load_checkpoint
+from project.checkpoints import checkpoint_inputs
 from project.errors import InputError, reported_in_one_line
 from project.files import write_atomically
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache
 from project.model.transformer import Encoded, ForecastTransformer
-from project.tools.checkpoint_commands import check_output_folder, trust_argument
+from project.tools.checkpoint_commands import check_output_folder, load_checkpoint, trust_argument
 from project.training.module import Forecaster, ends_inside_a_patch
 
 
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
             value = getattr(args, name)
             if value is not None and value < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be a positive integer; got {value}")
-        checkpoint, module = load_checkpoint(args.checkpoint)
+        checkpoint, module = load_checkpoint(args.checkpoint, args.trust)
         if not isinstance(module.network, ForecastTransformer):
             network = checkpoint["hyper_parameters"]["network"]["class_path"]
             raise InputError(

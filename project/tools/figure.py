@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from project.checkpoints import checkpoint_inputs, load_checkpoint
+from project.checkpoints import checkpoint_inputs
 from project.domains import check_arguments
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
-from project.tools.checkpoint_commands import datamodule_from_checkpoint, trust_argument
+from project.tools.checkpoint_commands import datamodule_from_checkpoint, load_checkpoint, trust_argument
 from project.training.figures import ForecastFigures, forecast_figure
 
 
@@ -31,11 +31,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with reported_in_one_line():
         check_arguments(ForecastFigures, {"num_windows": args.windows}, "forecast_figures.")  # a subplot row each
-        checkpoint, model = load_checkpoint(args.checkpoint)
+        checkpoint, model = load_checkpoint(args.checkpoint, args.trust)
         inputs = checkpoint_inputs(args.checkpoint, checkpoint, args.source)
         check_output(args.output, inputs, args.overwrite)
         datamodule = datamodule_from_checkpoint(
-            checkpoint, args.checkpoint, {"source": args.source} if args.source else {}
+            checkpoint, args.checkpoint, {"source": args.source} if args.source else {}, args.trust
         )
         figure = forecast_figure(model, datamodule, "test", args.windows)
         write_atomically(args.output, lambda temporary: figure.savefig(temporary, dpi=110, format="png"))

@@ -1,11 +1,14 @@
-"""Checkpoints that always hold the latest state, and the random state a resumed run needs to continue exactly."""
+"""Checkpoints that always hold the latest state, the random state a resumed run needs to continue exactly, and a
+Ctrl-C that stops a fit only between two optimizer steps."""
 
 from __future__ import annotations
 
 import inspect
 import os
 import shlex
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import NoReturn
 
@@ -133,3 +136,48 @@ class RandomState(L.Callback):
         if "cuda" in self._restored and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(self._restored["cuda"])
         self._restored = None
+
+
+class CtrlCBetweenSteps(L.Callback):
+    """Ctrl-C during a fit stops it at the end of an optimizer step, never inside one, so that ``last.ckpt`` holds a
+    state a resumed run continues from bit for bit.
+
+    Pressed inside a training step (its forward or backward, between the micro-batches of an accumulated step, while
+    the next batch is read), the run finishes that step and stops after it; pressed during validation, after the next
+    step, or at the end of training. A second Ctrl-C stops at once wherever the run is. Only the main thread can take
+    signals, and only a run whose Ctrl-C is Python's own (not ignored, not handled by the caller) is changed.
+    """
+
+    def __init__(self) -> None:
+        self._previous_handler = None
+        self._requested = False
+        self._step_at_batch_start = -1
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._requested = False
+        main_thread = threading.current_thread() is threading.main_thread()
+        if main_thread and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._previous_handler = signal.signal(signal.SIGINT, self._on_ctrl_c)
+
+    def _on_ctrl_c(self, signum: int, frame: object) -> None:
+        self._requested = True
+        signal.signal(signal.SIGINT, self._previous_handler)  # a second Ctrl-C stops at once
+
+    def on_train_batch_start(self, trainer: L.Trainer, *args) -> None:
+        self._step_at_batch_start = trainer.global_step
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args) -> None:
+        # The optimizer stepped in this batch (the last micro-batch of an accumulated step): the state is whole.
+        if self._requested and trainer.global_step > self._step_at_batch_start:
+            raise KeyboardInterrupt
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        requested = self._requested
+        self.teardown(trainer, pl_module, "fit")
+        if requested:  # pressed during the last step or the last validation: the run ends here, not in a test
+            raise KeyboardInterrupt
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self._previous_handler is not None:
+            signal.signal(signal.SIGINT, self._previous_handler)
+        self._previous_handler, self._requested = None, False

@@ -6,7 +6,6 @@ import functools
 import inspect
 import math
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,13 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
+from project.checkpoints import built_from_checkpoint, check_finite_weights, read_checkpoint, read_hparams_file
 from project.domains import AtLeastTwo, OpenUnitInterval, PositiveInt, UnitLevels, check_arguments
 from project.errors import InputError, TrainingDiverged
-from project.imports import built_component, checkpoint_imports_checked, component_class, default_of, is_component_spec
+from project.imports import default_of
 from project.model.decoding import generate
 from project.model.distributions import DEFAULT_QUANTILES, Distribution, check_distribution
-from project.model.network import ForecastNetwork, build_network, component_spec, network_spec
+from project.model.network import ForecastNetwork, component_spec, network_spec
 from project.training.metrics import forecast_scores, unscale
 from project.training.regimes import REGIMES, FreeRunning, Regime
 from project.training.schedules import WarmupCosine
@@ -33,8 +33,6 @@ DEFAULT_REGIME = FreeRunning()  # free-running detach: immutable, so one instanc
 COVARIATES = ("past_covariates", "future_covariates", "static_categorical", "static_real")
 # What torch raises for an optimizer or scheduler setting it refuses, when built or first stepped.
 BUILD_REFUSALS = (ArithmeticError, LookupError, NotImplementedError, TypeError, ValueError)
-# The classes the optimizer and learning-rate scheduler a model records must be (checked where they are rebuilt).
-OPTIMIZATION_BASES = {"optimizer": torch.optim.Optimizer, "lr_scheduler": torch.optim.lr_scheduler.LRScheduler}
 
 
 @dataclass
@@ -108,7 +106,9 @@ class Forecaster(L.LightningModule):
             one decode step captured as a CUDA graph: the same forecasts, far fewer kernel launches. Needs CUDA.
         optimizer: The optimizer (default: AdamW, ``lr`` 1e-3, ``weight_decay`` 0.01), given two parameter groups:
             weight matrices, and biases and norms (``weight_decay`` 0).
-        lr_scheduler: The learning-rate schedule, stepped per optimizer step; default ``project.training.WarmupCosine``.
+        lr_scheduler: The learning-rate schedule, stepped per optimizer step; default ``project.training.WarmupCosine``;
+            empty (``null``): the optimizer's rate throughout. A ``ReduceLROnPlateau`` is stepped per epoch on its
+            ``monitor`` (Lightning's, ``lightning.pytorch.cli.ReduceLROnPlateau``) or on ``val/loss`` (torch's).
     """
 
     def __init__(
@@ -125,14 +125,9 @@ class Forecaster(L.LightningModule):
         interval: OpenUnitInterval = 0.8,
         cuda_graph: bool = False,
         optimizer: OptimizerCallable = torch.optim.AdamW,
-        lr_scheduler: LRSchedulerCallable = WarmupCosine,
+        lr_scheduler: LRSchedulerCallable | None = WarmupCosine,
     ) -> None:
         super().__init__()
-        # A dict is the recorded class_path/init_args, as Lightning's load_from_checkpoint passes it back.
-        if isinstance(network, dict):
-            network = build_network(network, allow_imported=True)
-        if is_component_spec(regime):
-            regime = built_component(regime, "regime", Regime, allow_imported=True)
         check_network(network)
         if not isinstance(regime, Regime):
             raise InputError(f"regime {regime!r} is not a project.training.regimes.Regime")
@@ -148,7 +143,7 @@ class Forecaster(L.LightningModule):
         self.prediction_quantiles = prediction_quantiles or list(DEFAULT_QUANTILES)
         self._check_rules(network)
         self.regime = regime
-        self.optimizer, self.lr_scheduler = optimizer, lr_scheduler  # or their records, from a checkpoint
+        self.optimizer, self.lr_scheduler = optimizer, lr_scheduler
         self.run_steps: float | None = None  # the run's optimizer steps, once fit starts (on_fit_start)
         self.network: ForecastNetwork = network
         scores = ["loss", "loss_teacher_forced", "mse", "mae", "smape"]
@@ -177,12 +172,23 @@ class Forecaster(L.LightningModule):
         return self.network.distribution.probabilistic
 
     @classmethod
-    def load_from_checkpoint(cls, checkpoint_path, *args, **kwargs):
-        """Lightning's ``load_from_checkpoint``, once every import path the checkpoint records passes
-        ``project.imports``' rule (Lightning's jsonargparse would import them first): a foreign one is one line and
-        nothing is imported."""
-        with checkpoint_imports_checked(checkpoint_path, "hyper_parameters", "model"):
-            return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
+    def load_from_checkpoint(
+        cls,
+        checkpoint_path: str | Path,
+        map_location: str | torch.device | None = None,
+        hparams_file: str | Path | None = None,
+        trusted: tuple[str, ...] | list[str] = (),
+        **overrides: Any,
+    ) -> Forecaster:
+        """The model a checkpoint records, with its weights, in eval mode: Lightning's ``load_from_checkpoint``, built
+        by ``project.checkpoints.built_from_checkpoint`` (a parser that imports nothing outside this project and
+        torch's optimizers but the import paths in ``trusted``). ``hparams_file`` replaces the recorded settings, as in
+        Lightning; ``overrides`` replace single settings."""
+        checkpoint = read_checkpoint(checkpoint_path)
+        if hparams_file is not None:
+            checkpoint["hyper_parameters"] = read_hparams_file(hparams_file)
+        model = built_from_checkpoint(cls, checkpoint, checkpoint_path, trusted, overrides)
+        return model.to(map_location).eval() if isinstance(map_location, (str, torch.device)) else model.eval()
 
     def _check_rules(self, network: nn.Module) -> None:
         """Options that cannot mean what they say together, refused in one line. A rule reads what the distribution
@@ -275,10 +281,23 @@ class Forecaster(L.LightningModule):
                 raise InputError(f"trainer.accumulate_grad_batches={accumulate} must be an integer ≥ 1")
             with warnings.catch_warnings():  # a scheduler stepped before its optimizer, on purpose
                 warnings.simplefilter("ignore")
-                _, scheduler = self._optimization()
-                _step(scheduler, _described(self.hparams.lr_scheduler))
+                optimizer, scheduler = self._optimization()
+                if scheduler is not None:
+                    _step(scheduler, _described(self.hparams.lr_scheduler))
+            if scheduler is not None and (refused := _refused_learning_rate(optimizer)):
+                raise InputError(
+                    f"model.lr_scheduler {_described(self.hparams.lr_scheduler)} after one step: {refused}"
+                )
 
     def on_fit_start(self) -> None:
+        logged = self.logged_metrics()
+        for callback in self.trainer.callbacks:  # a monitor never logged fails only after the first epoch otherwise
+            monitor = getattr(callback, "monitor", None)
+            if monitor is not None and monitor not in logged and not monitor.startswith("lr-"):
+                raise InputError(
+                    f"{type(callback).__name__}'s monitor {monitor!r} is never logged; the model logs "
+                    f"{', '.join(sorted(logged))}"
+                )
         # A regime may size itself to the run's optimizer steps, which only the trainer knows.
         self.run_steps = self.trainer.estimated_stepping_batches
         self.regime.check_run_length(self.run_steps)
@@ -351,7 +370,7 @@ class Forecaster(L.LightningModule):
                 f"then{self._last_good_checkpoint()}; lower the learning rate"
             )
 
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
+    def on_load_checkpoint(self, checkpoint: dict) -> None:  # what Lightning's loops resume from
         check_finite_weights(checkpoint.get("state_dict", {}))
 
     def _last_good_checkpoint(self) -> str:
@@ -381,12 +400,26 @@ class Forecaster(L.LightningModule):
         optimizer, scheduler = self._optimization()
         if isinstance(scheduler, WarmupCosine):  # it decays to zero at the run's last optimizer step
             scheduler.set_run_steps(self.trainer.estimated_stepping_batches)
-        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):  # stepped on the validation loss
-            schedule = {"scheduler": scheduler, "interval": "epoch", "monitor": "val/loss", "strict": False}
+        if scheduler is None:
+            return optimizer
+        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):  # stepped on what it monitors
+            monitor = getattr(scheduler, "monitor", None) or "val/loss"
+            if monitor not in self.logged_metrics():
+                raise InputError(
+                    f"model.lr_scheduler's monitor {monitor!r} is never logged; the model logs "
+                    f"{', '.join(sorted(self.logged_metrics()))}"
+                )
+            schedule = {"scheduler": scheduler, "interval": "epoch", "monitor": monitor, "strict": False}
             return {"optimizer": optimizer, "lr_scheduler": schedule}
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
-    def _optimization(self) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    def logged_metrics(self) -> set[str]:
+        """The names this model logs, which a checkpoint, early stopping or a plateau schedule may monitor (a
+        subclass that logs more adds its own)."""
+        scores = {f"{split}/{name}" for split in ("val", "test") for name in self.val_scores}
+        return {"train/loss", "train/loss_epoch", "train/teacher_forcing_probability", *scores}
+
+    def _optimization(self) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler | None]:
         """The optimizer and its schedule, built where every fit builds them (``setup`` builds them once at start-up
         too): what either refuses is one line naming ``model.optimizer`` or ``model.lr_scheduler`` and its value."""
         # Weight decay (the optimizer's own) on weight matrices only, not on biases and norms.
@@ -398,11 +431,11 @@ class Forecaster(L.LightningModule):
         refused = _refused_learning_rate(optimizer)
         if refused:
             raise InputError(f"model.optimizer {_described(self.hparams.optimizer)} is refused: {refused}")
-        return optimizer, self._built("lr_scheduler", optimizer)
+        return optimizer, None if self.lr_scheduler is None else self._built("lr_scheduler", optimizer)
 
     def _built(self, what: str, argument: Any) -> Any:
         try:
-            return _callable(getattr(self, what), what)(argument)
+            return getattr(self, what)(argument)
         except BUILD_REFUSALS as error:
             reason = str(error) or type(error).__name__
             if isinstance(error, NotImplementedError):  # the abstract LRScheduler's get_lr
@@ -418,6 +451,8 @@ def _refused_learning_rate(optimizer: torch.optim.Optimizer) -> str | None:
         lr, top = group.get("lr"), torch.finfo(dtype).max
         if not (isinstance(lr, (int, float, Tensor)) and abs(float(lr)) <= top):
             return f"lr={lr} must be a finite number within the range of the parameters' {dtype} (at most {top:.3g})"
+        if float(lr) < 0:
+            return f"lr={lr} is negative: each step would climb the loss"
     return None
 
 
@@ -448,7 +483,7 @@ def _described(value: Any) -> str:
 def callable_spec(value: Any) -> Any:
     """An optimizer or scheduler argument as a checkpoint records it: for a class or a ``functools.partial`` of one,
     its class_path and init_args with the class's defaults, as LightningCLI records a config's; else its name."""
-    if isinstance(value, dict):
+    if value is None or isinstance(value, dict):  # none (no schedule), or a record already
         return value
     given: dict = {}
     if isinstance(value, functools.partial) and not value.args:
@@ -462,14 +497,6 @@ def callable_spec(value: Any) -> Any:
     return {"class_path": f"{value.__module__}.{value.__qualname__}", "init_args": recordable}
 
 
-def _callable(value: Any, what: str) -> Callable:
-    """The optimizer or scheduler callable, rebuilt from a checkpoint's record (under ``project.imports``' rule)."""
-    if not is_component_spec(value):
-        return value
-    cls = component_class(value, what, OPTIMIZATION_BASES[what], allow_imported=True)
-    return functools.partial(cls, **(value.get("init_args") or {}))
-
-
 def check_network(network: nn.Module) -> None:
     """The network has the members of the contract the training code calls (``ForecastNetwork``)."""
     name = type(network).__name__
@@ -481,9 +508,3 @@ def check_network(network: nn.Module) -> None:
             f"{', '.join(missing) or 'encode, decode, new_cache, start_of'}"
         )
     check_distribution(network.distribution, f"network {name}")
-
-
-def check_finite_weights(state: dict[str, Tensor], where: str = "") -> None:
-    """A diverged run's weights are refused wherever a checkpoint is loaded; ``where`` prefixes the message."""
-    if not all(torch.isfinite(value).all() for value in state.values() if torch.is_floating_point(value)):
-        raise InputError(f"{where}the checkpoint holds non-finite weights (a diverged run); use an earlier checkpoint")

@@ -30,12 +30,15 @@ def test_a_checkpoint_that_would_run_code_is_refused_by_every_tool(hostile_check
 def test_a_checkpoint_naming_a_module_beside_it_runs_no_code_through_any_tool(
     named, user_run, tmp_path, monkeypatch, capsys
 ):
+    """Export builds the model alone: it never parses the checkpoint's data class, which it therefore never imports."""
     path = checkpoint_naming_a_module_beside_it(named, user_run, tmp_path, monkeypatch)
     tools = {
         "export": (export.main, [str(path), "--output", str(tmp_path / "export")]),
         "figure": (figure.main, [str(path), "--output", str(tmp_path / "out.png")]),
         "backtest": (backtest.main, ["--ckpt_path", str(path), "--output", str(tmp_path / "bt")]),
     }
+    if named == "data":
+        del tools["export"]
     assert_refused_without_importing(tools, tmp_path, capsys)
 
 
@@ -105,9 +108,9 @@ def test_backtest_origins_stay_in_the_test_period(user_run, tmp_path, capsys, op
 @pytest.mark.parametrize(
     ("class_path", "message"),
     [
-        ("..x.Net", "its network '..x.Net' is not a dotted class path (package.module.Class)"),
-        ("this.Net", "the checkpoint names the network this.Net, outside this project; nothing was imported"),
-        ("raising_module.Net", "its network raising_module.Net cannot be imported (RuntimeError: broken on import)"),
+        ("..x.Net", 'Parser key "model.network": Unexpected import path format: ..x.Net'),
+        ("this.Net", "the checkpoint names this.Net (at model.network), outside this project; nothing was imported"),
+        ("raising_module.Net", "broken on import"),
     ],
 )
 def test_a_checkpoint_naming_a_bad_or_broken_class_is_refused_in_one_line(
@@ -124,7 +127,8 @@ def test_a_checkpoint_naming_a_bad_or_broken_class_is_refused_in_one_line(
     assert exit.value.code == 2
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0
-    assert error.startswith(f"error: {path}: {message}")
+    assert error.startswith(f"error: {path}: ")
+    assert message in error
 
 
 @pytest.mark.parametrize("windows", [0, 100_000])
