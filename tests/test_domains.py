@@ -193,8 +193,39 @@ STEP_LR = "--model.lr_scheduler=torch.optim.lr_scheduler.StepLR"
             "by zero",
         ),
         (["--trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches=0 must be an integer ≥ 1"),
+        (
+            ["--model.lr_scheduler=torch.optim.lr_scheduler.ExponentialLR", "--model.lr_scheduler.init_args.gamma=-1"],
+            "model.lr_scheduler torch.optim.lr_scheduler.ExponentialLR(gamma=-1.0) after one step: lr=-0.001 is "
+            "negative: each step would climb the loss",
+        ),
+        (
+            ["--checkpoint.monitor=val/mase"],
+            "ForecastCheckpoint's monitor 'val/mase' is never logged; the model logs test/loss, ",
+        ),
+        (
+            ["--early_stopping.monitor=val/accuracy"],
+            "EarlyStopping's monitor 'val/accuracy' is never logged; the model logs test/loss, ",
+        ),
+        (
+            [
+                "--model.lr_scheduler=lightning.pytorch.cli.ReduceLROnPlateau",
+                "--model.lr_scheduler.init_args.monitor=val/rmse",
+            ],
+            "model.lr_scheduler's monitor 'val/rmse' is never logged; the model logs",
+        ),
     ],
-    ids=["negative-lr", "lr-beyond-float32", "negative-momentum", "abstract-scheduler", "step-size-0", "accumulate-0"],
+    ids=[
+        "negative-lr",
+        "lr-beyond-float32",
+        "negative-momentum",
+        "abstract-scheduler",
+        "step-size-0",
+        "accumulate-0",
+        "negative-rate-after-a-step",
+        "checkpoint-monitor-never-logged",
+        "early-stopping-monitor-never-logged",
+        "plateau-monitor-never-logged",
+    ],
 )
 def test_an_optimizer_schedule_or_accumulation_that_cannot_train_is_one_line_before_training(
     options, line, tmp_path, capsys
@@ -203,8 +234,43 @@ def test_an_optimizer_schedule_or_accumulation_that_cannot_train_is_one_line_bef
     assert cli("fit", "--config", BASE, *quick, *options) == 2
     error = capsys.readouterr().err
     assert "Traceback" not in error
-    assert last_line(error) == f"error: {line}"
+    assert last_line(error).startswith(f"error: {line}")
     assert not list(tmp_path.iterdir())  # refused before the first step: no checkpoint
+
+
+@pytest.mark.parametrize(
+    ("options", "monitor"),
+    [
+        (["--model.lr_scheduler=null"], None),
+        (["--model.lr_scheduler=torch.optim.lr_scheduler.ReduceLROnPlateau"], "val/loss"),
+        (
+            [
+                "--model.lr_scheduler=lightning.pytorch.cli.ReduceLROnPlateau",
+                "--model.lr_scheduler.init_args.monitor=val/mae",
+            ],
+            "val/mae",
+        ),
+    ],
+    ids=["no-schedule", "torch-plateau-on-the-validation-loss", "lightning-plateau-on-its-own-monitor"],
+)
+def test_no_schedule_trains_at_a_constant_rate_and_a_plateau_steps_on_its_own_monitor(options, monitor, tmp_path):
+    from lightning.pytorch.callbacks import Callback
+
+    seen = {}
+
+    class Record(Callback):
+        def on_train_end(self, trainer, pl_module):
+            configs = trainer.lr_scheduler_configs
+            seen["monitor"] = configs[0].monitor if configs else None
+            seen["lr"] = trainer.optimizers[0].param_groups[0]["lr"]
+
+    quick = ["--trainer.logger=false", "--trainer.max_steps=2", f"--checkpoint.dirpath={tmp_path}"]
+    from project.cli import cli_main
+
+    cli_main(["fit", "--config", BASE, *quick, *options, "--test_after_fit=false"], extra_callbacks=[Record()])
+    assert seen["monitor"] == monitor
+    if monitor is None:
+        assert seen["lr"] == 0.001  # the optimizer's rate throughout
 
 
 def test_an_accelerator_this_machine_lacks_is_refused_in_one_line(capsys):

@@ -2,6 +2,7 @@
 (the tools' own, the figure tool's among them: tests/tools/test_tool_guards.py)."""
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import torch
 import yaml
 
 from project.cli import cli_main
+from project.errors import InputError
 from project.training.module import Forecaster
 from tests.helpers import BASE, SMALL_MODEL, cli, config, digests, one_line_error, only_run, quick_fit_arguments
 from tests.test_data import frame_of_row_numbers
@@ -477,3 +479,47 @@ def test_a_checkpoint_path_longer_than_the_file_system_allows_is_one_line(tmp_pa
     path = tmp_path / ("x" * 300 + ".ckpt")
     assert cli("validate", f"--ckpt_path={path}", "--trainer.logger=false") == 2
     assert "has 305 bytes; a file or folder name has at most 255" in one_line_error(capsys)
+
+
+def test_a_checkpoint_trained_on_dotted_and_non_ascii_column_names_predicts_and_loads(tmp_path, capsys):
+    """A column named ``area.m²`` is a value, never an import path: predict and both ``load_from_checkpoint`` take
+    it."""
+    from project.data import WindowDataModule
+
+    source = tmp_path / "areas.csv"
+    frame = frame_of_row_numbers(300).rename(columns={"c0": "area.m²", "c1": "sales.eur"})
+    frame.to_csv(source, index=False)
+    arguments = [f"--data.source={source}", "--data.time_column=time", *SMALL_MODEL, *quick_fit_arguments(tmp_path)]
+    assert cli("fit", "--config", BASE, *arguments, "--test_after_fit=false") == 0
+    checkpoint = only_run(tmp_path, "areas") / "checkpoints" / "last.ckpt"
+    output = tmp_path / "forecast.csv"
+    assert cli("predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false") == 0
+    assert {"area.m²", "sales.eur"} <= set(pd.read_csv(output).columns)
+    assert Forecaster.load_from_checkpoint(checkpoint).network.n_targets == 2
+    assert WindowDataModule.load_from_checkpoint(checkpoint).hparams["source"] == str(source)
+
+
+def test_a_checkpoint_nested_deeper_than_a_config_may_be_is_one_line(user_run, tmp_path, capsys):
+    from project.data import WindowDataModule
+
+    for levels, message in [
+        (150, "its hyper_parameters: nested deeper than 100 levels"),
+        (5000, "its hyper_parameters: nested deeper than 100 levels"),  # past Python's recursion limit
+    ]:
+        checkpoint = torch.load(user_run[2], weights_only=True)
+        deep: dict = {}
+        for _ in range(levels):
+            deep = {"level": deep}
+        checkpoint["hyper_parameters"]["regime"]["init_args"]["deep"] = deep
+        path = tmp_path / f"deep{levels}.ckpt"
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(4 * levels + 1000)  # for torch.save to write it
+        try:
+            torch.save(checkpoint, path)
+        finally:
+            sys.setrecursionlimit(limit)
+        assert cli("predict", f"--ckpt_path={path}", "--trainer.logger=false") == 2
+        assert one_line_error(capsys).startswith(f"error: {path}: {message}")
+        for loads in (Forecaster, WindowDataModule):
+            with pytest.raises(InputError, match=re.escape(f"{path}: {message}")):
+                loads.load_from_checkpoint(path)

@@ -65,8 +65,13 @@ class Terminate(L.Callback):
         return self.where == where and trainer.global_step == self.step and not trainer.sanity_checking
 
     def on_train_batch_start(self, trainer, pl_module, *args):
-        if self._here(trainer, "forward"):
-            handle = pl_module.network.register_forward_pre_hook(lambda *hook_args: (self._send(), handle.remove()))
+        if self._here(trainer, "forward"):  # inside the first layer the batch's forward calls
+
+            def inside_a_layer(*hook_arguments) -> None:  # a pre-hook returning None leaves the layer's input as is
+                self._send()
+                handle.remove()
+
+            handle = torch.nn.modules.module.register_module_forward_pre_hook(inside_a_layer)
 
     def on_before_backward(self, trainer, pl_module, loss):
         if self._here(trainer, "backward"):
