@@ -238,6 +238,18 @@ def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: L.Lightning
         (f"{section}.{name}", model.hparams.get(name), trained.get(name))
         for section, name in (("data", "context_length"), ("data", "horizon"), ("model", "instance_norm"))
     ]
+    # A component where the checkpoint has none (a baseline path added): named as the option, not as weights.
+    parents = dict.fromkeys(  # in order, once each
+        parent
+        for name in given_network
+        if name not in trained_network and (parent := _recorded_parent(name, trained_network)) is not None
+    )
+    added = [
+        f"model.network.{name}={given_network.get(name + '.class_path')!r} (checkpoint: {trained_network[name]!r})"
+        for name in parents
+    ]
+    if added:
+        raise InputError(f"{path} was trained with other settings than the config: {', '.join(added)}")
     scaler = checkpoint.get(type(datamodule).__qualname__, {}).get("scaler", {})
     compared.append(("data.scaling", getattr(datamodule, "scaling", None), scaler.get("mode")))
     mismatches = [
@@ -247,6 +259,12 @@ def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: L.Lightning
     ]
     if mismatches:
         raise InputError(f"{path} was trained with other settings than the config: {', '.join(mismatches)}")
+
+
+def _recorded_parent(name: str, recorded: dict) -> str | None:
+    """The setting above the dotted ``name`` that ``recorded`` holds as a value (``init_args.baseline_path: None``)."""
+    parts = name.split(".")
+    return next((p for i in range(len(parts) - 1, 0, -1) if (p := ".".join(parts[:i])) in recorded), None)
 
 
 def flattened(tree: dict, prefix: str = "") -> dict:

@@ -213,6 +213,11 @@ STEP_LR = "--model.lr_scheduler=torch.optim.lr_scheduler.StepLR"
             ],
             "model.lr_scheduler's monitor 'val/rmse' is never logged; the model logs",
         ),
+        (
+            ["--trainer.val_check_interval=0"],
+            "trainer.val_check_interval=0 must be an integer ≥ 1 (batches) or in (0, 1]",
+        ),
+        (["--trainer.check_val_every_n_epoch=0"], "trainer.check_val_every_n_epoch=0 must be an integer ≥ 1, or null"),
     ],
     ids=[
         "negative-lr",
@@ -225,6 +230,8 @@ STEP_LR = "--model.lr_scheduler=torch.optim.lr_scheduler.StepLR"
         "checkpoint-monitor-never-logged",
         "early-stopping-monitor-never-logged",
         "plateau-monitor-never-logged",
+        "val-check-interval-0",
+        "check-val-every-0-epochs",
     ],
 )
 def test_an_optimizer_schedule_or_accumulation_that_cannot_train_is_one_line_before_training(

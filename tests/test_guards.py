@@ -523,3 +523,13 @@ def test_a_checkpoint_nested_deeper_than_a_config_may_be_is_one_line(user_run, t
         for loads in (Forecaster, WindowDataModule):
             with pytest.raises(InputError, match=re.escape(f"{path}: {message}")):
                 loads.load_from_checkpoint(path)
+
+
+def test_a_baseline_path_added_to_a_checkpoint_trained_without_one_is_named_as_the_option(user_run, tmp_path, capsys):
+    output = f"--predictions.output={tmp_path / 'p.csv'}"
+    path = "--model.network.init_args.baseline_path=LinearPath"
+    assert cli("predict", f"--ckpt_path={user_run[2]}", "--trainer.logger=false", output, path) == 2
+    assert one_line_error(capsys) == (
+        f"error: {user_run[2]} was trained with other settings than the config: "
+        "model.network.init_args.baseline_path='project.model.paths.LinearPath' (checkpoint: None)"
+    )

@@ -290,6 +290,12 @@ class Forecaster(L.LightningModule):
                 )
 
     def on_fit_start(self) -> None:
+        # Lightning divides by these unchecked: a zero is a ZeroDivisionError inside its loop otherwise.
+        interval, every = self.trainer.val_check_interval, self.trainer.check_val_every_n_epoch
+        if not ((isinstance(interval, int) and interval >= 1) or (isinstance(interval, float) and 0 < interval <= 1)):
+            raise InputError(f"trainer.val_check_interval={interval} must be an integer ≥ 1 (batches) or in (0, 1]")
+        if every is not None and not (isinstance(every, int) and every >= 1):
+            raise InputError(f"trainer.check_val_every_n_epoch={every} must be an integer ≥ 1, or null")
         logged = self.logged_metrics()
         for callback in self.trainer.callbacks:  # a monitor never logged fails only after the first epoch otherwise
             monitor = getattr(callback, "monitor", None)
