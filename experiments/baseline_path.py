@@ -12,15 +12,19 @@ from one (runs stopped and taken up again on the rest). The table gives, per dat
 (mean ± sample standard deviation over the seeds), the difference, and whether the linear path is worse there by
 more than the larger of the two spreads; the test columns are given for the record and decide nothing (every test
 set here was read before). The last line is the rule's decision; with fewer than the six datasets the rule is over, only
-a loss beyond the spread already decides (no dataset still to run can undo it), else there is none yet.
+a loss beyond the spread already decides (no dataset still to run can undo it), else there is none yet. A file whose
+stamp says it holds the other candidate's runs, or datasets the other role's files do not hold, is refused in one line.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import statistics
 from pathlib import Path
+
+import yaml
 
 from experiments.results import markdown_table, mean_std, write_table
 from experiments.your_data import DATASETS
@@ -30,6 +34,12 @@ from project.files import check_output
 SPLITS = ("validation", "test")
 # "- {dataset label}, {split} model MAE: seed 0: 0.560, seed 1: 0.560, seed 2: 0.565", as experiments.your_data writes
 PER_SEED = re.compile(r"^- (?P<dataset>.+), (?P<split>validation|test) model MAE: (?P<seeds>seed \d+: .+)$")
+STAMP = re.compile(r"^Written by `(?P<command>[^`]*)`")  # project.tools.stamp's first line: the command that wrote it
+PATH_OPTION = "--model.network.init_args.baseline_path"
+NO_PATH = "NoPath"
+# Options of the runs' command line that may set the path without naming it (a config, the whole network).
+MAY_SET_THE_PATH = ("--config", "--model", "--model.network", "--model.network.init_args")
+ROLES = {"--without": "NoPath's runs, configs/base.yaml as it is", "--with_path": "the runs with a baseline path"}
 
 
 def seed_maes(path: Path) -> dict[str, dict[str, list[float]]]:
@@ -55,6 +65,66 @@ def arm_maes(paths: list[Path]) -> dict[str, dict[str, list[float]]]:
                 raise InputError(f"{path}: holds {dataset} again; give each dataset's runs in one file per candidate")
             found[dataset] = splits
     return found
+
+
+def candidate(path: Path) -> str | None:
+    """The baseline path the runs of a your_data results file were made with, as its stamp's command line names it
+    (``NoPath`` when it names none), or None where the command line cannot tell: no stamp, or a config or a whole
+    network that may set it. The stamp is the one record a results file keeps of its runs' settings."""
+    stamp = STAMP.match(path.read_text().partition("\n")[0])
+    if stamp is None:
+        return None
+    try:
+        arguments = shlex.split(stamp["command"])
+    except ValueError:  # a quote cut in half: the command cannot be read back
+        return None
+    named = None
+    for position, argument in enumerate(arguments):
+        option, equals, value = argument.partition("=")
+        if option in MAY_SET_THE_PATH:
+            return None
+        if option == PATH_OPTION:
+            named = value if equals else (arguments[position + 1] if position + 1 < len(arguments) else "")
+    if named is None:
+        return NO_PATH
+    try:
+        value = yaml.safe_load(named)  # a class name, or {class_path: …, init_args: …}
+    except yaml.YAMLError:
+        return None
+    if isinstance(value, dict):
+        value = value.get("class_path")
+    return NO_PATH if value in (None, "None") else str(value).rpartition(".")[2]
+
+
+def check_roles(without: list[Path], with_path: list[Path]) -> None:
+    """Each file holds the runs of the candidate its role names (as far as its stamp tells), on datasets the other
+    role's files hold too, and no file is given for both: a file in the wrong role gives a verdict about other runs."""
+    if both := [path for path in with_path if path.resolve() in {given.resolve() for given in without}]:
+        raise InputError(f"{both[0]}: given for both --without and --with_path; each file holds one candidate's runs")
+    given = {"--without": without, "--with_path": with_path}
+    first_path: tuple[str, Path] | None = None  # the first --with_path file's baseline path, and the file
+    for role, other in (("--without", "--with_path"), ("--with_path", "--without")):
+        elsewhere = {dataset for path in given[other] for dataset in seed_maes(path)}
+        for path in given[role]:
+            datasets = seed_maes(path)  # one line when it is missing or not a results file of your_data
+            held = candidate(path)
+            if held is not None and (held == NO_PATH) != (role == "--without"):
+                runs = "NoPath's runs (no baseline path)" if held == NO_PATH else f"runs with {PATH_OPTION}={held}"
+                raise InputError(
+                    f"{path}: given for {role} ({ROLES[role]}) but holds {runs}, by its stamp; give it for {other}"
+                )
+            if held not in (None, NO_PATH):
+                first_held, first = first_path = first_path or (held, path)
+                if held != first_held:
+                    raise InputError(
+                        f"{path}: given for --with_path holds the runs of {held}, and {first} those of {first_held}; "
+                        "give one baseline path's runs"
+                    )
+            if unmatched := [dataset for dataset in datasets if dataset not in elsewhere]:
+                raise InputError(
+                    f"{path}: given for {role} ({ROLES[role]}) holds {'; '.join(unmatched)}, which no {other} file "
+                    "holds; run both candidates on the same datasets"
+                )
 
 
 def spread(values: list[float]) -> float:
@@ -128,6 +198,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with reported_in_one_line():
         check_output(args.output, [*args.without, *args.with_path], args.overwrite)
+        check_roles(args.without, args.with_path)
         rows, said = decision(arm_maes(args.without), arm_maes(args.with_path), args.required)
         header = [
             "data",

@@ -76,23 +76,92 @@ class Table:
     header: list[str]
     rows: list[list[str]]
 
+    @property
+    def described(self) -> str:
+        """The table as a message names it: by its first columns."""
+        return "the table headed " + " | ".join(self.header[:3]) + (" | …" if len(self.header) > 3 else "")
+
+
+# Every results file is written whole by the command its first line names: a file that lacks what a block reads was
+# cut short (a copy or a disk that stopped) or is another command's.
+WHOLE_FILE = "expected the whole file as the command its first line names writes it"
+
+
+def results_text(name: str) -> str:
+    """A results file's text (``name`` relative to experiments/results/): one line when it is missing, or cut short
+    (it ends mid-line; a whole one ends with a newline)."""
+    path = RESULTS / name
+    if not path.is_file():
+        raise InputError(f"{path}: results file not found; expected the results file a page reads")
+    text = path.read_text()
+    if not text.endswith("\n"):
+        raise InputError(f"{path}: {'empty' if not text else 'cut short (it ends mid-line)'}; {WHOLE_FILE}")
+    return text
+
+
+def lacking(name: str, what: str) -> InputError:
+    return InputError(f"{RESULTS / name}: no {what}; {WHOLE_FILE}")
+
 
 @cache
 def tables(name: str) -> list[Table]:
-    """Every Markdown table of a results file (``name`` relative to experiments/results/), with the line before it."""
+    """Every Markdown table of a results file (``name`` relative to experiments/results/), with the line before it;
+    one line for a table cut short (a row narrower or wider than its header, or no row at all)."""
     found, previous, current = [], "", None
-    for line in (RESULTS / name).read_text().splitlines():
+    for line in results_text(name).splitlines():
         if line.startswith("|"):
             cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
             if current is None:
                 current = Table(previous, cells, [])
                 found.append(current)
             elif not line.startswith("|---"):
+                if len(cells) != len(current.header):
+                    raise InputError(
+                        f"{RESULTS / name}: the row {cells[0]!r} of {current.described} has {len(cells)} cells where "
+                        f"its header has {len(current.header)}; {WHOLE_FILE}"
+                    )
                 current.rows.append(cells)
         else:
             current = None
             if line.strip():
                 previous = line.strip()
+    if empty := next((table for table in found if not table.rows), None):
+        raise InputError(f"{RESULTS / name}: {empty.described} has no row; {WHOLE_FILE}")
+    return found
+
+
+def nth_table(name: str, index: int) -> Table:
+    found = tables(name)
+    if index >= len(found):
+        raise lacking(name, f"table {index + 1} (it holds {len(found)})")
+    return found[index]
+
+
+def table_where(name: str, holds: Callable[[Table], bool], what: str) -> Table:
+    found = next((table for table in tables(name) if holds(table)), None)
+    if found is None:
+        raise lacking(name, f"table {what}")
+    return found
+
+
+def row_where(name: str, found: Table, holds: Callable[[list[str]], bool], what: str) -> list[str]:
+    cells = next((cells for cells in found.rows if holds(cells)), None)
+    if cells is None:
+        raise lacking(name, f"row {what} in {found.described}")
+    return cells
+
+
+def column_index(name: str, found: Table, column: str) -> int:
+    if column not in found.header:
+        raise lacking(name, f"column {column!r} in {found.described}")
+    return found.header.index(column)
+
+
+def seeds(name: str, key: str, table: int = 0) -> tuple[float, ...]:
+    """The values of a per-seed line under the ``table``-th table (``per_seed``)."""
+    found = per_seed(name, table).get(key)
+    if found is None:
+        raise lacking(name, f"per-seed line '- {key}: seed …' under table {table + 1}")
     return found
 
 
@@ -101,7 +170,7 @@ def per_seed(name: str, table: int = 0) -> dict[str, tuple[float, ...]]:
     """The lines under a table that give a row's values per seed (``- ROW, COLUMN: seed 0: 0.265, seed 1: …``),
     of the ``table``-th table: each line belongs to the nearest table above it that has its row."""
     lines, seen, found = {}, 0, tables(name)
-    text = (RESULTS / name).read_text()
+    text = results_text(name)
     for line in text.splitlines():
         if line.startswith("|---"):
             seen += 1
@@ -123,22 +192,28 @@ def number(text: str) -> float:
 def score(name: str, row: str, column: str, table: int = 0, seeds_key: str | None = None) -> Score:
     """The cell of ``column`` in the first row that starts with ``row``, in the file's ``table``-th table, with the
     row's seeds when the file lists them (under ``seeds_key``: default the row's label, a comma and the column)."""
-    found = tables(name)[table]
-    index = found.header.index(column)
-    cells = next((cells for cells in found.rows if cells[0].startswith(row)), None)
-    if cells is None:
-        raise InputError(f"{name}: no row starting with {row!r} in table {table}")
+    found = nth_table(name, table)
+    index = column_index(name, found, column)
+    cells = row_where(name, found, lambda cells: cells[0].startswith(row), f"starting with {row!r}")
     text = cells[index]
-    seeds = per_seed(name, table).get(seeds_key or f"{cells[0]}, {column}")
-    return Score(seeds or (number(text),), text)
+    key = seeds_key or f"{cells[0]}, {column}"
+    if " ± " in text:  # a mean ± sd over seeds, which the file lists: the rule weighs the seeds, never the mean alone
+        return Score(seeds(name, key, table), text)
+    return Score(per_seed(name, table).get(key) or (number(text),), text)
 
 
 def depth_score(name: str, regime: str, steps: int, column: str) -> Score:
     """A decoder-depth cell: ``regime`` at ``steps`` decoder steps."""
-    found = tables(name)[0]
-    index = found.header.index(column)
-    cells = next(c for c in found.rows if c[0] == regime and c[1] == str(steps))
-    return Score(per_seed(name)[f"{regime}, D = {steps}, {column}"], cells[index])
+    found, cells = depth_row(name, regime, steps)
+    return Score(seeds(name, f"{regime}, D = {steps}, {column}"), cells[column_index(name, found, column)])
+
+
+def depth_row(name: str, regime: str, steps: int) -> tuple[Table, list[str]]:
+    """A decoder-depth study's first table and its row of ``regime`` at ``steps`` decoder steps."""
+    found = nth_table(name, 0)
+    return found, row_where(
+        name, found, lambda c: c[0] == regime and c[1] == str(steps), f"{regime!r} at {steps} steps"
+    )
 
 
 # The rule.
@@ -163,9 +238,19 @@ def spread(score: Score) -> str:
 # The blocks.
 
 
+BENCH_TABLE = "headed horizon | regime"
+
+
+def benchmark_table(table: Table) -> bool:
+    return table.header[:2] == ["horizon", "regime"]
+
+
 def bench(here: Path) -> str:
     """The README's benchmark rows: horizon 48 of the CPU benchmark, each regime against teacher forcing."""
-    found = next(t for t in tables("cpu_2core/bench.md") if t.header[:2] == ["horizon", "regime"])
+    name = "cpu_2core/bench.md"
+    found = table_where(name, benchmark_table, BENCH_TABLE)
+    if missing := sorted({c[1] for c in found.rows} - {c[1] for c in found.rows if c[0] == "48"}):
+        raise lacking(name, f"row of {', '.join(missing)} at horizon 48 in {found.described}")
     lines = ["| regime | step time vs teacher forcing | saved for backward vs teacher forcing |", "|---|---:|---:|"]
     for cells in found.rows:
         if cells[0] == "48" and cells[1] != "`teacher_forcing`":
@@ -175,8 +260,8 @@ def bench(here: Path) -> str:
 
 def bench_row(name: str, horizon: str, regime: str) -> dict[str, str]:
     """A training row of a benchmark file: ``regime`` (its backticked name) at ``horizon``."""
-    found = next(t for t in tables(name) if t.header[:2] == ["horizon", "regime"])
-    cells = next(c for c in found.rows if c[0] == horizon and c[1] == f"`{regime}`")
+    found = table_where(name, benchmark_table, BENCH_TABLE)
+    cells = row_where(name, found, lambda c: c[0] == horizon and c[1] == f"`{regime}`", f"`{regime}` at {horizon}")
     return dict(zip(["horizon", "regime", "step time", "step ratio", "saved", "saved ratio"], cells, strict=False))
 
 
@@ -196,7 +281,7 @@ def naive_memory(here: Path) -> str:
 def gpu_cuda_graph(here: Path) -> str:
     """The H200 files' `detach` rollout against teacher forcing in 16-mixed, with and without its CUDA graph."""
     name = "gpu_h200/bench-16-mixed.md"
-    found = next(t for t in tables(name) if t.header[:2] == ["horizon", "regime"])
+    found = table_where(name, benchmark_table, BENCH_TABLE)
     horizons = sorted({c[0] for c in found.rows}, key=int)
     plain = bench_row(name, horizons[-1], "free_running_detach")
     graph = [bench_row(name, h, "free_running_detach_cuda_graph")["step ratio"].replace("x", "×") for h in horizons]
@@ -220,7 +305,7 @@ def defaults_depth(here: Path) -> str:
         cells = {(regime, steps): depth_score(name, regime, steps, column) for regime in REGIMES for steps in (2, 4)}
         for (_, steps), cell in cells.items():
             ratios.append(cell.mean / cells[("teacher forcing", steps)].mean)
-        steps_of = {c[1] for c in tables(name)[0].rows if c[0] in REGIMES}
+        steps_of = {c[1] for c in nth_table(name, 0).rows if c[0] in REGIMES}
         every = {(r, int(s)): depth_score(name, r, int(s), column) for r in REGIMES for s in steps_of}
         (regime, steps), cell = min(every.items(), key=lambda item: item[1].mean)
         best.append(f"{dataset}, {regime} at {steps} steps ({cell.text})")
@@ -254,13 +339,17 @@ def free_running_pays(here: Path) -> str:
 
 def make_train(here: Path) -> str:
     """`make train`'s channel choice, on the embedded series' validation windows (seed 0)."""
-    found = next(t for t in tables("search/base_defaults.md") if "F's model MAE" in t.header)
-    cells = next(c for c in found.rows if c[0].startswith("embedded synthetic series"))
+    name = "search/base_defaults.md"
+    found = table_where(name, lambda t: "F's model MAE" in t.header, 'with a column "F\'s model MAE"')
+    cells = row_where(name, found, lambda c: c[0].startswith("embedded synthetic series"), "of the embedded series")
     joint, independent = (
-        cells[found.header.index("E's model MAE (round four)")],
-        cells[found.header.index("F's model MAE")],
+        cells[column_index(name, found, "E's model MAE (round four)")],
+        cells[column_index(name, found, "F's model MAE")],
     )
-    seconds = re.search(r"in (\d+) s of training", (RESULTS / "search" / "base_defaults.md").read_text())[1]
+    training = re.search(r"in (\d+) s of training", results_text(name))
+    if training is None:
+        raise lacking(name, "sentence '… in N s of training'")
+    seconds = training[1]
     source = link(here, "experiments/results/search/base_defaults.md")
     return (
         f"`make train` trains the embedded series' five channels as one sequence (validation MAE {joint} against the "
@@ -330,7 +419,7 @@ def your_data(here: Path) -> str:
     """The defaults on six datasets against the naive forecasts, each split, by the rule over seeds; M4 Weekly's
     floor rows are disputed (two seeds' equal test MAE) and left out."""
     name = "your_data.md"
-    naive, floor = tables(name)[0], tables(name)[1]
+    naive, floor = nth_table(name, 0), nth_table(name, 1)
     counted, words = [], {"naive": set(), "floor": set()}
     for part, found, columns, key in (
         ("naive", naive, ("repeat-last MAE", "seasonal naive MAE"), "{data}, {split} model MAE"),
@@ -340,9 +429,9 @@ def your_data(here: Path) -> str:
             data, split = cells[0], cells[1]
             if data.startswith(DISPUTED):
                 continue
-            seeds = per_seed(name, found is floor)[key.format(data=data, split=split, windows=cells[2])]
-            model = Score(seeds, cells[found.header.index("model MAE")])
-            others = [cells[found.header.index(column)] for column in columns]
+            values = seeds(name, key.format(data=data, split=split, windows=cells[2]), int(found is floor))
+            model = Score(values, cells[column_index(name, found, "model MAE")])
+            others = [cells[column_index(name, found, column)] for column in columns]
             words[part] |= {verdict(model, Score((number(c),), c)) for c in others if not c.startswith("–")}
             short = re.sub(r" \(.*?\)", "", data.split(",")[0])
             if short not in counted:
@@ -376,7 +465,10 @@ def joined(items: list[str]) -> str:
 
 def depths(dataset: str) -> list[int]:
     name, _ = DEPTH[dataset]
-    return sorted({int(cells[1]) for cells in tables(name)[0].rows if cells[0] in REGIMES})
+    found = sorted({int(cells[1]) for cells in nth_table(name, 0).rows if cells[0] in REGIMES})
+    if not found:
+        raise lacking(name, f"row of the regimes {joined(REGIMES)} in its first table")
+    return found
 
 
 def depth_cell(dataset: str, regime: str, steps: int, split: str = "validation", column: str | None = None) -> Score:
@@ -441,7 +533,7 @@ def depth_regime(here: Path) -> str:
         )
         every = {(r, s): depth_cell(dataset, r, s) for r in REGIMES for s in depths(dataset)}
         (regime, steps), cell = min(every.items(), key=lambda item: number(item[1].text))
-        patch = next(c[2] for c in tables(name)[0].rows if c[0] == regime and c[1] == str(steps))
+        patch = depth_row(name, regime, steps)[1][2]
         width = max(
             max(number(depth_cell(dataset, r, s).text) for r in REGIMES)
             - min(number(depth_cell(dataset, r, s).text) for r in REGIMES)
@@ -563,9 +655,8 @@ def depth_many_steps(here: Path) -> str:
 
 def wall_clock(dataset: str, regime: str, steps: int) -> float:
     name, _ = DEPTH[dataset]
-    found = tables(name)[0]
-    cells = next(c for c in found.rows if c[0] == regime and c[1] == str(steps))
-    return number(cells[found.header.index("wall-clock")])
+    found, cells = depth_row(name, regime, steps)
+    return number(cells[column_index(name, found, "wall-clock")])
 
 
 def depth_regimes(here: Path) -> str:
@@ -657,15 +748,15 @@ def depth_use(here: Path) -> str:
         for regime in REGIMES:
             total, ratios = 0, []
             for dataset, (name, _) in DEPTH.items():
-                second = tables(name)[1]
+                second = nth_table(name, 1)
                 for s in steps:
                     ratios.append(
                         number(depth_cell(dataset, regime, s).text) / number(depth_cell(dataset, TEACHER, s).text)
                     )
                     if regime == TEACHER:
                         continue
-                    row = next(c for c in second.rows if c[0] == str(s))
-                    cell = row[second.header.index(f"{regime} − teacher forcing, validation")]
+                    row = row_where(name, second, lambda c, s=s: c[0] == str(s), f"of {s} steps")
+                    cell = row[column_index(name, second, f"{regime} − teacher forcing, validation")]
                     total += {"wins": 1, "ties": 0, "loses": -1}[re.search(r"\((\w+)\)", cell)[1]]
             counts[regime] = (total, statistics.mean(ratios))
         return counts
@@ -725,8 +816,8 @@ def depth_search(here: Path) -> str:
     teacher forcing's cells."""
     parts = []
     for dataset, (name, column) in SEARCHES.items():
-        found = next(t for t in tables(name) if t.header[0] == "regime")
-        index = found.header.index(column)
+        found = table_where(name, lambda t: t.header[0] == "regime", "headed regime")
+        index = column_index(name, found, column)
         cells = {(c[0], int(c[1])): Score((number(c[index]),), c[index]) for c in found.rows}
         (regime, steps), best = min(cells.items(), key=lambda item: item[1].mean)
         others = {verdict(best, cell) for key, cell in cells.items() if key != (regime, steps)}
@@ -760,7 +851,9 @@ PATH_REGIMES = ["teacher forcing", "free running detach", "scheduled sampling"]
 def path_depth_cells() -> dict[int, dict[str, Score]]:
     """Decoder steps → regime → validation MAE, in the path study's file."""
     name, column = PATH_DEPTH
-    steps = sorted({int(c[1]) for c in tables(name)[0].rows if c[0] in PATH_REGIMES})
+    steps = sorted({int(c[1]) for c in nth_table(name, 0).rows if c[0] in PATH_REGIMES})
+    if not steps:
+        raise lacking(name, f"row of the regimes {joined(PATH_REGIMES)} in its first table")
     return {s: {regime: depth_score(name, regime, s, column) for regime in PATH_REGIMES} for s in steps}
 
 
@@ -872,7 +965,10 @@ def generated(page: str, here: Path = REPOSITORY) -> str:
 
 def refreshed(page: Path) -> str:
     """The page with its generated blocks and its copies of results tables as the results files give them."""
-    return generated(with_tables(page.read_text(), REPOSITORY), page.resolve().parent)
+    text = page.read_text()
+    for block in TABLE_BLOCK.finditer(text):  # a copy's file: whole, as a block's (``results_text``)
+        results_text(str(Path(block[2]).relative_to("experiments/results")))
+    return generated(with_tables(text, REPOSITORY), page.resolve().parent)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -881,6 +977,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--overwrite", action="store_true", help="rewrite a page whose blocks differ")
     args = parser.parse_args(argv)
     with reported_in_one_line():
+        changed = {}  # every page is refreshed and checked before any is written: a refusal leaves all as they were
         for page in args.pages or pages():
             if not page.is_file():
                 raise InputError(f"{page}: page not found")
@@ -890,6 +987,8 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             inputs = [REPOSITORY / block[2] for block in TABLE_BLOCK.finditer(text)]
             check_output(page, inputs=inputs, overwrite=args.overwrite)  # only the blocks change
+            changed[page] = new
+        for page, new in changed.items():
             write_atomically(page, lambda temporary, n=new: temporary.write_text(n))
             print(f"Rewrote the generated blocks of {page}")
 

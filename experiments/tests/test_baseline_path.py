@@ -7,10 +7,14 @@ import pytest
 from experiments import baseline_path
 from project.errors import InputError
 
+WITHOUT = "python -m experiments.your_data --seeds 0 1 2"
+LINEAR = f"{WITHOUT} --model.network.init_args.baseline_path=project.model.LinearPath"
 
-def your_data_file(path: Path, validation: dict[str, list[float]]) -> Path:
-    """A results file as experiments.your_data writes its per-seed lines (test MAE: the validation MAE plus 1)."""
-    lines = ["Written by `python -m experiments.your_data` at commit x.", ""]
+
+def your_data_file(path: Path, validation: dict[str, list[float]], command: str = WITHOUT) -> Path:
+    """A results file as experiments.your_data writes its stamp (``command``: NoPath's runs unless it names a path)
+    and its per-seed lines (test MAE: the validation MAE plus 1)."""
+    lines = [f"Written by `{command}` at commit x.", ""]
     for dataset, values in validation.items():
         for split, offset in (("validation", 0.0), ("test", 1.0)):
             seeds = ", ".join(f"seed {seed}: {value + offset:.3f}" for seed, value in enumerate(values))
@@ -24,7 +28,7 @@ SIX = [f"data {n}" for n in range(6)]
 
 def decide(tmp_path, without: list[list[float]], with_path: list[list[float]]) -> str:
     first = your_data_file(tmp_path / "none.md", dict(zip(SIX, without)))
-    second = your_data_file(tmp_path / "linear.md", dict(zip(SIX, with_path)))
+    second = your_data_file(tmp_path / "linear.md", dict(zip(SIX, with_path)), LINEAR)
     output = tmp_path / "decision.md"
     baseline_path.main(["--without", str(first), "--with_path", str(second), "--output", str(output)])
     return output.read_text().strip().splitlines()[-1]
@@ -61,7 +65,7 @@ def test_a_part_of_the_datasets_decides_nothing(tmp_path):
     without = [[1.0, 1.1, 1.2]] * 4
     with_path = [[0.5, 0.6, 0.7]] * 4
     first = your_data_file(tmp_path / "none.md", dict(zip(SIX, without)))
-    second = your_data_file(tmp_path / "linear.md", dict(zip(SIX, with_path)))
+    second = your_data_file(tmp_path / "linear.md", dict(zip(SIX, with_path)), LINEAR)
     output = tmp_path / "decision.md"
     baseline_path.main(["--without", str(first), "--with_path", str(second), "--output", str(output)])
     last = output.read_text().strip().splitlines()[-1]
@@ -72,7 +76,7 @@ def test_a_loss_beyond_the_spread_on_a_part_of_the_datasets_already_keeps_today_
     without = [[1.0, 1.01, 1.02]] * 4
     with_path = [[0.5, 0.51, 0.52]] * 3 + [[1.2, 1.21, 1.22]]
     first = your_data_file(tmp_path / "none.md", dict(zip(SIX, without)))
-    second = your_data_file(tmp_path / "linear.md", dict(zip(SIX, with_path)))
+    second = your_data_file(tmp_path / "linear.md", dict(zip(SIX, with_path)), LINEAR)
     output = tmp_path / "decision.md"
     baseline_path.main(["--without", str(first), "--with_path", str(second), "--output", str(output)])
     assert "Decision: configs/base.yaml keeps NoPath (its second condition already fails" in output.read_text()
@@ -82,12 +86,12 @@ def test_a_candidate_s_datasets_may_come_from_several_files_each_dataset_from_on
     without = [[1.0, 1.1, 1.2]] * 6
     with_path = [[0.9, 1.0, 1.1]] * 6
     parts = [
-        your_data_file(tmp_path / name, dict(zip(names, values)))
-        for name, names, values in (
-            ("none_a.md", SIX[:4], without[:4]),
-            ("none_b.md", SIX[4:], without[4:]),
-            ("linear_a.md", SIX[:4], with_path[:4]),
-            ("linear_b.md", SIX[4:], with_path[4:]),
+        your_data_file(tmp_path / name, dict(zip(names, values)), command)
+        for name, names, values, command in (
+            ("none_a.md", SIX[:4], without[:4], WITHOUT),
+            ("none_b.md", SIX[4:], without[4:], WITHOUT),
+            ("linear_a.md", SIX[:4], with_path[:4], LINEAR),
+            ("linear_b.md", SIX[4:], with_path[4:], LINEAR),
         )
     ]
     output = tmp_path / "decision.md"
@@ -97,3 +101,61 @@ def test_a_candidate_s_datasets_may_come_from_several_files_each_dataset_from_on
     assert output.read_text().strip().endswith("Decision: configs/base.yaml takes LinearPath.")
     with pytest.raises(InputError, match=r"none_a\.md: holds data 0 again"):
         baseline_path.arm_maes([parts[0], parts[0]])
+
+
+def refusal(capsys, output: Path, *arguments) -> str:
+    """The one line a refused comparison prints, after checking that it exited with 2 and wrote no table."""
+    with pytest.raises(SystemExit) as refused:
+        baseline_path.main([*map(str, arguments), "--output", str(output)])
+    assert refused.value.code == 2
+    assert not output.exists()
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    return error.strip()
+
+
+def test_a_file_given_for_the_role_of_the_other_candidate_is_refused_in_one_line_and_writes_nothing(tmp_path, capsys):
+    nopath = your_data_file(tmp_path / "none.md", dict(zip(SIX, [[1.0, 1.1, 1.2]] * 6)))
+    linear = your_data_file(tmp_path / "linear.md", dict(zip(SIX, [[0.9, 1.0, 1.1]] * 6)), LINEAR)
+    output = tmp_path / "decision.md"
+    assert refusal(capsys, output, "--without", linear, "--with_path", nopath) == (
+        f"error: {linear}: given for --without (NoPath's runs, configs/base.yaml as it is) but holds runs with "
+        "--model.network.init_args.baseline_path=LinearPath, by its stamp; give it for --with_path"
+    )
+    other = your_data_file(tmp_path / "other_none.md", dict(zip(SIX, [[1.0, 1.1, 1.2]] * 6)))
+    assert refusal(capsys, output, "--without", nopath, "--with_path", other) == (
+        f"error: {other}: given for --with_path (the runs with a baseline path) but holds NoPath's runs (no baseline "
+        "path), by its stamp; give it for --without"
+    )
+    assert refusal(capsys, output, "--without", nopath, "--with_path", nopath) == (
+        f"error: {nopath}: given for both --without and --with_path; each file holds one candidate's runs"
+    )
+
+
+def test_a_with_path_file_of_another_path_or_of_other_datasets_is_refused_in_one_line(tmp_path, capsys):
+    nopath = [your_data_file(tmp_path / f"none_{n}.md", {SIX[n]: [1.0, 1.1, 1.2]}) for n in range(2)]
+    linear = your_data_file(tmp_path / "linear.md", {SIX[0]: [0.9, 1.0, 1.1]}, LINEAR)
+    seasonal = your_data_file(
+        tmp_path / "seasonal.md",
+        {SIX[1]: [0.9, 1.0, 1.1]},
+        f"{WITHOUT} --model.network.init_args.baseline_path project.model.SeasonalNaivePath",
+    )
+    output = tmp_path / "decision.md"
+    assert refusal(capsys, output, "--without", *nopath, "--with_path", linear, seasonal) == (
+        f"error: {seasonal}: given for --with_path holds the runs of SeasonalNaivePath, and {linear} those of "
+        "LinearPath; give one baseline path's runs"
+    )
+    assert refusal(capsys, output, "--without", *nopath, "--with_path", linear) == (
+        f"error: {nopath[1]}: given for --without (NoPath's runs, configs/base.yaml as it is) holds data 1, which no "
+        "--with_path file holds; run both candidates on the same datasets"
+    )
+
+
+def test_a_file_whose_runs_were_given_a_config_is_taken_in_the_role_it_is_given(tmp_path):
+    """A config may set the path: the stamp cannot tell, and the role given decides."""
+    without = your_data_file(tmp_path / "none.md", dict(zip(SIX, [[1.0, 1.1, 1.2]] * 6)))
+    configured = f"{WITHOUT} --config my_path.yaml"
+    with_path = your_data_file(tmp_path / "linear.md", dict(zip(SIX, [[0.9, 1.0, 1.1]] * 6)), configured)
+    output = tmp_path / "decision.md"
+    baseline_path.main(["--without", str(without), "--with_path", str(with_path), "--output", str(output)])
+    assert output.read_text().strip().endswith("Decision: configs/base.yaml takes LinearPath.")

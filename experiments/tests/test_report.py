@@ -9,6 +9,7 @@ import pytest
 from experiments import report
 from experiments.report import Score, verdict
 from experiments.results import TABLE_BLOCK
+from project.errors import InputError
 from tests.helpers import REPOSITORY
 
 
@@ -111,3 +112,107 @@ def test_a_block_of_no_known_name_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit):
         report.main([str(page), "--overwrite"])
     assert "no generated block named 'nonsense'" in capsys.readouterr().err
+
+
+BENCH = """Written by `python -m project.tools.bench` at commit x.
+
+| horizon | regime | step time | step ratio | saved | saved ratio |
+|---|---|---:|---:|---:|---:|
+| 12 | `teacher_forcing` | 196.0 ms | 1.00x | 51.0 MiB | 1.00x |
+| 12 | `free_running_detach` | 298.1 ms | 1.52x | 51.0 MiB | 1.00x |
+| 48 | `teacher_forcing` | 440.6 ms | 1.00x | 132.6 MiB | 1.00x |
+| 48 | `free_running_detach` | 810.8 ms | 1.84x | 132.6 MiB | 1.00x |
+"""
+BLOCK_PAGE = "intro\n<!-- generated: bench -->\nold\n<!-- end generated -->\n"
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    """A results folder of the test's own, read afresh (the readers cache what they read)."""
+    folder = tmp_path / "results"
+    (folder / "cpu_2core").mkdir(parents=True)
+    monkeypatch.setattr(report, "RESULTS", folder)
+    report.tables.cache_clear()
+    report.per_seed.cache_clear()
+    yield folder
+    report.tables.cache_clear()
+    report.per_seed.cache_clear()
+
+
+def refused(capsys, *pages) -> str:
+    """The one line a refused report prints, after checking that it exited with 2 and left every page as it was."""
+    before = {page: page.read_text() for page in pages}
+    with pytest.raises(SystemExit) as stopped:
+        report.main([*map(str, pages), "--overwrite"])
+    assert stopped.value.code == 2
+    assert {page: page.read_text() for page in pages} == before
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    return error.strip()
+
+
+WHOLE = "expected the whole file as the command its first line names writes it"
+LINES = BENCH.splitlines(keepends=True)
+HEADED = "the table headed horizon | regime | step time | …"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, "results file not found; expected the results file a page reads"),
+        ("", f"empty; {WHOLE}"),
+        (BENCH[:-12], f"cut short (it ends mid-line); {WHOLE}"),
+        (
+            "".join(LINES[:7]),
+            f"no row of `free_running_detach` at horizon 48 in {HEADED}; {WHOLE}",
+        ),
+        ("".join(LINES[:4]), f"{HEADED} has no row; {WHOLE}"),
+        (
+            "".join(LINES[:7]) + "| 48 | `free_running_detach` | 810.8 ms |\n",
+            f"the row '48' of {HEADED} has 3 cells where its header has 6; {WHOLE}",
+        ),
+    ],
+    ids=["missing", "empty", "cut-mid-line", "cut-between-rows", "cut-after-the-header", "a-row-cut-short"],
+)
+def test_a_missing_or_cut_results_file_is_one_line_naming_it_and_no_page_changes(
+    results, tmp_path, capsys, text, message
+):
+    if text is not None:
+        (results / "cpu_2core" / "bench.md").write_text(text)
+    page = tmp_path / "page.md"
+    page.write_text(BLOCK_PAGE)
+    assert refused(capsys, page) == f"error: {results / 'cpu_2core' / 'bench.md'}: {message}"
+
+
+def test_a_whole_results_file_gives_the_block(results, tmp_path):
+    (results / "cpu_2core" / "bench.md").write_text(BENCH)
+    page = tmp_path / "page.md"
+    page.write_text(BLOCK_PAGE)
+    report.main([str(page), "--overwrite"])
+    assert "| `free_running_detach` | 1.84x | 1.00x |\n<!-- end generated -->" in page.read_text()
+
+
+def test_a_page_is_not_rewritten_when_another_page_s_results_are_cut(results, tmp_path, capsys):
+    (results / "cpu_2core" / "bench.md").write_text(BENCH)
+    first, second = tmp_path / "first.md", tmp_path / "second.md"
+    first.write_text(BLOCK_PAGE)  # its block would change
+    second.write_text("<!-- experiments/results/etth1_regimes.md -->\nold\n<!-- end -->\n")  # a copy of no file here
+    assert refused(capsys, first, second) == (
+        f"error: {results / 'etth1_regimes.md'}: results file not found; expected the results file a page reads"
+    )
+
+
+def test_a_mean_over_seeds_whose_seed_lines_were_cut_is_one_line_not_a_verdict_on_the_mean(results):
+    """A cell printed as mean ± sd is weighed by its seeds: without them the rule would weigh one value."""
+    whole = "| model | test MSE | seeds |\n|---|---:|---:|\n| detach | 0.381 ± 0.001 | 3 |\n\n"
+    (results / "regimes.md").write_text(whole + "- detach, test MSE: seed 0: 0.380, seed 1: 0.382, seed 2: 0.380\n")
+    assert report.score("regimes.md", "detach", "test MSE").values == (0.380, 0.382, 0.380)
+    (results / "regimes.md").write_text(whole)
+    report.tables.cache_clear()
+    report.per_seed.cache_clear()
+    with pytest.raises(InputError) as refusal:
+        report.score("regimes.md", "detach", "test MSE")
+    assert (
+        str(refusal.value)
+        == f"{results / 'regimes.md'}: no per-seed line '- detach, test MSE: seed …' under table 1; {WHOLE}"
+    )

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
+import itertools
+import json
 import logging
 import signal
 import sys
@@ -186,18 +189,71 @@ def suggest(trial, space: dict[str, dict]) -> dict:
     return values
 
 
+def command_line_value(value: object) -> str:
+    """A setting as the parser reads it back from the command line: a string as it is, anything else as JSON (which
+    YAML reads), so that a choice of null is None, not the string 'None' that ``PositiveInt | None`` refuses."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def check_class_choices(space: dict[str, dict], config: dict, path: Path) -> None:
+    """No choice replaces a class the configs give with ``init_args`` without restating them all: the parser keeps,
+    in each trial, those of them its class accepts, and the written config (the choice as given) would not."""
+    for option, spec in space.items():
+        level, name = option_level(copy.deepcopy(config), option)
+        given = level.get(name)
+        arguments = given.get("init_args") if isinstance(given, dict) else None
+        if not (isinstance(arguments, dict) and arguments):
+            continue
+        for choice in spec.get("choice", []):
+            restated = choice.get("init_args") if isinstance(choice, dict) and "class_path" in choice else None
+            if choice is not None and not (isinstance(restated, dict) and set(arguments) <= set(restated)):
+                raise InputError(
+                    f"{path}: '{option}' chooses {choice!r} where the configs give {given.get('class_path')} with "
+                    f"init_args {', '.join(arguments)}, which a trial keeps where its class takes them and the written "
+                    "config would not; give every one in each choice ({class_path: …, init_args: {…}}) or leave them "
+                    "out of the configs"
+                )
+
+
 def merged_config(configs: list[Path], overrides: dict) -> dict:
     """The configs merged as ``--config`` stacks them, with dotted ``overrides`` applied on top."""
     merged: dict = {}
     for path in configs:
         _deep_update(merged, read_yaml(path) or {})
     for option, value in overrides.items():
-        *sections, name = option.split(".")
-        level = merged
-        for section in sections:
-            level = level.setdefault(section, {})
-        level[name] = value
+        level, name = option_level(merged, option)
+        if isinstance(value, str) and isinstance(level.get(name), dict) and Path(value).is_file():
+            _deep_update(level[name], _section_file(value))  # `--data FILE`: the parser merges it into the section
+        else:
+            level[name] = value
     return merged
+
+
+def option_level(config: dict, option: str) -> tuple[dict, str]:
+    """The mapping of ``config`` that holds the dotted ``option``, and its key there, where the parser reads it: an
+    argument of a class given by ``class_path`` under its ``init_args`` (``model.optimizer.lr`` is
+    ``model.optimizer.init_args.lr``), and a class given by name (``optimizer: torch.optim.Adam``) or a section given
+    as a file (``--data FILE``) made a mapping first; missing levels are added."""
+    keys = option.split(".")
+    level = config
+    for section, below in itertools.pairwise(keys):
+        value = level.get(section)
+        if isinstance(value, str):  # a section's file, or a class by name
+            value = _section_file(value) if Path(value).is_file() else {"class_path": value}
+        level[section] = value if isinstance(value, dict) else {}
+        level = level[section]
+        if "class_path" in level and below not in ("class_path", "init_args"):
+            if not isinstance(level.get("init_args"), dict):
+                level["init_args"] = {}
+            level = level["init_args"]
+    return level, keys[-1]
+
+
+def _section_file(path: str) -> dict:
+    section = read_yaml(path) or {}
+    if not isinstance(section, dict):
+        raise InputError(f"{path}: a section file maps options to values; got {type(section).__name__}")
+    return section
 
 
 def command_line_overrides(arguments: list[str]) -> dict:
@@ -233,7 +289,7 @@ def objective(
         arguments += ["--config", str(config)]
     arguments += [
         *extra,
-        *(f"--{option}={value}" for option, value in settings.items()),
+        *(f"--{option}={command_line_value(value)}" for option, value in settings.items()),
         f"--trainer.logger.init_args.save_dir={args.logs}",
         f"--trainer.logger.init_args.name={args.study}",
         f"--trainer.logger.init_args.version=trial_{trial.number}",
@@ -309,13 +365,15 @@ def _run(args: argparse.Namespace, extra: list[str], signals: StopSignals) -> No
 
     space = load_space(args.search)
     overrides = command_line_overrides(extra)
+    check_class_choices(space, merged_config(args.config, overrides), args.search)
     monitor, mode = scored_metric(args.config, overrides)
     url = args.storage or f"sqlite:///{args.logs / f'{args.study}.db'}"
     output = args.output or args.logs / f"{args.study}-best.yaml"
+    given = overrides.get("data", merged_config(args.config, {}).get("data"))
+    section_file = given if isinstance(given, str) else None  # `--data FILE`, opened by a data.* option below it
     data = merged_config(args.config, overrides).get("data") or {}
-    section_file = data if isinstance(data, str) else None  # `--data FILE`
-    if section_file is not None:
-        data = (read_yaml(section_file) if Path(section_file).is_file() else None) or {}
+    if isinstance(data, str):
+        data = _section_file(data) if Path(data).is_file() else {}
     source = data.get("source") or (data.get("init_args") or {}).get("source")  # the trials' data: an input too
     # Whatever a trial may read is an input too: a search space's choices may name files (data.source: [a.csv]).
     chosen = [value for spec in space.values() for value in spec.get("choice", []) if isinstance(value, str)]

@@ -331,3 +331,68 @@ def test_a_malformed_or_code_carrying_search_space_is_one_line(tmp_path, capsys,
     error = capsys.readouterr().err
     assert "Traceback" not in error
     assert message in last_line(error)
+
+
+def trials_without_training(monkeypatch, score: float = 0.5) -> list[list[str]]:
+    """Every trial's fit replaced by one that scores ``score`` at once: the command lines the trials were given."""
+    from types import SimpleNamespace
+
+    import project.cli
+
+    given = []
+
+    def fit(arguments, extra_callbacks=None):
+        given.append(arguments)
+        checkpoint = SimpleNamespace(best_model_score=score)
+        return SimpleNamespace(trainer=SimpleNamespace(checkpoint_callback=checkpoint, callback_metrics={}))
+
+    monkeypatch.setattr(project.cli, "cli_main", fit)
+    return given
+
+
+def test_a_null_choice_a_class_s_argument_and_a_section_file_are_written_as_the_trial_read_them(
+    tmp_path, monkeypatch, capsys
+):
+    """``PositiveInt | None`` given null (not the string 'None', which the parser refuses), an argument of the
+    optimizer's class_path spelled without init_args (the parser reads it under init_args, and so must the written
+    config), and a data.* choice over ``--data FILE`` (merged into the section, as the parser does)."""
+    given = trials_without_training(monkeypatch)
+    space, section = tmp_path / "space.yaml", tmp_path / "data.yaml"
+    space.write_text(
+        "model.max_horizon: {choice: [null]}\nmodel.optimizer.lr: {choice: [0.005]}\ndata.batch_size: {choice: [16]}\n"
+    )
+    section.write_text("num_workers: 1\n")
+    output = tmp_path / "best.yaml"
+    arguments = ["--config", BASE, "--search", space, "--logs", tmp_path / "logs", "--output", output, "--trials", "1"]
+    tune.main([*map(str, arguments), "--data", str(section)])
+    assert given[0][-7:-4] == ["--model.max_horizon=null", "--model.optimizer.lr=0.005", "--data.batch_size=16"]
+    best = yaml.safe_load(output.read_text())
+    assert best["model"]["max_horizon"] is None
+    assert best["model"]["optimizer"] == {
+        "class_path": "torch.optim.AdamW",
+        "init_args": {"lr": 0.005, "weight_decay": 0.01},
+    }
+    assert best["data"]["num_workers"] == 1
+    assert best["data"]["batch_size"] == 16
+    assert best["data"]["context_length"] == 12  # the config's section, the file merged into it
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert cli("fit", "--config", str(output), "--print_config") == 0  # the parser reads the written config
+    assert "lr: 0.005" in capsys.readouterr().out
+
+
+def test_a_choice_of_class_over_a_class_given_with_init_args_is_one_line_before_any_trial(tmp_path, capsys):
+    """A trial keeps the configs' init_args that its chosen class takes (jsonargparse's rule); the written config, the
+    choice as given, would drop them: the best config would train another model than its trial."""
+    space = tmp_path / "space.yaml"
+    space.write_text("model.network.init_args.distribution: {choice: [project.model.Normal]}\n")
+    logs, output = tmp_path / "logs", tmp_path / "best.yaml"
+    assert exit_code("--config", BASE, "--search", space, "--logs", logs, "--output", output) == 2
+    assert capsys.readouterr().err == (
+        f"error: {space}: 'model.network.init_args.distribution' chooses 'project.model.Normal' where the configs "
+        "give project.model.PointForecast with init_args loss, which a trial keeps where its class takes them and "
+        "the written config would not; give every one in each choice ({class_path: …, init_args: {…}}) or leave "
+        "them out of the configs\n"
+    )
+    assert not output.exists()
+    assert not logs.exists()  # no study was begun
