@@ -26,7 +26,7 @@ from project.option_errors import one_line
 SIZES = "init_args.sizes."  # the data's sizes among a network's flattened settings
 SECTIONS = {"model": "hyper_parameters", "data": "datamodule_hyper_parameters"}  # a config's section → a checkpoint's
 CONFIG_KEY = 'Parser key "config": '  # the CLI gives a checkpoint's settings as a config: said once, by the path
-MAX_SAID = 400  # characters of a parser's message quoted: a value it read may be a whole file
+MAX_SAID = 1000  # characters of a parser's message quoted: a value it read may be a whole file
 PYTHON_TRUST = "pass trusted=['{path}']"  # how the Python API trusts an import path a checkpoint names
 # What builds an optimizer and a scheduler: only a run that resumes training needs them.
 OPTIMIZATION = ("optimizer", "lr_scheduler")

@@ -178,6 +178,17 @@ class ForecastCLI(LightningCLI):
             checkpoints.check_checkpoint_fits(ckpt_path, self.checkpoint, self.model, self.datamodule)
             checkpoints.check_weights_fit(ckpt_path, self.checkpoint, self.model)
 
+    def _run_subcommand(self, subcommand: str) -> None:
+        """The subcommand; with a checkpoint, what a class refuses while it runs (its optimizer, when fit resumes) may
+        be the checkpoint's setting: the line names the checkpoint, as ``instantiate_classes`` does."""
+        try:
+            super()._run_subcommand(subcommand)
+        except InputError as error:
+            ckpt_path = self.config[subcommand].get("ckpt_path")
+            if self.checkpoint is None or str(error).startswith(str(ckpt_path)):
+                raise
+            raise InputError(f"{ckpt_path}: {error}") from None
+
     def _dump_config(self) -> None:
         super()._dump_config()
         # An empty init_args for a network given without one: Lightning records the linked sizes into it.

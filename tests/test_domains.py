@@ -218,6 +218,10 @@ STEP_LR = "--model.lr_scheduler=torch.optim.lr_scheduler.StepLR"
             "trainer.val_check_interval=0 must be an integer ≥ 1 (batches) or in (0, 1]",
         ),
         (["--trainer.check_val_every_n_epoch=0"], "trainer.check_val_every_n_epoch=0 must be an integer ≥ 1, or null"),
+        (
+            ["--trainer.val_check_interval=100000"],
+            "`val_check_interval` (100000) must be less than or equal to the number of the training batches (110).",
+        ),
     ],
     ids=[
         "negative-lr",
@@ -232,6 +236,7 @@ STEP_LR = "--model.lr_scheduler=torch.optim.lr_scheduler.StepLR"
         "plateau-monitor-never-logged",
         "val-check-interval-0",
         "check-val-every-0-epochs",
+        "val-check-interval-past-the-batches",
     ],
 )
 def test_an_optimizer_schedule_or_accumulation_that_cannot_train_is_one_line_before_training(

@@ -173,6 +173,10 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
             "the checkpoint names subprocess.Popen (at model.optimizer), outside this project; nothing was "
             "imported: pass --model.optimizer=subprocess.Popen to trust it",
         ),
+        (  # refused when fit resumes, and named as the checkpoint's
+            lambda c: c["hyper_parameters"]["optimizer"]["init_args"].update(lr=-1.0),
+            "foreign.ckpt: model.optimizer torch.optim.AdamW(lr=-1.0) is refused: Invalid learning rate: -1.0",
+        ),
         (  # torch's own, which torch has imported: looked up, and refused as no optimizer
             lambda c: c["hyper_parameters"]["lr_scheduler"].update(class_path="torch.optim.AdamW"),
             "Expected 'torch.optim.AdamW' to be a subclass of Union[LRScheduler, ReduceLROnPlateau]",

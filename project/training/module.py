@@ -305,7 +305,7 @@ class Forecaster(L.LightningModule):
                     f"{', '.join(sorted(logged))}"
                 )
         # A regime may size itself to the run's optimizer steps, which only the trainer knows.
-        self.run_steps = self.trainer.estimated_stepping_batches
+        self.run_steps = self._estimated_steps()
         self.regime.check_run_length(self.run_steps)
 
     def on_train_start(self) -> None:
@@ -405,7 +405,7 @@ class Forecaster(L.LightningModule):
     def configure_optimizers(self):
         optimizer, scheduler = self._optimization()
         if isinstance(scheduler, WarmupCosine):  # it decays to zero at the run's last optimizer step
-            scheduler.set_run_steps(self.trainer.estimated_stepping_batches)
+            scheduler.set_run_steps(self._estimated_steps())
         if scheduler is None:
             return optimizer
         if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):  # stepped on what it monitors
@@ -418,6 +418,14 @@ class Forecaster(L.LightningModule):
             schedule = {"scheduler": scheduler, "interval": "epoch", "monitor": monitor, "strict": False}
             return {"optimizer": optimizer, "lr_scheduler": schedule}
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def _estimated_steps(self) -> float:
+        """The run's optimizer steps, which Lightning counts by setting up the training data: what it refuses there
+        (``val_check_interval`` past the batches of an epoch) is one line in its words."""
+        try:
+            return self.trainer.estimated_stepping_batches
+        except ValueError as error:
+            raise InputError(" ".join(str(error).split())) from None
 
     def logged_metrics(self) -> set[str]:
         """The names this model logs, which a checkpoint, early stopping or a plateau schedule may monitor (a
