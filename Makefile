@@ -18,7 +18,7 @@ PYTEST := OMP_NUM_THREADS=1 $(abspath $(BIN))/python -m pytest --numprocesses $(
 # process (the suite ran them at one).
 THREAD_TESTS ?= tests/test_ddp.py tests/test_regimes.py $(wildcard tests/tools/test_backtest.py)
 
-.PHONY: train test test-slow test-threads test-without-experiments test-without-tools test-without lint format clean
+.PHONY: train test test-slow test-experiments test-threads test-without-experiments lint format clean
 
 $(BIN)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 is required, found " + sys.version.split()[0]'
@@ -29,42 +29,38 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@
 
-# The embedded series' five channels as one sequence: on its validation windows MAE 0.426 against 0.560 with the
-# defaults' channel independence (seed 0), in about a third of the time (experiments/results/search/base_defaults.md).
-TRAIN_OPTIONS ?= --model.network.init_args.channel_independent=false
-
+# configs/embedded_series.yaml: the embedded series' five channels as one sequence (why: its comment).
 train: $(BIN)/.installed
-	$(BIN)/python -m project.cli fit --config $(CONFIG) $(TRAIN_OPTIONS)
+	$(BIN)/python -m project.cli fit --config $(CONFIG) --config configs/embedded_series.yaml
 
-# The suite less the tests marked slow (DDP processes, notebooks, SIGTERM, the longer tool runs); CI runs both.
+# Two tiers. `make test`: the fast tier (the exactness core in float64, the data and distribution rules, the
+# refusals where they happen, one shared fit per worker, the README's quickstart in one fresh process), about two
+# minutes on 2 cores. `make test-slow`: everything end to end (presets, loggers, tools, signals and exact resume, DDP,
+# notebooks, your own components, the README's commands). CI runs both, and the studies' own tests.
 test: $(BIN)/.installed
 	$(PYTEST) -m "not slow"
 
 test-slow: $(BIN)/.installed
 	$(PYTEST) -m slow
 
+# The studies' tests (experiments/tests), apart from the template's: deleting experiments/ deletes them too.
+test-experiments: $(BIN)/.installed
+	$(PYTEST) experiments/tests
+
 test-threads: $(BIN)/.installed
 	OMP_NUM_THREADS=2 $(BIN)/python -m pytest -q $(THREAD_TESTS)
 
-# The template without its evidence: the tracked tree without experiments/, copied aside (nothing here is deleted).
-# Only the tests that can tell it from the core alone run there: the tools' tests and those that look for what was
-# deleted; every other test runs without experiments/ in test-without-tools, which keeps CI's serial run short.
+# The template without its evidence: the tracked tree without experiments/, copied aside (nothing here is deleted),
+# where the tools' tests and those that look for what was deleted run. That the core runs without project/tools too is
+# proven statically (tests/test_core_without_tools.py: nothing outside the folder imports it, and the suite is
+# collected without it), so the suite does not run a second time on a copy without it.
 WITHOUT_EXPERIMENTS_TESTS ?= tests/tools tests/test_core_without_tools.py tests/test_entry_points.py tests/test_readme.py
 test-without-experiments: $(BIN)/.installed
-	@$(MAKE) --no-print-directory test-without DELETED='experiments/' TESTS='$(WITHOUT_EXPERIMENTS_TESTS)'
-
-# The core alone: without project/tools and tests/tools, and without experiments/, whose studies use the tools.
-# The slow tests ran with everything in `make test-slow`.
-test-without-tools: $(BIN)/.installed
-	@$(MAKE) --no-print-directory test-without DELETED='experiments/ project/tools/ tests/tools/'
-
-# The suite (or the TESTS named), less the slow tests, on a copy of the tracked tree without the folders DELETED names.
-test-without:
 	@core=$$(mktemp -d) && \
-	git ls-files --cached --others --exclude-standard | grep -v $(foreach folder,$(DELETED),-e '^$(folder)') | \
+	git ls-files --cached --others --exclude-standard | grep -v -e '^experiments/' | \
 		tar -cf - -T - | tar -xf - -C $$core && \
-	echo "$(or $(TESTS),The suite) without $(DELETED), in $$core" && \
-	cd $$core && $(PYTEST) -q -m "not slow" $(TESTS); status=$$?; rm -rf $$core; exit $$status
+	echo "$(WITHOUT_EXPERIMENTS_TESTS) without experiments/, in $$core" && \
+	cd $$core && $(PYTEST) -q -m "not slow" $(WITHOUT_EXPERIMENTS_TESTS); status=$$?; rm -rf $$core; exit $$status
 
 # The formatter decides layout everywhere: no line is held out of it.
 lint: $(BIN)/.installed

@@ -945,6 +945,18 @@ def link(here: Path, target: str) -> str:
     return os.path.relpath(REPOSITORY / target, here).replace(os.sep, "/")
 
 
+EVIDENCE_LINK = re.compile(r"\[([^\]]+)\]\(([^)#\s]+)(#[^)\s]*)?\)")  # [label](path#anchor)
+
+
+def evidence_named(link: re.Match, here: Path) -> str:
+    """A link of a page outside experiments/ (the README, docs/) to a file inside it, as the label and the file's path
+    in code: deleting experiments/ leaves no link dangling on the template's pages; other links as they are."""
+    target = (here / link[2]).resolve()
+    if not target.is_relative_to(REPOSITORY / "experiments"):
+        return link[0]
+    return f"{link[1]} (`{target.relative_to(REPOSITORY).as_posix()}`)"
+
+
 def generated(page: str, here: Path = REPOSITORY) -> str:
     """The page (in the folder ``here``, for its links) with every generated block rewritten from the results
     files."""
@@ -953,6 +965,8 @@ def generated(page: str, here: Path = REPOSITORY) -> str:
         if match[2] not in BLOCKS:
             raise InputError(f"no generated block named {match[2]!r}; the names are {', '.join(BLOCKS)}")
         text = BLOCKS[match[2]](here)
+        if not here.resolve().is_relative_to(REPOSITORY / "experiments"):
+            text = EVIDENCE_LINK.sub(lambda link: evidence_named(link, here), text)
         if not text.startswith(
             "|"
         ):  # a paragraph or a list item, wrapped as the hand-written ones are; a table as it is

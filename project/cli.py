@@ -179,13 +179,13 @@ class ForecastCLI(LightningCLI):
             checkpoints.check_weights_fit(ckpt_path, self.checkpoint, self.model)
 
     def _run_subcommand(self, subcommand: str) -> None:
-        """The subcommand; with a checkpoint, what a class refuses while it runs (its optimizer, when fit resumes) may
-        be the checkpoint's setting: the line names the checkpoint, as ``instantiate_classes`` does."""
+        """The subcommand; with a checkpoint, a model or data setting refused while it runs (the optimizer, built when
+        fit resumes) may be the checkpoint's: the line names the checkpoint, as ``instantiate_classes`` does."""
         try:
             super()._run_subcommand(subcommand)
         except InputError as error:
             ckpt_path = self.config[subcommand].get("ckpt_path")
-            if self.checkpoint is None or str(error).startswith(str(ckpt_path)):
+            if self.checkpoint is None or not str(error).startswith(("model.", "data.")):
                 raise
             raise InputError(f"{ckpt_path}: {error}") from None
 

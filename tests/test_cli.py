@@ -56,6 +56,7 @@ def assert_ok(result):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_the_readme_fit_command_writes_a_checkpoint_the_config_and_event_files(tmp_path):
     command = readme_command("python -m project.cli fit --config configs/base.yaml")
     assert command[:3] == ["python", "-m", "project.cli"]
@@ -69,6 +70,7 @@ def test_the_readme_fit_command_writes_a_checkpoint_the_config_and_event_files(t
     assert "val/loss" in read_scalars(run)
 
 
+@pytest.mark.slow
 def test_the_readme_panel_fit_then_predict_then_runs_commands_work_as_written(tmp_path):
     """The README's next steps, in order, in a fresh folder holding the configs: the panel fit (shortened), the
     predict command with the checkpoint path as the README spells it, and the run summary."""
@@ -90,6 +92,7 @@ def test_the_readme_panel_fit_then_predict_then_runs_commands_work_as_written(tm
     assert "synthetic_panel" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_readme_column_roles_command_trains_on_a_sales_table(tmp_path):
     """The README's column-roles example, as written, on a small table with those columns (shortened)."""
     (tmp_path / "configs").symlink_to(REPOSITORY / "configs")
@@ -258,6 +261,7 @@ def test_a_setting_given_explicitly_at_its_default_value_is_compared_too(trained
     assert "model.network.init_args.d_model=128 (checkpoint: 16)" in last_line(capsys.readouterr().err)
 
 
+@pytest.mark.slow
 def test_patch_length_auto_trains_with_the_integer_it_resolves_to_and_the_config_still_tests_it(tmp_path, capsys):
     """``patch_length: auto``: look-back 24 and horizon 12 decode in 4 steps of 3. The run's
     config.yaml and checkpoint record 3; the same config then tests the checkpoint (scheduled sampling's teacher-forced
@@ -311,6 +315,7 @@ class NotAForecaster:
 """
 
 
+@pytest.mark.slow
 def test_a_users_own_model_and_data_classes_train_and_forecast_through_the_cli(tmp_path):
     """Subclass mode: ``--model`` and ``--data`` name the user's own subclasses; their checkpoint rebuilds them."""
     (tmp_path / "usermod.py").write_text(USER_CLASSES)
@@ -357,6 +362,7 @@ def test_predict_forecasts_beyond_the_trained_horizon_up_to_max_horizon(trained_
     assert "predict_horizon=60 exceeds max_horizon=48" in last_line(capsys.readouterr().err)
 
 
+@pytest.mark.slow
 def test_resuming_the_last_run_continues_at_the_saved_step_in_the_same_folder(tmp_path):
     arguments = [*SMALL_MODEL, "--trainer.log_every_n_steps=1", *quick_fit_arguments(tmp_path, steps=4)]
     assert cli("fit", "--config", BASE, *arguments) == 0
@@ -509,6 +515,7 @@ def test_ctrl_c_with_the_logger_off_advises_the_checkpoints_path_and_that_comman
     assert torch.load(folder / "last.ckpt", weights_only=False)["global_step"] == 4
 
 
+@pytest.mark.slow
 def test_sigterm_with_checkpointing_off_says_that_no_checkpoint_holds_the_step(tmp_path):
     terminate = ["--trainer.callbacks+=tests.test_training.Terminate", "--trainer.callbacks.step=2"]
     arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=4), "--trainer.enable_checkpointing=false"]
@@ -561,6 +568,7 @@ def test_reduce_lr_on_plateau_which_help_offers_trains_stepped_on_the_validation
     assert 0 < schedule["best"] < float("inf")  # stepped after the first epoch's validation, on its loss
 
 
+@pytest.mark.slow
 def test_the_optimizer_is_the_modules_own_and_not_replaceable_from_the_command_line():
     result = run_cli("fit", "--help")
     assert_ok(result)
@@ -578,6 +586,7 @@ def test_a_run_on_a_users_file_is_named_after_it(tmp_path):
     assert only_run(tmp_path, "my_meters").is_dir()
 
 
+@pytest.mark.slow
 def test_the_panel_preset_trains_and_predicts_every_series_with_its_ids_and_future_covariates(tmp_path):
     arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path), "--trainer.val_check_interval=2"]
     assert cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments) == 0
@@ -591,6 +600,7 @@ def test_the_panel_preset_trains_and_predicts_every_series_with_its_ids_and_futu
     assert forecast["timestamp"].min() == pd.Timestamp("2024-07-01")  # the day after each series' last sales
 
 
+@pytest.mark.slow
 def test_the_amp_preset_trains_with_bf16_on_cpu(tmp_path):
     result = run_cli(
         "fit",
@@ -608,10 +618,12 @@ def test_the_amp_preset_trains_with_bf16_on_cpu(tmp_path):
     assert torch.isfinite(torch.tensor(read_scalars(only_run(tmp_path))["val/loss"].to_numpy())).all()
 
 
+@pytest.mark.slow
 def test_the_debug_preset_runs_one_batch_of_everything():
     assert cli("fit", "--config", BASE, "--config", config("debug.yaml"), *SMALL_MODEL) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("regime", REGIMES)
 def test_configs_base_yaml_stacked_with_a_switch_of_regime_starts(regime):
     """configs/base.yaml sets its regime and no option of it (scheduled sampling's decay is sized to the run), so
@@ -620,6 +632,7 @@ def test_configs_base_yaml_stacked_with_a_switch_of_regime_starts(regime):
     assert cli("fit", "--config", config("base.yaml"), "--config", config("debug.yaml"), *SMALL_MODEL, *switch) == 0
 
 
+@pytest.mark.slow
 def test_fit_help_documents_every_option():
     """`fit --help` lists the Trainer's and the callbacks' options; the model's and the data's are listed by
     `--model.help` and `--data.help` with the class (subclass mode: they depend on the class chosen)."""
@@ -661,6 +674,7 @@ def test_fit_help_documents_every_option():
             assert option in result.stdout, (arguments, option)
 
 
+@pytest.mark.slow
 def test_the_ddp_preset_uses_every_gpu_of_the_node():
     result = run_cli("fit", "--config", BASE, "--config", config("ddp.yaml"), "--print_config")
     assert_ok(result)

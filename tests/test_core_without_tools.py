@@ -53,11 +53,12 @@ def test_the_core_imports_no_test_code():
             assert not used, f"{relative} imports {used}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("deleted", [("experiments",), ("experiments", "tools")])
 def test_the_suite_is_collected_without_what_a_user_may_delete(deleted, tmp_path):
     """Without experiments/; and without it, project/tools and tests/tools (the studies import the tools)."""
     if "tools" not in deleted and not (REPOSITORY / "project" / "tools").exists():
-        pytest.skip("this tree is without project/tools already (make test-without-tools)")
+        pytest.skip("this tree is without project/tools already")
     copy = tmp_path / "clone"
     patterns = shutil.ignore_patterns(".venv", ".git", "lightning_logs", ".cache", "*.egg-info")
 

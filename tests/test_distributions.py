@@ -170,6 +170,7 @@ class Laplace(Distribution):
 '''
 
 
+@pytest.mark.slow
 def test_a_users_own_distribution_trains_through_the_cli_and_its_checkpoint_predicts(tmp_path):
     from tests.helpers import BASE, last_line, quick_fit_arguments, run_cli
 

@@ -328,6 +328,7 @@ def test_an_import_path_anywhere_in_a_checkpoint_is_refused_before_import_by_the
     assert "model_utils" not in sys.modules
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("subcommand", ["predict", "validate", "test"])
 def test_a_command_that_only_forecasts_never_builds_or_imports_the_checkpoints_optimizer(
     subcommand, user_run, tmp_path, monkeypatch

@@ -213,6 +213,7 @@ def test_a_prediction_table_is_written_whole(user_run, tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name != ".cache"] == ["forecast.csv"]  # no temporary file left
 
 
+@pytest.mark.slow
 def test_every_way_of_giving_a_config_is_compared_with_the_checkpoint(user_run, tmp_path, capsys):
     """-cPATH, --conf PATH (an abbreviation argparse accepts) and a section file (--data FILE, --model FILE) set
     options as --config does: each is checked against the checkpoint."""
@@ -283,6 +284,7 @@ def test_a_runs_config_records_its_data_file_absolute_so_it_reads_the_same_file_
     assert recorded == str(tmp_path / "relative.csv")
 
 
+@pytest.mark.slow
 def test_predict_from_another_folder_forecasts_the_file_the_checkpoint_was_trained_on(user_run, tmp_path, monkeypatch):
     _, source, checkpoint = user_run
     recorded = torch.load(checkpoint, weights_only=True)["datamodule_hyper_parameters"]["source"]
@@ -419,6 +421,7 @@ def test_a_config_nested_too_deeply_or_past_a_bound_names_its_file(tmp_path, cap
     assert one_line_error(capsys).startswith(f"error: {huge}: 2000019 characters; a settings file holds at most")
 
 
+@pytest.mark.slow
 def test_the_logger_values_mean_what_lightning_says(tmp_path, monkeypatch, capsys):
     """false and [] log nothing and leave no file (no data cache either); null is Lightning's default logger, so its
     run keeps its checkpoints."""

@@ -166,7 +166,7 @@ def test_an_hparams_file_imports_nothing_it_names_whatever_its_spelling(recorded
     assert not (folder / "IMPORTED").exists(), (folder / "IMPORTED").read_text()
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_the_cli_imports_nothing_a_checkpoint_names_whatever_its_spelling(
     recorded, beside_a_marker_module, data, capsys

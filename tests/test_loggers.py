@@ -7,6 +7,9 @@ import pytest
 
 from tests.helpers import BASE, SMALL_MODEL, cli, config
 
+pytestmark = pytest.mark.slow  # Lightning's loggers end to end: the second tier
+
+
 QUICK = [
     "--trainer.max_steps=2",
     "--trainer.limit_train_batches=2",

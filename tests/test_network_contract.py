@@ -267,6 +267,7 @@ class MyNetwork(nn.Module):
 '''
 
 
+@pytest.mark.slow
 def test_a_users_own_network_trains_through_the_cli(tmp_path):
     (tmp_path / "usermod.py").write_text(textwrap.dedent(USER_NETWORK))
     logs = tmp_path / "logs"
@@ -287,6 +288,7 @@ def test_a_users_own_network_trains_through_the_cli(tmp_path):
     assert spec["init_args"]["sizes"]["n_targets"] == 5
 
 
+@pytest.mark.slow
 def test_a_network_whose_only_argument_is_the_linked_sizes_trains_through_the_cli(tmp_path):
     only_targets = (
         textwrap.dedent(USER_NETWORK)
@@ -314,6 +316,7 @@ def test_a_network_whose_only_argument_is_the_linked_sizes_trains_through_the_cl
     assert sizes["n_targets"] == 5
 
 
+@pytest.mark.slow
 def test_the_gru_config_stacks_on_base_yaml_as_its_header_says(tmp_path):
     """base.yaml's transformer-only settings (patch_length: auto, channel_independent) drop with the class choice."""
     network = ["--model.network.init_args.hidden_size=8", "--model.network.init_args.num_layers=1"]
@@ -323,6 +326,7 @@ def test_the_gru_config_stacks_on_base_yaml_as_its_header_says(tmp_path):
     assert type(Forecaster.load_from_checkpoint(checkpoint).network) is GRUForecaster
 
 
+@pytest.mark.slow
 def test_the_gru_config_trains_tests_and_predicts_through_the_cli_and_its_checkpoint_restores_a_gru(tmp_path):
     logs, network = (
         tmp_path / "logs",

@@ -88,6 +88,7 @@ def test_a_season_longer_than_the_context_is_refused_in_one_line_from_the_cli(tm
     assert not (tmp_path / "logs").exists()
 
 
+@pytest.mark.slow
 def test_a_path_given_by_class_path_in_a_config_trains_and_its_checkpoint_restores_it(tmp_path):
     preset = tmp_path / "seasonal.yaml"
     preset.write_text(
@@ -115,6 +116,7 @@ def test_a_path_given_by_class_path_in_a_config_trains_and_its_checkpoint_restor
     assert (path.season, path.context_length) == (4, 12)
 
 
+@pytest.mark.slow
 def test_the_linear_path_from_the_command_line_is_sized_by_the_data_its_weights_restored_and_it_predicts(tmp_path):
     logs = tmp_path / "logs"
     path = "--model.network.init_args.baseline_path=project.model.LinearPath"
@@ -153,6 +155,7 @@ class ContextMean(BaselinePath):
 '''
 
 
+@pytest.mark.slow
 def test_a_users_own_path_trains_through_the_cli_and_the_network_forecasts_the_residual_over_it(tmp_path, monkeypatch):
     (tmp_path / "userpath.py").write_text(USER_PATH)
     logs = tmp_path / "logs"

@@ -153,6 +153,7 @@ def test_a_checkpoint_keeps_its_calibrated_scale_for_test_and_predict_from_pytho
     assert tested["test/width"] == pytest.approx(scale * as_drawn["test/width"], rel=1e-4)
 
 
+@pytest.mark.slow
 def test_interval_calibration_is_removed_in_one_config_line(quantile_panel_run, tmp_path):
     from project.training.runs import read_scalars
 

@@ -1,29 +1,47 @@
-"""The README is read once, top to bottom: short, every page and file it or the docs link to exists, and every
-command it shows runs in a test or in CI."""
+"""The README is read once, top to bottom: the template first, every page and file it or the docs link to exists and
+outlives a deleted experiments/, and every command it shows runs in a test or in CI."""
 
 import re
 
 from tests.helpers import REPOSITORY
 
 PAGES = [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("*.md"))]
+EXPERIMENTS = REPOSITORY / "experiments"
+# Blocks that `python -m experiments.report` writes from the results files: their links are its (experiments/report.py).
+GENERATED = re.compile(r"<!-- generated: [\w-]+ -->\n.*?<!-- end generated -->", re.DOTALL)
 
 
-def test_the_readme_is_at_most_220_lines():
-    """Not counting the lines that mark a generated block (``<!-- generated: NAME -->``, ``<!-- end generated -->``):
-    a reader of the rendered page does not see them."""
-    lines = (REPOSITORY / "README.md").read_text().splitlines()
-    assert len([line for line in lines if not re.fullmatch(r"<!-- (generated: [\w-]+|end generated) -->", line)]) <= 220
+def relative_link_targets(text: str) -> list[str]:
+    """The relative targets of a page's links and images (``[text](target)``, ``![alt](target "title")``,
+    ``<img src=...>``), without their ``#anchor``; code is not a link."""
+    text = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+    text = re.sub(r"`[^`\n]*`", "code", text)
+    targets = re.findall(r"\]\(\s*([^)\s]+)(?:\s+\"[^\"]*\")?\s*\)", text)
+    targets += re.findall(r"<img\b[^>]*?\bsrc\s*=\s*[\"']([^\"']+)[\"']", text, flags=re.IGNORECASE)
+    targets = [target.split("#", 1)[0] for target in targets]
+    return [target for target in targets if target and not re.match(r"[a-z][a-z0-9+.-]*:", target, re.IGNORECASE)]
 
 
-def test_every_relative_link_of_the_readme_and_the_docs_leads_to_a_file():
-    """Links into experiments/ are checked by experiments/tests/test_pages.py: a clone that deleted the folder
-    deletes the paragraphs that cite it."""
-    experiments = REPOSITORY / "experiments"
+def test_relative_link_targets_finds_links_images_and_img_tags_but_not_code_or_urls():
+    text = (
+        '[a](docs/a.md#x) ![b](docs/b.png "title") <img src="docs/c.png" width=300> [d](https://e.org) [f](#anchor)\n'
+        "`[g](not/a/link.md)` [`h`](docs/h.md)\n```bash\n[i](nor/this.md)\n```\n[k](mailto:x@y.z)\n"
+    )
+    assert relative_link_targets(text) == ["docs/a.md", "docs/b.png", "docs/h.md", "docs/c.png"]
+
+
+def test_every_relative_link_of_the_readme_and_the_docs_leads_to_a_file_outside_experiments():
+    """A clone that deletes experiments/ (the README's "Make it yours") keeps every link of the README and the docs:
+    a page names a study's file as code (`experiments/results/...`), never as a link, the generated blocks too
+    (experiments/report.py writes them so)."""
     for page in PAGES:
-        for target in re.findall(r"\]\(([^)#]+?)(?:#[^)]*)?\)", page.read_text()):
-            if "://" in target or (page.parent / target).resolve().is_relative_to(experiments):
-                continue
-            assert (page.parent / target).exists(), f"{page.name} links to {target}, which does not exist"
+        for target in relative_link_targets(page.read_text()):
+            resolved = (page.parent / target).resolve()
+            assert resolved.is_relative_to(REPOSITORY), f"{page.name} links to {target}, outside the repository"
+            assert not resolved.is_relative_to(EXPERIMENTS), (
+                f"{page.name} links to {target}, which deleting experiments/ leaves dangling: name it as code"
+            )
+            assert resolved.exists(), f"{page.name} links to {target}, which does not exist"
 
 
 def test_the_readme_links_every_page_of_the_docs():

@@ -352,6 +352,7 @@ class Rollout(FreeRunning):
 '''
 
 
+@pytest.mark.slow
 def test_a_users_own_regime_trains_through_the_cli_and_is_the_naive_loop(tmp_path, monkeypatch):
     from project.checkpoints import read_checkpoint
     from project.data import WindowDataModule

@@ -14,6 +14,7 @@ from tests.helpers import BASE, SMALL_MODEL, cli, last_line, quick_fit_arguments
 from tests.test_data import frame_of_row_numbers
 
 
+@pytest.mark.slow
 def test_a_predict_aimed_at_the_input_csv_leaves_it_untouched(user_run, capsys):
     _, source, checkpoint = user_run
     before = source.read_bytes()
@@ -115,7 +116,7 @@ def test_resuming_a_checkpoint_whose_learning_rate_is_nan_is_one_line_before_any
     fit = ["fit", f"--ckpt_path={path}", "--trainer.logger=false", f"--checkpoint.dirpath={folder}"]
     assert cli(*fit, f"--trainer.max_steps={checkpoint['global_step'] + 2}") == 2
     expected = {
-        "settings": "error: model.optimizer torch.optim.AdamW(lr=nan) is refused: Invalid learning rate: nan",
+        "settings": f"error: {path}: model.optimizer torch.optim.AdamW(lr=nan) is refused: Invalid learning rate: nan",
         "optimizer state": f"error: {path}: the optimizer state's lr=nan must be a finite number within the range of "
         "the parameters' torch.float32 (at most 3.4e+38)",
     }

@@ -2,6 +2,7 @@
 different seeds train different ones. Results over seeds rest on both: a table whose seeds agreed to the last digit
 would otherwise be one run counted twice."""
 
+import pytest
 import torch
 
 from tests.helpers import BASE, cli, only_run, quick_fit_arguments
@@ -14,6 +15,7 @@ def trained_weights(log_dir, seed: int) -> dict[str, torch.Tensor]:
     return torch.load(checkpoint, weights_only=True)["state_dict"]
 
 
+@pytest.mark.slow
 def test_two_seeds_train_different_weights_and_one_seed_the_same(tmp_path):
     first, again, other = (trained_weights(tmp_path / name, seed) for name, seed in [("a", 0), ("b", 0), ("c", 1)])
     assert first.keys() == again.keys() == other.keys()

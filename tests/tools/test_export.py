@@ -27,6 +27,7 @@ def expected_forecast(checkpoint, inputs, horizon) -> np.ndarray:
         return module.forecast(inputs, horizon).point.numpy()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("horizon", [14, 20])  # the trained horizon, and further
 def test_the_onnx_driver_forecasts_what_generate_forecasts_without_importing_torch(checkpoint, horizon, tmp_path):
     folder = tmp_path / "export"
@@ -121,6 +122,7 @@ def checkpoint_with_a_linear_path(tmp_path_factory) -> Path:
     return path.with_name("random_path.ckpt")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("export_format", ["onnx", "torch_export"])
 def test_an_exported_model_with_a_baseline_path_forecasts_what_generate_forecasts(
     checkpoint_with_a_linear_path, export_format, tmp_path

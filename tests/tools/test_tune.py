@@ -53,6 +53,7 @@ def sha256(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_a_study_completes_resumes_and_its_best_config_trains(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text(
