@@ -165,6 +165,7 @@ def test_test_from_a_checkpoint_restores_the_model_and_data_settings(trained_run
     assert {"test/mse_original_units", "test/mae_original_units", "test/mae_repeat_last_original_units"} <= set(metrics)
 
 
+@pytest.mark.slow
 def test_test_and_validate_print_the_model_beside_the_naive_forecasts_in_original_units(trained_run, tmp_path, capfd):
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
     for command, split in (("test", "test"), ("validate", "val")):

@@ -7,6 +7,7 @@ from project.training import runs
 from tests.helpers import BASE, SMALL_MODEL, cli, quick_fit_arguments
 
 
+@pytest.mark.slow
 def test_runs_prints_a_table_of_runs(tmp_path, capsys):
     assert cli("fit", "--config", BASE, *SMALL_MODEL, *quick_fit_arguments(tmp_path)) == 0
     runs.main([str(tmp_path)])

@@ -27,6 +27,7 @@ def scores_of_test(checkpoint, folder, eval_stride: int) -> dict:
     return {name: values.iloc[-1] for name, values in read_scalars(only_run(folder, "lightning_logs")).items()}
 
 
+@pytest.mark.slow
 def test_an_origin_scores_what_test_scores_on_the_same_windows(trained, tmp_path):
     _, checkpoint = trained
     backtest.main(["--ckpt_path", str(checkpoint), "--origins", "3", "--output", str(tmp_path / "backtest")])

@@ -21,6 +21,7 @@ def test_the_benchmark_writes_its_tables(tmp_path, capsys):
     assert "re-decoding the prefix" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_benchmark_skips_a_naive_loop_it_cannot_afford(tmp_path):
     arguments = ["--horizons", "2", "64", "--batch-size", "2", "--d-model", "16", "--repeats", "1"]
     bench.main([*arguments, "--suite", "training", "--naive-max-seconds", "0.001", "--output", str(tmp_path)])

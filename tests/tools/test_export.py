@@ -51,6 +51,7 @@ def test_the_onnx_driver_forecasts_what_generate_forecasts_without_importing_tor
     assert np.abs(forecast - expected).max() <= 1e-4 * np.abs(expected).max()
 
 
+@pytest.mark.slow
 def test_torch_export_forecasts_what_generate_forecasts(checkpoint, tmp_path):
     folder = tmp_path / "export"
     export.main([str(checkpoint), "--format", "torch_export", "--batch-size", "2", "--output", str(folder)])

@@ -83,6 +83,7 @@ def test_a_study_completes_resumes_and_its_best_config_trains(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_trials_with_different_losses_are_scored_by_the_metric_their_checkpoints_monitor(tmp_path):
     from project.training.runs import read_scalars
 
@@ -175,6 +176,7 @@ def test_sigterm_between_trials_stops_the_study_before_its_next_trial_and_restor
     assert signal.getsignal(signal.SIGTERM) is handler
 
 
+@pytest.mark.slow
 def test_two_workers_on_one_study_never_repeat_parameters(tmp_path):
     arguments = ["--config", BASE, "--search", float_space(tmp_path), "--logs", tmp_path / "logs", "--study", "tiny"]
     for _ in range(2):  # two workers with the same seed, one after the other (each a refused-trials study: exit 2)
@@ -274,6 +276,7 @@ def test_trials_must_be_at_least_one(tmp_path, capsys):
     assert last_line(capsys.readouterr().err).endswith("error: --trials must be at least 1; got 0")
 
 
+@pytest.mark.slow
 def test_the_selection_never_reads_the_test_rows(tmp_path):
     """Two studies on data whose test rows' targets are two different random series choose the same trial with the
     same validation losses: nothing of the test period reaches the search."""
