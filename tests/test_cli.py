@@ -353,6 +353,7 @@ def test_a_users_own_model_and_data_classes_train_and_forecast_through_the_cli(t
     assert "NotAForecaster" in refused.stderr
 
 
+@pytest.mark.slow
 def test_predict_forecasts_beyond_the_trained_horizon_up_to_max_horizon(trained_run, tmp_path, capsys):
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
     output = tmp_path / "longer.csv"
@@ -560,6 +561,7 @@ def test_ordinary_trainer_flags_work(flag, tmp_path):
     assert cli("fit", "--config", BASE, *SMALL_MODEL, *quick_fit_arguments(tmp_path), flag) == 0
 
 
+@pytest.mark.slow
 def test_reduce_lr_on_plateau_which_help_offers_trains_stepped_on_the_validation_loss(tmp_path):
     plateau = ["--model.lr_scheduler=torch.optim.lr_scheduler.ReduceLROnPlateau", "--test_after_fit=false"]
     two_epochs = [*quick_fit_arguments(tmp_path, steps=4), "--trainer.limit_train_batches=2"]

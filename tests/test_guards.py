@@ -26,6 +26,7 @@ def test_a_checkpoint_that_would_run_code_is_refused_by_the_cli(hostile_checkpoi
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_predict_never_replaces_its_checkpoint_or_its_config_even_with_overwrite(user_run, tmp_path, capsys):
     _, _, checkpoint = user_run
     config = tmp_path / "mine.yaml"
@@ -67,6 +68,7 @@ def test_a_read_only_output_folder_is_refused_before_predicting(user_run, tmp_pa
     assert "cannot write into" in one_line_error(capsys)
 
 
+@pytest.mark.slow
 def test_the_short_config_flag_is_compared_with_the_checkpoint_like_the_long_one(user_run, tmp_path, capsys):
     config = tmp_path / "wider.yaml"
     config.write_text("model:\n  network:\n    init_args:\n      d_model: 32\n")
@@ -259,6 +261,7 @@ def test_a_setting_the_checkpoint_did_not_record_applies_not_ignored(user_run, t
     assert command.model.network.init_args["dropout"] == 0.0
 
 
+@pytest.mark.slow
 def test_a_runs_own_saved_config_validates_and_predicts_with_its_own_checkpoint(user_run, tmp_path, capsys):
     run = user_run[2].parent.parent
     for subcommand in ("validate", "predict"):
@@ -467,6 +470,7 @@ def test_a_network_option_refused_beside_a_checkpoint_says_how_to_name_the_check
     )
 
 
+@pytest.mark.slow
 def test_a_config_before_the_subcommand_or_inline_is_seen_like_any_other(user_run, tmp_path, capsys):
     top = tmp_path / "top.yaml"
     top.write_text("predict:\n  data:\n    horizon: 3\n")

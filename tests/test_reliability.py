@@ -31,6 +31,7 @@ def test_a_predict_aimed_at_the_input_csv_leaves_it_untouched(user_run, capsys):
     assert source.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_an_existing_output_survives_unless_overwrite_is_given(user_run, tmp_path, capsys):
     _, _, checkpoint = user_run
     output = tmp_path / "forecast.csv"
