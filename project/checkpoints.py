@@ -2,9 +2,9 @@
 (``project.imports``), and whether a model and data can take its weights. Every problem is one line naming the
 checkpoint.
 
-The CLI gives a checkpoint's settings to LightningCLI's parser as its first config (``checkpoint_config``);
-everything else (the tools, ``Forecaster.load_from_checkpoint``, ``WindowDataModule.load_from_checkpoint``) builds
-through ``built_from_checkpoint``.
+Every way in parses a checkpoint's settings with ``parsed_checkpoint``: the CLI with LightningCLI's parser, whose
+defaults they then become; everything else (the tools, ``Forecaster.load_from_checkpoint``,
+``WindowDataModule.load_from_checkpoint``) through ``built_from_checkpoint``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from project.option_errors import one_line
 
 SIZES = "init_args.sizes."  # the data's sizes among a network's flattened settings
 SECTIONS = {"model": "hyper_parameters", "data": "datamodule_hyper_parameters"}  # a config's section → a checkpoint's
-CONFIG_KEY = 'Parser key "config": '  # the CLI gives a checkpoint's settings as a config: said once, by the path
 MAX_SAID = 1000  # characters of a parser's message quoted: a value it read may be a whole file
 PYTHON_TRUST = "pass trusted=['{path}']"  # how the Python API trusts an import path a checkpoint names
 # What builds an optimizer and a scheduler: only a run that resumes training needs them.
@@ -105,12 +104,16 @@ def built_from_checkpoint(
     overrides: dict | None = None,
     how_to_trust: str = "",
     weights: bool = True,
+    hparams_file: str | Path | None = None,
 ) -> object:
     """The one way an object is built from a checkpoint outside the CLI: ``cls`` (a ``LightningModule`` or a
-    ``LightningDataModule``) or the subclass the checkpoint records, from its recorded settings and ``overrides``
-    (``parsed_checkpoint``), built while the same import policy holds; then its weights (a model; ``weights=False``:
-    untrained, for a refit) or its state (a data module) loaded."""
+    ``LightningDataModule``) or the subclass the checkpoint records, from its recorded settings (or, as Lightning's
+    ``hparams_file``, those of that YAML file) and ``overrides`` (``parsed_checkpoint``), built while the same import
+    policy holds; then its weights (a model; ``weights=False``: untrained, for a refit) or its state (a data module)
+    loaded."""
     section = "data" if issubclass(cls, L.LightningDataModule) else "model"
+    if hparams_file is not None:
+        checkpoint = {**checkpoint, SECTIONS[section]: read_hparams_file(hparams_file)}
     config = checkpoint_config(checkpoint, section, f"{cls.__module__}.{cls.__qualname__}")
     config["init_args"].update(overrides or {})
     parser = ArgumentParser(exit_on_error=False)
@@ -138,7 +141,7 @@ def refusal(path: str | Path, config: dict, error: BaseException, how_to_trust: 
     refused = refused_import(error)
     if refused is None:
         cause = reported_cause(error)
-        said = one_line(str(cause if cause is not None else error)).removeprefix(CONFIG_KEY)
+        said = one_line(str(cause if cause is not None else error))
         return f"{path}: {said[:MAX_SAID]}{'…' if len(said) > MAX_SAID else ''}"
     where = setting_holding(config, refused)
     where = where.removesuffix(".class_path") if where else where  # the component, as its option names it

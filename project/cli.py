@@ -1,7 +1,7 @@
 """Command line: ``python -m project.cli {fit,validate,test,predict} --config configs/base.yaml``.
 
 LightningCLI builds the Trainer, model and data from the configs; this file wires them: the links, the default
-callbacks, a checkpoint's settings as the first config, ``patch_length: auto`` made an integer. Where a run writes:
+callbacks, a checkpoint's settings as the parser's defaults, ``patch_length: auto`` made an integer. Where a run writes:
 ``project.run_folders``; checkpoints: ``project.checkpoints``; what the parser may import: ``project.imports``.
 """
 
@@ -152,7 +152,7 @@ class ForecastCLI(LightningCLI):
         checkpoints.without(config["data"]["init_args"], ["cache_dir"])
         return config
 
-    def _parse_ckpt_path(self) -> None:  # the checkpoint's settings were the first config
+    def _parse_ckpt_path(self) -> None:  # the checkpoint's settings are the parser's defaults already
         pass
 
     def before_instantiate_classes(self) -> None:

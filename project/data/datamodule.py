@@ -14,7 +14,7 @@ import torch
 from jsonargparse import ArgumentError, ArgumentParser
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from project.checkpoints import built_from_checkpoint, read_checkpoint, read_hparams_file
+from project.checkpoints import built_from_checkpoint, read_checkpoint
 from project.data.panel import PanelSettings, build_panel, cached_panel
 from project.data.sampling import EvaluationShard, ResumableLoader, TrainingOrder
 from project.data.scaling import Scaler, Scaling
@@ -229,9 +229,7 @@ class WindowDataModule(L.LightningDataModule):
         outside this project but the import paths in ``trusted``). ``hparams_file`` replaces the recorded settings, as
         in Lightning; ``overrides`` replace single settings (``source`` to read other data)."""
         checkpoint = read_checkpoint(checkpoint_path)
-        if hparams_file is not None:
-            checkpoint["datamodule_hyper_parameters"] = read_hparams_file(hparams_file)
-        return built_from_checkpoint(cls, checkpoint, checkpoint_path, trusted, overrides)
+        return built_from_checkpoint(cls, checkpoint, checkpoint_path, trusted, overrides, hparams_file=hparams_file)
 
     def state_dict(self) -> dict:
         self.setup()

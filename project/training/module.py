@@ -18,7 +18,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
-from project.checkpoints import built_from_checkpoint, check_finite_weights, read_checkpoint, read_hparams_file
+from project.checkpoints import built_from_checkpoint, check_finite_weights, read_checkpoint
 from project.domains import AtLeastTwo, OpenUnitInterval, PositiveInt, UnitLevels, check_arguments
 from project.errors import InputError, TrainingDiverged
 from project.imports import default_of
@@ -185,9 +185,7 @@ class Forecaster(L.LightningModule):
         torch's optimizers but the import paths in ``trusted``). ``hparams_file`` replaces the recorded settings, as in
         Lightning; ``overrides`` replace single settings."""
         checkpoint = read_checkpoint(checkpoint_path)
-        if hparams_file is not None:
-            checkpoint["hyper_parameters"] = read_hparams_file(hparams_file)
-        model = built_from_checkpoint(cls, checkpoint, checkpoint_path, trusted, overrides)
+        model = built_from_checkpoint(cls, checkpoint, checkpoint_path, trusted, overrides, hparams_file=hparams_file)
         return model.to(map_location).eval() if isinstance(map_location, (str, torch.device)) else model.eval()
 
     def _check_rules(self, network: nn.Module) -> None:
