@@ -14,12 +14,20 @@ A second table holds the statistical floor: statsforecast's AutoETS and AutoThet
 the ``baselines`` extra), each fitted per series and channel on the training rows, forecasting every validation and
 test window from the rows before it, with each seed's kept checkpoint scored again on the same windows (every
 ``floor_stride``-th window where all of them would cost too long: stated in the table).
-``--reuse`` keeps the runs already in ``--logs`` that reached their test (each dataset's and seed's latest), so an
-interrupted table resumes, or is written again from its runs without training.
+``--reuse`` keeps the runs already in ``--logs`` (each dataset's and seed's latest) that reached their test, or, with
+``--splits val``, their end, so an interrupted table resumes, or is written again from its runs without training.
 
-The data files: ``python -m project.tools.datasets etth1``, ``m4_hourly`` and ``m4_weekly`` write them; the
-intermittent panel is written by this tool when absent (``experiments.intermittent``'s panel); the two synthetic
-datasets are embedded.
+``--splits val`` trains with ``--test_after_fit=false`` and scores validation only: the test is read later, once,
+by ``--reuse --splits val test``, which scores each kept checkpoint on the test windows in the floor's table.
+The floor's table also scores the ensemble of the seeds (the mean of their point forecasts, what
+``python -m project.tools.ensemble`` forecasts) on the same windows, and with the seven real datasets it applies the
+rule committed before their runs (``experiments/results/search/ensemble_rule.md``).
+
+The data files: ``python -m project.tools.datasets etth1``, ``m4_hourly`` and ``m4_weekly`` write them; the four
+single series are facebook/prophet's examples, copied into ``--data_dir`` as they are (``wp_log_R.csv``'s copy
+sorted by time is written by this tool, as the data module's refusal of unsorted rows asks); the intermittent panel
+is written by this tool when absent (``experiments.intermittent``'s panel); the two synthetic datasets are
+embedded.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 from experiments.intermittent import PANEL_CONFIG, data_settings, intermittent_panel
@@ -42,6 +51,7 @@ from experiments.results import (
     fit,
     forecast_split,
     markdown_table,
+    mean_forecast,
     mean_std,
     preset_datamodule,
     run_seconds,
@@ -54,10 +64,13 @@ from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
 from project.tools.stamp import hardware, run_commit
-from project.training.runs import read_scalars
+from project.training.runs import find_runs, read_scalars
 
 MODEL, NAIVE = "mae_original_units", ("mae_repeat_last_original_units", "mae_seasonal_naive_original_units")
 SPLITS = {"val": "validation", "test": "test"}
+# The datasets the ensemble rule is decided on (experiments/results/search/ensemble_rule.md): the real ones.
+REAL = ("etth1", "m4_hourly", "m4_weekly", "peyton_manning", "wp_log_r", "pedestrians", "retail_sales")
+ENSEMBLE_RULE = "experiments/results/search/ensemble_rule.md"
 
 
 # What the README's "Your data" section asks a user for, the `data:` keys each dataset's own settings are cut to:
@@ -99,6 +112,7 @@ class Dataset:
     settings: Path | dict = field(default_factory=dict)
     extra: tuple[str, ...] = ()
     made_by: str = ""  # the command that writes ``file``
+    sorted_from: str = ""  # a file in the data folder that ``file`` is a copy of, sorted by its time column
     period: int = 1  # the statistical models' season_length: the data's season (1: none)
     floor_stride: int = 1  # > 1 where AutoTheta on every window would take long (~70 ms a window and channel)
 
@@ -127,6 +141,10 @@ class Dataset:
         settings["eval_stride"] = settings.get("eval_stride", 1) * stride
         return preset_datamodule(None, source, **settings)
 
+
+# facebook/prophet's example series: a time column ``ds`` and a value ``y``, split by the default fractions.
+PROPHET = {"time_column": "ds", "target_columns": ["y"]}
+PROPHET_EXAMPLES = "copy facebook/prophet's examples/ files (../shared/data/prophet-examples/ here) into the folder"
 
 DATASETS = {
     "series": Dataset(  # make train: base.yaml exactly as it is
@@ -179,6 +197,39 @@ DATASETS = {
         study_config("m4_weekly.yaml"),
         made_by="python -m project.tools.datasets m4_weekly",
         period=52,  # a year of weeks: the data's season (M4 scales MASE by 1 for weekly data; no MASE here)
+    ),
+    "peyton_manning": Dataset(
+        "Peyton Manning page views (log), daily, horizon {horizon}, look-back {look_back}",
+        "wp_log_peyton_manning.csv",
+        7,
+        {**PROPHET, "context_length": 56, "horizon": 14},
+        made_by=PROPHET_EXAMPLES,
+        period=7,
+    ),
+    "wp_log_r": Dataset(
+        "R page views (log), daily, horizon {horizon}, look-back {look_back}",
+        "wp_log_R_sorted.csv",
+        7,
+        {**PROPHET, "context_length": 56, "horizon": 14},
+        made_by=PROPHET_EXAMPLES,
+        sorted_from="wp_log_R.csv",  # its rows are not in time order
+        period=7,
+    ),
+    "pedestrians": Dataset(
+        "pedestrian counts, daily, 2020 lockdowns inside, horizon {horizon}, look-back {look_back}",
+        "pedestrians_covid.csv",
+        7,
+        {**PROPHET, "context_length": 56, "horizon": 14},
+        made_by=PROPHET_EXAMPLES,
+        period=7,
+    ),
+    "retail_sales": Dataset(
+        "US retail sales, monthly, horizon {horizon}, look-back {look_back}",
+        "retail_sales.csv",
+        12,
+        {**PROPHET, "context_length": 36, "horizon": 12},
+        made_by=PROPHET_EXAMPLES,
+        period=12,
     ),
 }
 
@@ -251,33 +302,48 @@ def floor(
     statistical: tuple[str, ...],
     splits: list[str],
     extra: list[str] = (),
-) -> tuple[dict[str, list[float]], dict[str, dict[str, float]], dict[str, float]]:
+) -> tuple[dict[str, list[float]], dict[str, float], dict[str, dict[str, float]], dict[str, float]]:
     """MAEs in original units on every ``dataset.floor_stride``-th window of ``splits``: each run's kept checkpoint
-    (split → one value per seed), and ``experiments.statistical.floor_maes``' naive and ``statistical`` forecasts
-    on the same windows (forecast → split → value) with each statistical model's seconds."""
+    (split → one value per seed), the ensemble of the runs (split → the MAE of the mean of their point forecasts),
+    and ``experiments.statistical.floor_maes``' naive and ``statistical`` forecasts on the same windows (forecast →
+    split → value) with each statistical model's seconds."""
     windows = dataset.windows(source, list(extra), dataset.floor_stride)  # the runs' windows, as they were given
-    model = {}
+    model, ensemble = {}, {}
     for split in splits:
         forecasts = [forecast_split(best_checkpoint(run), windows, split) for run in runs]
-        model[split] = [float((f["point"] - f["target"]).abs().mean()) for f in forecasts]
+        model[split] = [mae(forecast) for forecast in forecasts]
+        ensemble[split] = mae(mean_forecast(forecasts))
     maes, seconds = floor_maes(windows, statistical, dataset.season, dataset.period, splits, progress=None)
-    return model, maes, seconds
+    return model, ensemble, maes, seconds
+
+
+def mae(forecast: dict) -> float:
+    return float((forecast["point"] - forecast["target"]).abs().mean())
+
+
+def best_simple(maes: dict[str, dict[str, float]], split: str) -> tuple[str, float]:
+    """The simple forecast (naive or statistical) with the lowest MAE on ``split``, and that MAE."""
+    return min(((name, by_split[split]) for name, by_split in maes.items()), key=lambda pair: pair[1])
 
 
 def floor_markdown(
     floors: dict[str, tuple], seeds: list[int], statistical: tuple[str, ...], labels: dict[str, str]
 ) -> str:
-    """The statistical floor's table: per dataset and split, the model's MAE over seeds beside the naive and the
-    statistical forecasts' on the same windows, and whether every seed is below each statistical model."""
-    header = ["data", "split", "windows", "season", "model MAE", "repeat-last MAE", "seasonal naive MAE"]
-    header += [f"{name} MAE" for name in statistical] + [f"below {name} (worst seed)" for name in statistical]
+    """The statistical floor's table: per dataset and split, the model's MAE over seeds and the ensemble's beside
+    the naive and the statistical forecasts' on the same windows, and whether every seed is below each statistical
+    model; with the seven real datasets' validation, the ensemble rule's decision."""
+    header = ["data", "split", "windows", "season", "model MAE", "ensemble MAE", "repeat-last MAE"]
+    header += ["seasonal naive MAE", *(f"{name} MAE" for name in statistical)]
+    header += [f"below {name} (worst seed)" for name in statistical]
+    header += ["ensemble below the best seed", "ensemble below the best simple forecast"]
     table, per_seed = [], []
-    for key, (model, maes, seconds) in floors.items():
+    for key, (model, ensemble, maes, seconds) in floors.items():
         dataset = DATASETS[key]
         every = "every window" if dataset.floor_stride == 1 else f"every {dataset.floor_stride}th window"
         for split, by_seed in model.items():  # the splits the runs were scored on
             seasonal = maes.get(f"seasonal naive ({dataset.season})")
             taken = [f"{maes[n][split]:.3f} ({seconds[n]:.0f} s)" for n in statistical]
+            simple, simple_mae = best_simple(maes, split)
             table.append(
                 [
                     labels[key],
@@ -285,22 +351,68 @@ def floor_markdown(
                     every,
                     str(dataset.period),
                     mean_std(by_seed),
+                    f"{ensemble[split]:.3f}",
                     f"{maes['repeat-last'][split]:.3f}",
                     f"{seasonal[split]:.3f}" if seasonal else "–",
                     *taken,
                     *(verdict(by_seed, [maes[n][split]]) for n in statistical),
+                    verdict([ensemble[split]], [min(by_seed)]),
+                    f"{verdict([ensemble[split]], [simple_mae])}, {simple}",
                 ]
             )
             values = ", ".join(f"seed {seed}: {value:.3f}" for seed, value in zip(seeds, by_seed))
             per_seed.append(f"- {labels[key]}, {SPLITS[split]}, {every}, model MAE: {values}")
     caption = (
-        "The statistical floor on the same runs: each seed's kept checkpoint scored again beside statsforecast's "
-        "models (fitted per series and channel on the training rows with the data's season, the season column, the "
-        "seasonal naive's too; in parentheses the seconds each took for both splits) and the naive forecasts, MAE in "
-        f"original units on every window or, where that would take long, every Nth validation and test window; "
-        f"{hardware()}."
+        "The statistical floor on the same runs: each seed's kept checkpoint scored again, and the ensemble of the "
+        "seeds (the mean of their point forecasts), beside statsforecast's models (fitted per series and channel on "
+        "the training rows with the data's season, the season column, the seasonal naive's too; in parentheses the "
+        "seconds each took for the splits scored) and the naive forecasts, MAE in original units on every window or, "
+        f"where that would take long, every Nth validation and test window; {hardware()}."
     )
-    return markdown_table(caption, header, table) + "\n" + "\n".join(per_seed) + "\n"
+    text = markdown_table(caption, header, table) + "\n" + "\n".join(per_seed) + "\n"
+    if set(REAL) <= set(floors) and all("val" in floors[key][0] for key in REAL) and len(seeds) > 1:
+        text += "\n" + ensemble_decision({key: floors[key] for key in REAL}) + "\n"
+    return text
+
+
+def ensemble_decision(floors: dict[str, tuple]) -> str:
+    """The rule of ``ENSEMBLE_RULE`` on the datasets' validation MAEs: the ensemble is recommended where accuracy
+    matters when it is below its best seed on at least five of the seven datasets and at least 1% below the mean
+    seed on average."""
+    below_best = [key for key, (model, ensemble, *_) in floors.items() if ensemble["val"] < min(model["val"])]
+    gains = [1 - ensemble["val"] / statistics.mean(model["val"]) for model, ensemble, *_ in floors.values()]
+    gain = statistics.mean(gains)
+    recommended = len(below_best) >= 5 and gain >= 0.01
+    return (
+        f"The ensemble rule ({ENSEMBLE_RULE}, committed before these runs), on validation: the ensemble is below its "
+        f"best seed on {len(below_best)} of the {len(floors)} datasets (needs 5), and {gain:.2%} below the mean "
+        f"seed on average (needs 1%; per dataset: {', '.join(f'{g:+.2%}' for g in gains)}). Decision: "
+        + ("recommend the ensemble where accuracy matters." if recommended else "do not recommend the ensemble.")
+    )
+
+
+def write_data(dataset: Dataset, source: Path, folder: Path) -> None:
+    """Write a data file the tool makes itself (the intermittent panel, a sorted copy), or say how to get it."""
+    if source.name == "intermittent_panel.csv":
+        write_atomically(source, lambda path: intermittent_panel().to_csv(path, index=False))
+    elif dataset.sorted_from and (original := folder / dataset.sorted_from).is_file():
+        frame = pd.read_csv(original)
+        time_column = dataset.settings["time_column"]
+        frame = frame.iloc[pd.to_datetime(frame[time_column]).argsort(kind="stable")]
+        write_atomically(source, lambda path: frame.to_csv(path, index=False))
+    elif dataset.made_by.startswith("python -m"):
+        raise InputError(f"{source}: not found; `{dataset.made_by} --dir {folder}` writes it")
+    else:
+        raise InputError(f"{folder / (dataset.sorted_from or dataset.file)}: not found; {dataset.made_by}")
+
+
+def kept_run(logs: Path, name: str, splits: list[str]) -> Path | None:
+    """The latest run logged as ``logs/name`` that reached its test, or with ``splits`` without the test, that
+    kept a checkpoint and logged its last epoch's validation (what ``--reuse`` keeps)."""
+    if "test" in splits:
+        return tested_run(logs, name)
+    runs = find_runs(logs / name) if (logs / name).is_dir() else []
+    return runs[-1] if runs and list((runs[-1] / "checkpoints").glob("best-*.ckpt")) else None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -311,7 +423,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs/your_data"), help="where runs log")
     parser.add_argument("--output", type=Path, default=Path("experiments/results/your_data.md"), help="the table")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
-    parser.add_argument("--reuse", action="store_true", help="keep runs already in --logs that reached their test")
+    parser.add_argument(
+        "--reuse", action="store_true", help="keep runs already in --logs that reached their test (--splits val: end)"
+    )
+    parser.add_argument(
+        "--splits",
+        nargs="+",
+        choices=list(SPLITS),
+        default=list(SPLITS),
+        help="what is scored: val alone trains without testing; val test after it reads the test once",
+    )
     parser.add_argument(
         "--statistical",
         nargs="*",
@@ -328,9 +449,7 @@ def main(argv: list[str] | None = None) -> None:
         check_output(args.output, list(sources.values()), args.overwrite)
         for key, source in sources.items():
             if not source.is_file():
-                if key != "intermittent":
-                    raise InputError(f"{source}: not found; `{chosen[key].made_by} --dir {args.data_dir}` writes it")
-                write_atomically(source, lambda path: intermittent_panel().to_csv(path, index=False))
+                write_data(chosen[key], source, args.data_dir)
         if args.statistical:
             statistical_model(args.statistical[0], 1)  # the extra is missing: say so before training
         rows, seconds, floors, labels = {}, {}, {}, {}
@@ -341,19 +460,20 @@ def main(argv: list[str] | None = None) -> None:
                 options.insert(0, f"--data.source={sources[key]}")
             if dataset.season:
                 options.append(f"--naive_comparison.season={dataset.season}")
+            if "test" not in args.splits:
+                options.append("--test_after_fit=false")
             runs = []
             for seed in args.seeds:
                 name = f"{key}_seed{seed}"
-                run = (args.reuse and tested_run(args.logs, name)) or fit(
+                run = (args.reuse and kept_run(args.logs, name, args.splits)) or fit(
                     [], [*options, f"--seed_everything={seed}"], args.logs, name
                 )[0]
                 runs.append(run)
                 rows.setdefault(key, []).append(scores(run))
                 seconds.setdefault(key, []).append(run_seconds(run))  # from the log: the same for a kept run
-            if args.statistical:  # on the splits the runs were scored on: a validation-only table reads no test
-                scored = [s for s in SPLITS if not any(math.isnan(row[f"{s}/{MODEL}"]) for row in rows[key])]
+            if args.statistical:  # on the splits asked for: a validation-only table reads no test
                 print(f"the statistical floor of {key} ({', '.join(args.statistical)})", flush=True)
-                floors[key] = floor(dataset, sources.get(key), runs, tuple(args.statistical), scored, extra)
+                floors[key] = floor(dataset, sources.get(key), runs, tuple(args.statistical), args.splits, extra)
         table = markdown(rows, args.seeds, seconds, labels)
         if floors:
             table += "\n" + floor_markdown(floors, args.seeds, tuple(args.statistical), labels)
