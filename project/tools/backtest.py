@@ -2,16 +2,20 @@
 
     python -m project.tools.backtest --ckpt_path <checkpoint> --origins 6
     python -m project.tools.backtest --ckpt_path <checkpoint> --origins 6 --step 24 --refit --refit-epochs 2
+    python -m project.tools.backtest --ckpt_path <seed 0's> <seed 1's> <seed 2's> --origins 6
 
 Origin k of a series is the k-th forecast start in its test period: ``test start + k · step`` (``--step``, the
 horizon by default), each forecast taking its context from the rows before its origin and covering ``horizon``
 rows; a series whose test period is too short for an origin sits that origin out. The checkpoint's own data is
 used unless ``--source`` names other data with the same columns. With ``--refit``, a fresh model with the
 checkpoint's settings is trained for each origin on the rows before it (its last rows, as many as the
-validation split had, validating), scaled by those rows alone: an expanding-window evaluation.
+validation split had, validating), scaled by those rows alone: an expanding-window evaluation. With several
+checkpoints, every origin is forecast by their ensemble (``project.training.ensemble``: the mean of the point
+forecasts, the members' sample paths pooled) on the first one's data; ``--refit`` takes one checkpoint.
 
-Written to ``--output`` (default: ``backtest/`` in the checkpoint's run): ``metrics.csv`` (one row per origin and
-an overall row), ``forecasts.csv`` (every forecast step with its truth, in original units) and ``backtest.png``.
+Written to ``--output`` (default: ``backtest/`` in the checkpoint's run; ``ensemble_backtest/`` in the first one's
+with several): ``metrics.csv`` (one row per origin and an overall row), ``forecasts.csv`` (every forecast step with
+its truth, in original units) and ``backtest.png``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import torch
 from matplotlib.figure import Figure
 from torch.utils.data import DataLoader
 
-from project.checkpoints import built_from_checkpoint, checkpoint_inputs
+from project.checkpoints import built_from_checkpoint
 from project.data.datamodule import WindowDataModule
 from project.data.windows import PanelWindows
 from project.errors import InputError, reported_in_one_line
@@ -36,10 +40,13 @@ from project.tools.checkpoint_commands import (
     HOW_TO_TRUST,
     check_output_folder,
     datamodule_from_checkpoint,
+    inputs_of_checkpoints,
     load_checkpoint,
+    load_ensemble,
     trust_argument,
 )
 from project.training.calibration import IntervalCalibration
+from project.training.ensemble import Ensemble
 from project.training.metrics import forecast_scores, unscale
 from project.training.module import Forecaster
 
@@ -63,7 +70,7 @@ def origin_windows(datamodule: WindowDataModule, origin: int, step: int) -> Pane
     )
 
 
-def evaluate(module: Forecaster, windows: PanelWindows, origin: int, datamodule: WindowDataModule):
+def evaluate(module: Forecaster | Ensemble, windows: PanelWindows, origin: int, datamodule: WindowDataModule):
     """Metrics of the forecasts from one origin (scaled and original units), and the forecasts as a table."""
     sums: dict[str, float] = {}
     count = 0
@@ -102,7 +109,7 @@ def refit(
     refitted.setup("fit")
     L.seed_everything(0)
     module = built_from_checkpoint(
-        Forecaster, checkpoint, args.ckpt_path, args.trust, how_to_trust=HOW_TO_TRUST, weights=False
+        Forecaster, checkpoint, args.ckpt_path[0], args.trust, how_to_trust=HOW_TO_TRUST, weights=False
     )
     calibration = IntervalCalibration(IntervalCalibration.enabled_in(checkpoint))  # as the fit did
     trainer = L.Trainer(
@@ -117,10 +124,13 @@ def refit(
     return module.eval(), refitted
 
 
-def backtest(args: argparse.Namespace, checkpoint: dict, module: Forecaster) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Metrics per origin and overall, and every forecast, of ``module`` (the checkpoint at ``args.ckpt_path``)."""
+def backtest(
+    args: argparse.Namespace, checkpoint: dict, module: Forecaster | Ensemble
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Metrics per origin and overall, and every forecast, of ``module``: the model of ``checkpoint`` (the first of
+    ``args.ckpt_path``), or the ensemble of the checkpoints ``args.ckpt_path`` on the first one's data."""
     overrides = {"source": args.source} if args.source else {}
-    datamodule = datamodule_from_checkpoint(checkpoint, args.ckpt_path, overrides, args.trust)
+    datamodule = datamodule_from_checkpoint(checkpoint, args.ckpt_path[0], overrides, args.trust)
     datamodule.setup("test")
     step = args.step or datamodule.horizon
     metrics, forecasts = [], []
@@ -162,7 +172,13 @@ def figure(metrics: pd.DataFrame, forecasts: pd.DataFrame, target: str) -> Figur
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m project.tools.backtest", description=__doc__.split("\n")[0])
-    parser.add_argument("--ckpt_path", type=Path, required=True, help="a checkpoint written by fit")
+    parser.add_argument(
+        "--ckpt_path",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="a checkpoint written by fit, or several, whose ensemble forecasts every origin",
+    )
     parser.add_argument("--origins", type=int, default=4, help="forecast origins K in the test period")
     parser.add_argument("--step", type=int, default=None, help="rows between origins (default: the horizon)")
     parser.add_argument("--source", default=None, help="data file (default: the one the checkpoint was trained on)")
@@ -174,17 +190,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace files already in --output")
     trust_argument(parser)
     args = parser.parse_args(argv)
-    output = args.output or args.ckpt_path.parent.parent / "backtest"
+    several = len(args.ckpt_path) > 1
+    output = args.output or args.ckpt_path[0].parent.parent / ("ensemble_backtest" if several else "backtest")
     with reported_in_one_line():
         # Origins step forward from the test period's start, so that no forecast is scored on training rows.
         counts = (("--origins", args.origins), ("--step", args.step), ("--refit-epochs", args.refit_epochs))
         for option, value in counts:
             if value is not None and value < 1:
                 raise InputError(f"{option} must be a positive integer; got {value}")
-        checkpoint, module = load_checkpoint(args.ckpt_path, args.trust)
-        inputs = checkpoint_inputs(args.ckpt_path, checkpoint, args.source)
+        if several and args.refit:
+            raise InputError(
+                f"--refit takes one checkpoint; got {len(args.ckpt_path)}: a refit trains a fresh model from seed 0, "
+                "so every member of an ensemble of seeds would be the same model. Backtest each with --refit"
+            )
+        if several:
+            checkpoints, module = load_ensemble(args.ckpt_path, args.trust)
+        else:
+            checkpoint, module = load_checkpoint(args.ckpt_path[0], args.trust)
+            checkpoints = [checkpoint]
+        inputs = inputs_of_checkpoints(args.ckpt_path, checkpoints, args.source)
         check_output_folder(output, ("metrics.csv", "forecasts.csv", "backtest.png"), inputs, args.overwrite)
-        metrics, forecasts = backtest(args, checkpoint, module)
+        metrics, forecasts = backtest(args, checkpoints[0], module)
     target = next(c for c in forecasts.columns if c.endswith("_actual")).removesuffix("_actual")
     write_atomically(output / "metrics.csv", lambda temporary: metrics.to_csv(temporary, index=False))
     write_atomically(output / "forecasts.csv", lambda temporary: forecasts.to_csv(temporary, index=False))

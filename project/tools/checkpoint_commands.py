@@ -1,20 +1,24 @@
 """What the tools that read a checkpoint share: ``--trust CLASS_PATH …`` (import paths outside this project that the
-checkpoint may name, see ``project.imports``), the checkpoint's model and data module, and an output folder checked
-before the work."""
+checkpoint may name, see ``project.imports``), the checkpoint's model and data module, several checkpoints' models
+as one ``Ensemble``, and an output folder checked before the work."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from project.checkpoints import built_from_checkpoint, read_checkpoint
+from project.checkpoints import built_from_checkpoint, checkpoint_inputs, read_checkpoint
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import Inputs, check_name_lengths, check_output
+from project.training.ensemble import Ensemble
 from project.training.module import Forecaster
 
 HOW_TO_TRUST = "pass --trust {path}"  # how a tool's refusal says to trust an import path
+# What a data module's state records of how one run went through its data, not of the data: members of an ensemble
+# (runs of several seeds) differ in it and still read the same batches.
+TRAINING_PROGRESS = ("shuffle_seed", "training_position")
 
 
 def trust_argument(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +40,63 @@ def load_checkpoint(path: str | Path, trusted: Iterable[str] = ()) -> tuple[dict
     checkpoint = read_checkpoint(path)
     model = built_from_checkpoint(Forecaster, checkpoint, path, trusted, how_to_trust=HOW_TO_TRUST)
     return checkpoint, model.eval()
+
+
+def load_ensemble(paths: Sequence[str | Path], trusted: Iterable[str] = ()) -> tuple[list[dict], Ensemble]:
+    """The checkpoints at ``paths`` and their models as one ``Ensemble``, which forecasts from the batches of the first
+    one's data module (``datamodule_from_checkpoint``). Refused in one line: fewer than two paths, a path given twice,
+    a member that forecasts other values (``project.training.ensemble.check_members``), or one trained on other
+    columns or scaling than the first (``check_same_data``)."""
+    if len(paths) < 2:
+        raise InputError(
+            f"--ckpt_path: an ensemble needs at least two checkpoints; got {len(paths)} ({', '.join(map(str, paths))})"
+        )
+    resolved = [Path(path).resolve() for path in paths]
+    for position, path in enumerate(paths):
+        if resolved[position] in resolved[:position]:
+            raise InputError(f"--ckpt_path: {path} is given twice; each member of an ensemble is one checkpoint")
+    checkpoints, members = zip(*(load_checkpoint(path, trusted) for path in paths), strict=True)
+    ensemble = Ensemble(members, names=[str(path) for path in paths])
+    check_same_data(paths, checkpoints)
+    return list(checkpoints), ensemble
+
+
+def check_same_data(paths: Sequence[str | Path], checkpoints: Sequence[dict]) -> None:
+    """Refuse in one line a checkpoint whose data module recorded other columns (targets, covariates, categories) or
+    other scaling than the first's: its model would read the first's batches as other values."""
+    first = _data_state(checkpoints[0])
+    for path, checkpoint in zip(paths[1:], checkpoints[1:], strict=True):
+        state = _data_state(checkpoint)
+        differing = sorted(key for key in first.keys() | state.keys() if first.get(key) != state.get(key))
+        if differing:
+            said = ", ".join(
+                "scaler (other scaling statistics)"
+                if key == "scaler"
+                else f"{key} {state.get(key)!r} ({first.get(key)!r})"
+                for key in differing
+            )
+            raise InputError(
+                f"{path} was trained on other data than {paths[0]} (in brackets): {said}; an ensemble's members read "
+                "the same batches"
+            )
+
+
+def _data_state(checkpoint: dict) -> dict:
+    """What a checkpoint's data module recorded of its data (its columns, categories and scaling), without the
+    training progress: Lightning keeps it under the name of the data module's class, or, where no state has the name
+    the checkpoint records (a class path edited since), under the template's."""
+    class_path = checkpoint.get("datamodule_hyper_parameters", {}).get("_class_path", "")
+    state = checkpoint.get(class_path.rsplit(".", 1)[-1]) or checkpoint.get(WindowDataModule.__qualname__, {})
+    return {key: value for key, value in state.items() if key not in TRAINING_PROGRESS}
+
+
+def inputs_of_checkpoints(paths: Sequence[str | Path], checkpoints: Sequence[dict], *sources: str | None) -> list:
+    """What a command that reads the checkpoints at ``paths`` reads, which its outputs may never replace: each
+    checkpoint and its training data (``project.checkpoints.checkpoint_inputs``), and ``sources``."""
+    inputs = list(sources)
+    for path, checkpoint in zip(paths, checkpoints, strict=True):
+        inputs += checkpoint_inputs(path, checkpoint)
+    return inputs
 
 
 def datamodule_from_checkpoint(

@@ -47,6 +47,12 @@ def unscale(values: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
     return values * scale + loc
 
 
+def score_names(samples: bool) -> list[str]:
+    """The names of the scores ``forecast_scores`` gives with ``loc`` and ``scale``, without or with ``samples``."""
+    names = ["mse", "mae", "smape", *(f"{name}_original_units" for name in ("mse", "mae", "smape"))]
+    return names + (["crps", "coverage", "width", "crps_original_units"] if samples else [])
+
+
 def forecast_scores(
     point: Tensor,
     target: Tensor,

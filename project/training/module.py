@@ -25,7 +25,7 @@ from project.imports import default_of
 from project.model.decoding import generate
 from project.model.distributions import DEFAULT_QUANTILES, Distribution, check_distribution
 from project.model.network import ForecastNetwork, component_spec, network_spec
-from project.training.metrics import forecast_scores, unscale
+from project.training.metrics import forecast_scores, score_names, unscale
 from project.training.regimes import REGIMES, FreeRunning, Regime
 from project.training.schedules import WarmupCosine
 
@@ -43,6 +43,21 @@ class Forecast:
     point: Tensor
     quantiles: Tensor | None = None
     samples: Tensor | None = None
+
+
+def quantiles_of(samples: Tensor, levels: list[float]) -> Tensor:
+    """The quantiles (N, T, F, Q) at ``levels`` of sample paths (N, K, T, F), interpolated between draws."""
+    return torch.quantile(samples, samples.new_tensor(levels), dim=1).permute(1, 2, 3, 0)
+
+
+def prediction_of(batch: dict[str, Tensor], forecast: Forecast) -> dict[str, Tensor]:
+    """What ``predict_step`` returns for a batch's ``forecast`` and what ``ForecastWriter`` writes: the point forecast
+    and any quantiles in original units, with the window and series each belongs to."""
+    loc, scale = batch["loc"], batch["scale"]
+    prediction = {"window": batch["window"], "series": batch["series"], "point": unscale(forecast.point, loc, scale)}
+    if forecast.quantiles is not None:
+        prediction["quantiles"] = unscale(forecast.quantiles, loc.unsqueeze(-1), scale.unsqueeze(-1))
+    return prediction
 
 
 class ContextNorm:
@@ -146,9 +161,7 @@ class Forecaster(L.LightningModule):
         self.optimizer, self.lr_scheduler = optimizer, lr_scheduler
         self.run_steps: float | None = None  # the run's optimizer steps, once fit starts (on_fit_start)
         self.network: ForecastNetwork = network
-        scores = ["loss", "loss_teacher_forced", "mse", "mae", "smape"]
-        scores += [f"{name}_original_units" for name in ("mse", "mae", "smape")]
-        scores += ["crps", "coverage", "width", "crps_original_units"] if self.has_distribution else []
+        scores = ["loss", "loss_teacher_forced", *score_names(self.has_distribution)]
         # Every score as a sum and a count synchronised across processes: exact under DDP, unlike sync_dist's mean of
         # per-process means. A NaN forecast makes its scores NaN, never a finite mean of the other values:
         # nan_strategy=NaN keeps NaN and the weights; torchmetrics' "disable" would drop the weights passed to update.
@@ -247,9 +260,7 @@ class Forecaster(L.LightningModule):
         samples = norm.inverse(paths.transpose(0, 1)).transpose(0, 1)  # (N, K, T, F)
         point = self.distribution.point_of_paths(samples)
         samples = point.unsqueeze(1) + self.interval_scale * (samples - point.unsqueeze(1))
-        levels = samples.new_tensor(self.prediction_quantiles)
-        quantiles = torch.quantile(samples, levels, dim=1).permute(1, 2, 3, 0)  # (N, T, F, Q)
-        return Forecast(point, quantiles, samples)
+        return Forecast(point, quantiles_of(samples, self.prediction_quantiles), samples)
 
     def training_forecast(self, batch: dict[str, Tensor], regime: Regime | None = None) -> Tensor:
         """Forecast parameters (N, T, F, n_parameters) whose loss has the gradient of ``regime`` (default: the
@@ -358,13 +369,7 @@ class Forecaster(L.LightningModule):
 
     def predict_step(self, batch: dict[str, Tensor], batch_index: int) -> dict[str, Tensor]:
         """The forecast in original units, with the window and series it belongs to."""
-        forecast = self.forecast(batch, self.hparams.predict_horizon or self.hparams.horizon)
-        loc, scale = batch["loc"], batch["scale"]
-        point = unscale(forecast.point, loc, scale)
-        prediction = {"window": batch["window"], "series": batch["series"], "point": point}
-        if forecast.quantiles is not None:
-            prediction["quantiles"] = unscale(forecast.quantiles, loc.unsqueeze(-1), scale.unsqueeze(-1))
-        return prediction
+        return prediction_of(batch, self.forecast(batch, self.hparams.predict_horizon or self.hparams.horizon))
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # A checkpoint of non-finite weights is worse than none: it would be kept as "best" or resumed from.

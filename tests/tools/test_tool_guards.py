@@ -6,7 +6,7 @@ import re
 import pytest
 import torch
 
-from project.tools import backtest, export, figure
+from project.tools import backtest, ensemble, export, figure
 from tests.helpers import digests, exit_code, one_line_error
 from tests.test_entry_points import assert_refused_without_importing, checkpoint_naming_a_module_beside_it
 
@@ -18,6 +18,7 @@ def test_a_checkpoint_that_would_run_code_is_refused_by_every_tool(hostile_check
         "export": (export.main, [str(path), "--output", str(output)]),
         "figure": (figure.main, [str(path), "--output", f"{output}.png"]),
         "backtest": (backtest.main, ["--ckpt_path", str(path), "--output", str(output)]),
+        "ensemble": (ensemble.main, ["predict", "--ckpt_path", str(user_run[2]), str(path), "--output", str(output)]),
     }
     for name, (main, arguments) in tools.items():
         assert exit_code(main, arguments) == 2, name
@@ -36,6 +37,7 @@ def test_a_checkpoint_naming_a_module_beside_it_runs_no_code_through_any_tool(
         "export": (export.main, [str(path), "--output", str(tmp_path / "export")]),
         "figure": (figure.main, [str(path), "--output", str(tmp_path / "out.png")]),
         "backtest": (backtest.main, ["--ckpt_path", str(path), "--output", str(tmp_path / "bt")]),
+        "ensemble": (ensemble.main, ["test", "--ckpt_path", str(path), str(user_run[2])]),
     }
     if named == "data":
         del tools["export"]
