@@ -287,7 +287,10 @@ def write_table(path: Path, table: str, argv: list[str] | None = None) -> None:
     print(text)
 
 
-TABLE_BLOCK = re.compile(r"(<!-- (experiments/results/[\w./-]+\.md) -->\n)(.*?)(<!-- end -->)", re.DOTALL)
+# A marker is a line of its own, as the block's opening and end.
+TABLE_BLOCK = re.compile(
+    r"^(<!-- (experiments/results/[\w./-]+\.md) -->\n)(.*?)^(<!-- end -->)$", re.DOTALL | re.MULTILINE
+)
 
 
 def with_tables(page: str, root: Path) -> str:

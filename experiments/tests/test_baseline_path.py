@@ -6,6 +6,7 @@ import pytest
 
 from experiments import baseline_path
 from project.errors import InputError
+from tests.helpers import REPOSITORY
 
 WITHOUT = "python -m experiments.your_data --seeds 0 1 2"
 LINEAR = f"{WITHOUT} --model.network.init_args.baseline_path=project.model.LinearPath"
@@ -159,3 +160,13 @@ def test_a_file_whose_runs_were_given_a_config_is_taken_in_the_role_it_is_given(
     output = tmp_path / "decision.md"
     baseline_path.main(["--without", str(without), "--with_path", str(with_path), "--output", str(output)])
     assert output.read_text().strip().endswith("Decision: configs/base.yaml takes LinearPath.")
+
+
+def test_the_seeds_are_read_from_the_runs_table_never_from_the_floor_table_beside_it():
+    """results/your_data.md holds both tables; on ETTh1 the floor scores every 24th window, so its seeds differ, and
+    no seed may be a statistical model's cell (M4 Hourly's AutoTheta 342.539 is one)."""
+    found = baseline_path.seed_maes(REPOSITORY / "experiments" / "results" / "your_data.md")
+    etth1 = next(splits for label, splits in found.items() if label.startswith("ETTh1"))
+    assert etth1 == {"validation": [1.765, 1.794, 1.796], "test": [1.502, 1.491, 1.515]}
+    hourly = next(splits for label, splits in found.items() if label.startswith("M4 Hourly"))
+    assert 342.539 not in hourly["validation"] + hourly["test"]

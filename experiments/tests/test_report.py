@@ -8,7 +8,6 @@ import pytest
 
 from experiments import report
 from experiments.report import Score, verdict
-from experiments.results import TABLE_BLOCK
 from project.errors import InputError
 from tests.helpers import REPOSITORY
 
@@ -28,12 +27,17 @@ def test_every_generated_block_and_table_copy_of_the_pages_is_what_the_results_f
         ((0.1, 0.2), (0.3, 0.4), "below"),  # every seed lower
         ((0.3, 0.4), (0.1, 0.2), "above"),
         ((0.1, 0.3), (0.2, 0.4), "level with"),  # the ranges overlap
-        ((0.264, 0.268), (0.268, 0.271), "level with"),  # they meet at one value
+        ((0.267, 0.268), (0.267, 0.271), "level with"),  # by one printed unit: more than a shared end
+        ((0.264, 0.268), (0.268, 0.271), "below"),  # they only touch: a tie of rounded values is no overlap
+        ((0.268, 0.271, 0.268), (0.265, 0.268, 0.264), "above"),  # scheduled sampling against teacher forcing
+        ((0.652,), (0.650, 0.654), "level with"),  # one value inside the seeds' range, not at its end
+        ((0.650, 0.652), (0.652,), "below"),  # one value at the range's end: touching
+        ((0.652,), (0.652,), "level with"),  # two equal values
         ((9.350, 9.357, 9.470), (9.328,), "above"),  # all seeds behind a published row, however close the means
         ((8.876,), (8.913,), "below"),  # one value each: the rule has no spread, and says below
     ],
 )
-def test_the_verdict_is_whether_the_seeds_ranges_meet(model, other, word):
+def test_the_verdict_is_whether_the_seeds_ranges_overlap_by_more_than_a_shared_end(model, other, word):
     assert verdict(Score(model, ""), Score(other, "")) == word
 
 
@@ -53,11 +57,7 @@ NOT_RESULTS |= {"3.4": "make test", "6.2": "make test", "3.7": "make test-slow",
 
 def hand_written_figures(text: str) -> set[str]:
     """The decimal figures of a page's prose: outside its generated blocks, its copies of results tables, its code."""
-    text = report.BLOCK.sub("", text)
-    text = TABLE_BLOCK.sub("", text)
-    text = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
-    text = re.sub(r"`[^`]*`", "", text)
-    return set(re.findall(r"(?<![\w.])\d+\.\d+(?![\w.]*\d)", text))
+    return set(re.findall(r"(?<![\w.])\d+\.\d+(?![\w.]*\d)", report.prose(text)))
 
 
 def test_no_figure_of_the_readme_prose_is_written_by_hand():

@@ -1,5 +1,7 @@
 """What the results scripts share: linear baselines, stamps, and the docs' copies of the results tables."""
 
+import re
+
 import pytest
 import torch
 from torch.utils.data import TensorDataset
@@ -63,3 +65,58 @@ def test_refreshing_a_page_needs_overwrite_and_changes_only_its_table_blocks(tmp
     assert "| old |" in page.read_text()
     results.main([str(page), "--overwrite"])
     assert page.read_text() == "intro\n<!-- experiments/results/a.md -->\n| new |\n<!-- end -->\n"
+
+
+RESULTS = REPOSITORY / "experiments" / "results"
+# Columns (or rows, in tables with a model a row) that hold a baseline's, a statistical model's or a published score.
+BASELINE = re.compile(r"naive|repeat-last|Auto(ETS|Theta|ARIMA)|least-squares|NLinear|ES-RNN|best hourly", re.I)
+
+
+def baseline_scores() -> dict[str, list[str]]:
+    """Every figure of five significant digits or more in a baseline's cell of a results table → where it is."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(RESULTS.rglob("*.md")):
+        header = None
+        for line in path.read_text().splitlines():
+            if not line.startswith("|"):
+                header = None
+                continue
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if header is None:
+                header = cells
+            elif not line.startswith("|---"):
+                for column, cell in zip(header[1:], cells[1:]):
+                    if BASELINE.search(column) or BASELINE.search(cells[0]):
+                        for figure in re.findall(r"\d+\.\d+", cell):
+                            if len(figure.replace(".", "").lstrip("0")) >= 5:
+                                found.setdefault(figure, []).append(
+                                    f"{path.relative_to(RESULTS)}: {cells[0]}, {column}"
+                                )
+    return found
+
+
+def test_no_seed_of_a_model_repeats_a_baseline_s_score_unless_a_correction_says_so():
+    """A network's seed does not score what a per-series Theta fit scored to six figures: such a seed line holds a
+    figure copied from another table. A file keeps its rows; a correction paragraph under them names the value."""
+    baselines, repeated = baseline_scores(), []
+    for path in sorted(RESULTS.rglob("*.md")):
+        text = path.read_text()
+        corrected = " ".join(paragraph for paragraph in text.split("\n\n") if paragraph.startswith("Correction"))
+        for line in text.splitlines():
+            if line.startswith("- ") and ": seed " in line:
+                for figure in re.findall(r"seed \S+: (\d+\.\d+)", line):
+                    if figure in baselines and figure not in corrected:
+                        repeated.append(f"{path.relative_to(RESULTS)}: {figure}, as {baselines[figure][0]}")
+    assert not repeated, f"seed lines holding a baseline's score: {repeated}"
+
+
+def test_no_stamp_of_a_results_file_holds_an_absolute_path():
+    """A stamp names the repository's files from its root and no folder outside it (project.tools.stamp): the first
+    line of every results file, and every "Written by" line of a file that quotes other runs' stamps."""
+    found = []
+    for path in sorted(file for file in RESULTS.rglob("*") if file.is_file()):
+        lines = path.read_text().splitlines()
+        for line in lines[:1] + [line for line in lines[1:] if line.startswith("Written by")]:
+            found += [f"{path.relative_to(RESULTS)}: {word}" for word in re.split(r"[\s=`'\"()\[\],;]+", line)]
+    absolute = [where for where in found if where.partition(": ")[2].startswith("/")]
+    assert not absolute, f"absolute paths in stamps: {absolute}"

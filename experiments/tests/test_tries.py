@@ -1,9 +1,12 @@
 """One change to the defaults beside the default's runs, on validation: experiments.tries."""
 
+import shlex
+
 import pytest
 
 from experiments import tries, your_data
 from experiments.tests.test_baseline_path import your_data_file
+from tests.helpers import REPOSITORY
 
 # Labels as experiments.your_data writes them, so that a change to its format is a change here too.
 SERIES = your_data.DATASETS["series"].label.format(channels=5, horizon=12, look_back="{}")
@@ -40,3 +43,38 @@ def test_a_try_of_data_the_default_did_not_run_and_a_try_named_twice_are_refused
         tries.main(["--default", str(default), "--try", "x", str(default), "--try", "x", str(default)])
     assert "--try 'x' is given twice" in capsys.readouterr().err
     assert not (tmp_path / "t.md").exists()
+
+
+def on_machine(path, cpu: str):
+    """The file with a stamp as project.tools.stamp writes it, naming ``cpu``."""
+    first, rest = path.read_text().split("\n", 1)
+    path.write_text(f"{first.removesuffix('.')} on x86_64 CPU ({cpu}), 1 thread, Linux, torch 2.13.0+cpu.\n{rest}")
+    return path
+
+
+def test_rows_whose_runs_ran_on_two_machines_are_named_under_the_table(tmp_path):
+    default = on_machine(your_data_file(tmp_path / "default.md", {SERIES.format(12): [1.0, 1.1, 1.2]}), "AMD EPYC")
+    same = on_machine(your_data_file(tmp_path / "same.md", {SERIES.format(12): [1.0, 1.1, 1.2]}), "AMD EPYC")
+    other = on_machine(your_data_file(tmp_path / "other.md", {SERIES.format(12): [0.9, 1.0, 1.1]}), "Intel Xeon")
+    output = tmp_path / "tries.md"
+    tries.main(["--default", str(default), "--try", "same", str(same), "--output", str(output)])
+    assert "Two machines" not in output.read_text()
+    tries.main(["--default", str(default), "--try", "x", str(other), "--output", str(output), "--overwrite"])
+    note = output.read_text().strip().splitlines()[-1]
+    assert note.startswith(
+        "Two machines: 'x' on embedded synthetic series (`make train`): the try's runs on x86_64 CPU (Intel Xeon), "
+        "the default's on x86_64 CPU (AMD EPYC). "
+    )
+    assert "neither the validation MAEs nor any wall-clock are bitwise comparable" in note
+
+
+def test_the_tries_file_names_the_rows_its_runs_ran_on_two_machines():
+    """experiments/results/tries/tries.md, from the files its stamp names: the note the tool writes today is in it."""
+    results = REPOSITORY / "experiments" / "results" / "tries" / "tries.md"
+    command = shlex.split(results.read_text().partition("\n")[0].split("`")[1])
+    given = tries.arguments().parse_args(command[3:])
+    default = [REPOSITORY / path for path in given.default]
+    files = {name: [REPOSITORY / path for path in paths] for name, *paths in given.tries}
+    note = tries.machine_note(default, files)
+    assert "'d_model 256, dim_feedforward 1024' on ETTh1" in note
+    assert note in results.read_text()

@@ -1,9 +1,15 @@
 """Where a results table comes from: the command that wrote it, the commit the work ran at, the machine and the
-date, as one line above the table. The benchmark, the search and the studies of ``experiments/`` stamp with it."""
+date, as one line above the table. The benchmark, the search and the studies of ``experiments/`` stamp with it.
+
+The command holds no absolute path: one inside the repository is written relative to its root
+(``/home/me/repo/data/ETTh1.csv`` → ``data/ETTh1.csv``), any other as ``<outside>/`` and its last part
+(``/tmp/r7/logs`` → ``<outside>/logs``), so a stamp names no one's folders and reads the same on every machine."""
 
 from __future__ import annotations
 
+import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -12,6 +18,11 @@ from functools import cache
 from pathlib import Path
 
 import torch
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+# An absolute path in a command-line argument: alone, after an option's "=" or inside a list; not the "/" of
+# "val/loss" or "1/2", of a URL's "//" or of a placeholder already written ("<outside>/logs").
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/<>-])/[^\s,;'\"\]\}\)]*")
 
 
 def hardware() -> str:
@@ -41,11 +52,25 @@ def run_commit() -> str:
 def stamp(argv: list[str] | None = None) -> str:
     """Where a table comes from: the command that wrote it, the commit the work ran at (``run_commit``), the
     machine and the date."""
-    command = " ".join(["python -m", _module(), *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    arguments = sys.argv[1:] if argv is None else argv
+    command = " ".join(["python -m", _module(), *(shlex.quote(portable(argument)) for argument in arguments)])
     commit = run_commit()
     machine = f"{hardware()}, {platform.system()}, torch {torch.__version__}"
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     return f"Written by `{command}` at commit {commit} on {machine}, {date}."
+
+
+def portable(argument: str, root: Path = REPOSITORY) -> str:
+    """A command-line argument with each absolute path written relative to ``root`` when inside it, else as
+    ``<outside>/`` and its last part."""
+
+    def written(match: re.Match) -> str:
+        path = Path(os.path.normpath(match[0]))
+        if path == root or path.is_relative_to(root):
+            return path.relative_to(root).as_posix()
+        return f"<outside>/{path.name}"
+
+    return ABSOLUTE_PATH.sub(written, argument)
 
 
 def _module() -> str:

@@ -21,3 +21,17 @@ def test_a_stamp_names_the_commit_the_work_started_at(monkeypatch):
         assert "at commit aaaaaaa on" in stamp.stamp([])
     finally:
         stamp.run_commit.cache_clear()
+
+
+def test_a_stamp_names_no_absolute_path(tmp_path):
+    """Paths inside the repository are written from its root, any other as <outside>/ and its last part: a stamp
+    names no one's folders."""
+    data = stamp.REPOSITORY / "data" / "ETTh1.csv"
+    line = stamp.stamp(
+        [f"--data={data}", "--logs", str(tmp_path / "logs"), "--monitor=val/loss", f"[{tmp_path / 'a'}, {data}]"]
+    )
+    assert "--data=data/ETTh1.csv --logs '<outside>/logs' --monitor=val/loss '[<outside>/a, data/ETTh1.csv]'" in line
+    assert str(tmp_path) not in line
+    assert str(stamp.REPOSITORY) not in line
+    assert stamp.portable("https://example.org/a") == "https://example.org/a"
+    assert stamp.portable(stamp.portable(str(tmp_path / "logs"))) == "<outside>/logs"
