@@ -1,8 +1,11 @@
+import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+from filelock import FileLock
 
 from tests.helpers import BASE, SMALL_MODEL, cli, config, only_run, quick_fit_arguments
 from tests.test_data import frame_of_row_numbers
@@ -45,13 +48,31 @@ def _cache_in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
+def made_once(tmp_path_factory, name: str, make: Callable[[Path], Path]) -> Path:
+    """What ``make(folder)`` returns, made once for the whole run: by the first of pytest-xdist's workers to ask,
+    under a lock, while the others wait and then read the path it wrote down. The runs below are read, never
+    changed ("leave it as found"), so every worker can share one."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # this run's temporary folder, shared by its workers
+    folder, made = root / name, root / f"{name}.made"
+    with FileLock(f"{folder}.lock"):
+        if not made.exists():
+            folder.mkdir()
+            made.write_text(str(make(folder)))
+    return Path(made.read_text())
+
+
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory) -> Path:
     """One short CLI fit on the embedded data, tested after training: the run folder that the CLI and bad-input
     tests read checkpoints from. Leave it as found."""
-    log_dir = tmp_path_factory.mktemp("logs")
-    assert cli("fit", "--config", BASE, *quick_fit_arguments(log_dir, steps=4)) == 0
-    return only_run(log_dir)
+
+    def fit(log_dir: Path) -> Path:
+        assert cli("fit", "--config", BASE, *quick_fit_arguments(log_dir, steps=4)) == 0
+        return only_run(log_dir)
+
+    return made_once(tmp_path_factory, "trained_run", fit)
 
 
 @pytest.fixture(scope="session")
@@ -59,7 +80,10 @@ def panel_run(tmp_path_factory) -> Path:
     """One short CLI fit of configs/panel.yaml's model (past, future and static covariates, per-window
     normalisation), its test period three horizons (42 days) of every series: the checkpoint that the predict,
     export and backtest tests share. Leave it as found."""
-    log_dir = tmp_path_factory.mktemp("panel")
+    return made_once(tmp_path_factory, "panel_run", fit_panel)
+
+
+def fit_panel(log_dir: Path) -> Path:
     arguments = [
         *SMALL_MODEL,
         "--data.split=LastRows",
@@ -75,7 +99,10 @@ def panel_run(tmp_path_factory) -> Path:
 def quantile_panel_run(tmp_path_factory) -> Path:
     """The same panel model with a quantile head and sampled feedback: the checkpoint of the tests of sample paths,
     quantiles and bands (predict, figures). Leave it as found."""
-    log_dir = tmp_path_factory.mktemp("quantile_panel")
+    return made_once(tmp_path_factory, "quantile_panel_run", fit_quantile_panel)
+
+
+def fit_quantile_panel(log_dir: Path) -> Path:
     arguments = [
         *SMALL_MODEL,
         *quick_fit_arguments(log_dir),
@@ -91,12 +118,17 @@ def quantile_panel_run(tmp_path_factory) -> Path:
 def user_run(tmp_path_factory) -> tuple[Path, Path, Path]:
     """A short fit on a user's CSV named ``forecasts.csv`` (a name backtest writes), logged beside it: the folder,
     the CSV and the run's checkpoint. Shared by the guard tests of the CLI and the tools; leave the folder as found."""
-    folder = tmp_path_factory.mktemp("user")
-    source = folder / "forecasts.csv"
-    frame_of_row_numbers(400).to_csv(source, index=False)
-    arguments = [f"--data.source={source}", "--data.time_column=time", *SMALL_MODEL, *quick_fit_arguments(folder)]
-    assert cli("fit", "--config", BASE, *arguments, "--test_after_fit=false") == 0
-    return folder, source, only_run(folder, "forecasts") / "checkpoints" / "last.ckpt"
+
+    def fit(folder: Path) -> Path:
+        source = folder / "forecasts.csv"
+        frame_of_row_numbers(400).to_csv(source, index=False)
+        arguments = [f"--data.source={source}", "--data.time_column=time", *SMALL_MODEL, *quick_fit_arguments(folder)]
+        assert cli("fit", "--config", BASE, *arguments, "--test_after_fit=false") == 0
+        return only_run(folder, "forecasts") / "checkpoints" / "last.ckpt"
+
+    checkpoint = made_once(tmp_path_factory, "user_run", fit)
+    folder = checkpoint.parents[3]  # <folder>/forecasts/version_0/checkpoints/last.ckpt
+    return folder, folder / "forecasts.csv", checkpoint
 
 
 class CreatesAFileWhenUnpickled:

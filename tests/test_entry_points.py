@@ -334,10 +334,11 @@ def test_a_command_that_only_forecasts_never_builds_or_imports_the_checkpoints_o
     subcommand, user_run, tmp_path, monkeypatch
 ):
     """The optimizer and scheduler are needed only to resume: ``predict``, ``validate`` and ``test`` leave the
-    checkpoint's records of them unread, whatever they name."""
+    checkpoint's records of them unread, whatever they name. The three commands leave them out in one place
+    (``ForecastCLI._checkpoint_config``): ``predict`` meets every spelling, the other two the first."""
     from project import cli
 
-    for case in HIDDEN_IN_THE_OPTIMIZATION:
+    for case in HIDDEN_IN_THE_OPTIMIZATION if subcommand == "predict" else HIDDEN_IN_THE_OPTIMIZATION[:1]:
         path = checkpoint_hiding(case, user_run, tmp_path, monkeypatch)
         output = [f"--predictions.output={tmp_path / 'forecasts.csv'}", "--overwrite=true"]
         arguments = [subcommand, f"--ckpt_path={path}", "--trainer.logger=false", "--trainer.limit_test_batches=1"]
