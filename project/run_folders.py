@@ -45,20 +45,27 @@ def place_the_run(config, resume_last: bool) -> None:
 
 
 def resume_last_run(config) -> None:
-    """``--ckpt_path last``: the newest run's last.ckpt, logged on in that run's folder (or a fresh start)."""
+    """``--ckpt_path last``: the last.ckpt of the run folder the user named (``trainer.logger.init_args.version``), or
+    else of the newest ``version_N`` run, logged on in that run's folder (or a fresh start)."""
     logger = config.trainer.get("logger")
     init_args = logger.get("init_args", {}) if hasattr(logger, "get") else {}
     if "version" not in init_args:
         raise InputError("--ckpt_path last needs a logger with versioned run folders (TensorBoard or CSV)")
     save_dir = Path(init_args.get("save_dir") or config.trainer.get("default_root_dir") or ".")
     name = init_args.get("name") or "lightning_logs"
-    last = find_last_checkpoint(save_dir / name)
+    version = init_args.get("version")
+    if version is not None:  # a run the user named (seed_0): its own last.ckpt
+        last = save_dir / name / str(version) / "checkpoints" / "last.ckpt"
+        last = last if last.is_file() else None
+    else:
+        last = find_last_checkpoint(save_dir / name)
     if last is None:
         rank_zero_info(f"No last.ckpt under {save_dir / name}; starting from scratch")
         config.ckpt_path = None
         return
     config.ckpt_path = str(last)
-    init_args.version = _version(last)
+    if version is None:
+        init_args.version = _version(last)
 
 
 def find_last_checkpoint(log_dir: str | Path) -> Path | None:

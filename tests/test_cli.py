@@ -380,6 +380,24 @@ def test_resuming_the_last_run_continues_at_the_saved_step_in_the_same_folder(tm
 
 
 @pytest.mark.slow
+def test_a_named_run_resumes_in_its_own_folder_and_keeps_one_best_checkpoint(tmp_path):
+    """docs/tools.md's seeds loop names each run (``version=seed_0``): ``--ckpt_path last`` continues that run, not
+    the newest ``version_N``, and its ``last.ckpt`` knows the best checkpoint, which the resumed run replaces."""
+    arguments = [*SMALL_MODEL, "--test_after_fit=false", *quick_fit_arguments(tmp_path, steps=2)]
+    arguments.append("--trainer.logger.init_args.version=seed_0")
+    assert cli("fit", "--config", BASE, *arguments) == 0
+    run = only_run(tmp_path)
+    assert run.name == "seed_0"
+    best = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["callbacks"]
+    assert any(state.get("best_k_models") for state in best.values())  # saved after the epoch's best, not before
+    longer = [a.replace("max_steps=2", "max_steps=6") for a in arguments]
+    assert cli("fit", "--config", BASE, "--ckpt_path=last", *longer) == 0
+    assert only_run(tmp_path) == run
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] > 2  # went on
+    assert len(list((run / "checkpoints").glob("best-*.ckpt"))) == 1
+
+
+@pytest.mark.slow
 def test_sigterm_stops_fit_with_last_ckpt_at_the_current_step_and_a_non_zero_exit(tmp_path):
     terminate = ["--trainer.callbacks+=tests.test_training.Terminate", "--trainer.callbacks.step=3"]
     arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=6)]

@@ -57,7 +57,7 @@ class ForecastCheckpoint(ModelCheckpoint):
     # save_last as the user gave it; save_last itself is set to False at setup so that Lightning's own last.ckpt
     # (written only beside a top-k checkpoint) never replaces ours.
     keep_latest: bool | None = None
-    _latest_step: int | None = None
+    _latest_saved: tuple[int, str] | None = None  # the step and best checkpoint of the latest state saved
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
@@ -106,11 +106,14 @@ class ForecastCheckpoint(ModelCheckpoint):
 
     def _save_latest(self, trainer: L.Trainer) -> None:
         fitting = trainer.state.fn == "fit" and not (trainer.fast_dev_run or trainer.sanity_checking)
-        if not self.keep_latest or not fitting or self._latest_step == trainer.global_step:
+        # Saved again at the same step when a best checkpoint came since (Lightning writes the epoch's best at its
+        # end, after the validation that saved the latest state): a resumed run must know the best to replace it.
+        saved = (trainer.global_step, self.best_model_path)
+        if not self.keep_latest or not fitting or self._latest_saved == saved:
             return
         path = Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}"
         trainer.save_checkpoint(path, weights_only=self.save_weights_only)  # as ModelCheckpoint saves its own
-        self.last_model_path, self._latest_step = str(path), trainer.global_step
+        self.last_model_path, self._latest_saved = str(path), saved
 
 
 class RandomState(L.Callback):
