@@ -14,8 +14,8 @@ A second table holds the statistical floor: statsforecast's AutoETS and AutoThet
 the ``baselines`` extra), each fitted per series and channel on the training rows, forecasting every validation and
 test window from the rows before it, with each seed's kept checkpoint scored again on the same windows (every
 ``floor_stride``-th window where all of them would cost too long: stated in the table).
-``--reuse`` keeps the runs already in ``--logs`` (each dataset's and seed's latest) that reached their test, or, with
-``--splits val``, their end, so an interrupted table resumes, or is written again from its runs without training.
+``--reuse`` keeps the runs already in ``--logs`` (each dataset's and seed's latest) that kept a checkpoint, so an
+interrupted table resumes, or is written again from its runs without training.
 
 ``--splits val`` trains with ``--test_after_fit=false`` and scores validation only: the test is read later, once,
 by ``--reuse --splits val test``, which scores each kept checkpoint on the test windows in the floor's table.
@@ -56,7 +56,6 @@ from experiments.results import (
     preset_datamodule,
     run_seconds,
     study_config,
-    tested_run,
     write_table,
 )
 from experiments.statistical import STATISTICAL_MODELS, floor_maes, statistical_model
@@ -406,11 +405,9 @@ def write_data(dataset: Dataset, source: Path, folder: Path) -> None:
         raise InputError(f"{folder / (dataset.sorted_from or dataset.file)}: not found; {dataset.made_by}")
 
 
-def kept_run(logs: Path, name: str, splits: list[str]) -> Path | None:
-    """The latest run logged as ``logs/name`` that reached its test, or with ``splits`` without the test, that
-    kept a checkpoint and logged its last epoch's validation (what ``--reuse`` keeps)."""
-    if "test" in splits:
-        return tested_run(logs, name)
+def kept_run(logs: Path, name: str) -> Path | None:
+    """The latest run logged as ``logs/name`` that kept a checkpoint (what ``--reuse`` keeps). A run trained with
+    ``--splits val`` has no test scores of its own: the floor's table scores its checkpoint on the test windows."""
     runs = find_runs(logs / name) if (logs / name).is_dir() else []
     return runs[-1] if runs and list((runs[-1] / "checkpoints").glob("best-*.ckpt")) else None
 
@@ -423,9 +420,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs/your_data"), help="where runs log")
     parser.add_argument("--output", type=Path, default=Path("experiments/results/your_data.md"), help="the table")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
-    parser.add_argument(
-        "--reuse", action="store_true", help="keep runs already in --logs that reached their test (--splits val: end)"
-    )
+    parser.add_argument("--reuse", action="store_true", help="keep the runs already in --logs that kept a checkpoint")
     parser.add_argument(
         "--splits",
         nargs="+",
@@ -465,7 +460,7 @@ def main(argv: list[str] | None = None) -> None:
             runs = []
             for seed in args.seeds:
                 name = f"{key}_seed{seed}"
-                run = (args.reuse and kept_run(args.logs, name, args.splits)) or fit(
+                run = (args.reuse and kept_run(args.logs, name)) or fit(
                     [], [*options, f"--seed_everything={seed}"], args.logs, name
                 )[0]
                 runs.append(run)

@@ -6,6 +6,7 @@ import pytest
 
 from experiments import intermittent, your_data
 from experiments.m4 import scores
+from experiments.results import tested_run
 from experiments.statistical import STATISTICAL_MODELS, forecast_origins, split_forecasts
 from project.data import LastRows, WindowDataModule
 from project.errors import InputError
@@ -125,14 +126,15 @@ def test_your_datas_floor_scores_the_kept_checkpoint_again_on_the_tested_windows
             *quick,
         ]
     )
-    logged = your_data.scores(your_data.tested_run(logs, "intermittent_seed0"))
+    logged = your_data.scores(tested_run(logs, "intermittent_seed0"))
     label = "intermittent monthly panel (synthetic), 6 series, horizon 6, look-back 12"  # 2 stores x 3 products
     table = output.read_text()
     for split, name in your_data.SPLITS.items():
         row = next(line for line in table.splitlines() if line.startswith(f"| {label} | {name} | every window | 12 | "))
         cells = [cell.strip() for cell in row.strip("|").split("|")]  # 12: the season the models were fitted with
-        model, naive, ets = float(cells[4]), float(cells[5]), float(cells[7].split()[0])
+        model, ensemble, naive, ets = float(cells[4]), float(cells[5]), float(cells[6]), float(cells[8].split()[0])
         assert model == pytest.approx(logged[f"{split}/{your_data.MODEL}"], abs=1.1e-3)  # printed to 3 decimals
+        assert ensemble == model  # one seed: the ensemble is that seed's forecast
         assert naive == pytest.approx(logged[f"{split}/{your_data.NAIVE[0]}"], abs=1.1e-3)
         assert ets > 0
     assert f"- {label}, test, every window, model MAE: seed 0: " in table
