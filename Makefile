@@ -34,15 +34,16 @@ $(BIN)/.installed: pyproject.toml
 train: $(BIN)/.installed
 	$(BIN)/python -m project.cli fit --config $(CONFIG) --config configs/embedded_series.yaml
 
-# Two tiers. `make test`: the fast tier (the exactness core in float64, the data and distribution rules, the
-# refusals where they happen, one shared fit per worker, the README's quickstart in one fresh process), about two
-# minutes on 2 cores. `make test-slow`: everything end to end (presets, loggers, tools, signals and exact resume, DDP,
-# notebooks, your own components, the README's commands). CI runs both, and the studies' own tests.
+# Two tiers. `make test`: the fast tier (the exactness core in float64, the data and distribution rules, a few cases
+# of each refusal grid, one shared fit of each kind, the README's quickstart in one fresh process), under two minutes
+# on 2 cores. `make test-slow`: everything end to end (presets, loggers, the tools, signals and exact resume, DDP,
+# notebooks, your own components, the README's commands, the rest of each refusal grid). CI runs both, and the
+# studies' own tests. The marks: tests/conftest.py.
 test: $(BIN)/.installed
-	$(PYTEST) -m "not slow"
+	$(PYTEST) -m "not slow and not tools"
 
 test-slow: $(BIN)/.installed
-	$(PYTEST) -m slow
+	$(PYTEST) -m "slow or tools"
 
 # The studies' tests (experiments/tests), apart from the template's: deleting experiments/ deletes them too.
 test-experiments: $(BIN)/.installed

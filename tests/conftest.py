@@ -1,5 +1,6 @@
 import os
 import signal
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +19,25 @@ def pytest_configure(config):
     not inherited, so with Python's own here each CLI process starts with Ctrl-C at its default."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+TOOLS = Path(__file__).parent / "tools"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's -m deselects by the marks added here
+def pytest_collection_modifyitems(config, items):
+    """The tiers (the Makefile's ``make test`` and ``make test-slow``): the optional tools' tests are marked ``tools``,
+    and of a grid marked ``fast_cases(n)`` the cases after the n-th are marked ``slow``. Every case runs in CI, the
+    first tier keeps a few of each refusal grid: the path every case of it takes."""
+    cases_seen = Counter()
+    for item in items:
+        if TOOLS in item.path.parents:
+            item.add_marker(pytest.mark.tools)
+        if (marker := item.get_closest_marker("fast_cases")) is not None:
+            grid = (item.path, item.originalname)
+            if cases_seen[grid] >= marker.args[0]:
+                item.add_marker(pytest.mark.slow)
+            cases_seen[grid] += 1
 
 
 @pytest.fixture(scope="session")

@@ -285,6 +285,7 @@ def test_bad_data_is_refused_in_one_line_by_the_datamodule(case, tmp_path):
     assert re.search(message.removeprefix("data."), str(refused.value)), str(refused.value)
 
 
+@pytest.mark.fast_cases(5)
 @pytest.mark.parametrize("case", CLI_CASES)
 def test_bad_input_ends_in_one_line_and_exit_code_2(case, tmp_path, checkpoint, capsys):
     arguments, message = CLI_CASES[case]

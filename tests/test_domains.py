@@ -142,6 +142,7 @@ def test_edges_of_the_domains(name, value):
         check(name, value)
 
 
+@pytest.mark.fast_cases(2)
 @pytest.mark.parametrize(
     ("option", "message"),
     [
@@ -165,6 +166,7 @@ SGD = ["--model.optimizer=torch.optim.SGD", "--model.optimizer.init_args.lr=0.1"
 STEP_LR = "--model.lr_scheduler=torch.optim.lr_scheduler.StepLR"
 
 
+@pytest.mark.fast_cases(4)
 @pytest.mark.parametrize(
     ("options", "line"),
     [

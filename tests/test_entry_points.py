@@ -175,6 +175,7 @@ def assert_refused_without_importing(commands: dict[str, tuple], folder: Path, c
     assert "model_utils" not in sys.modules
 
 
+@pytest.mark.fast_cases(1)
 @pytest.mark.parametrize("named", ["network", "model", "data"])
 def test_a_checkpoint_naming_a_module_beside_it_runs_no_code_through_any_entry_point(
     named, user_run, tmp_path, monkeypatch, capsys
@@ -297,6 +298,7 @@ def assert_refused_in_one_line(error: str, path: Path, case: str) -> None:
         )
 
 
+@pytest.mark.fast_cases(4)
 @pytest.mark.parametrize("case", IMPORT_PATHS_A_CHECKPOINT_MAY_HIDE)
 def test_an_import_path_anywhere_in_a_checkpoint_is_refused_before_import_by_the_cli(
     case, user_run, tmp_path, monkeypatch, capsys

@@ -96,6 +96,7 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
     assert "its columns give the network n_targets=3 (checkpoint: 2)" in one_line_error(capsys)
 
 
+@pytest.mark.fast_cases(5)
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -339,6 +340,7 @@ def unwritable_folder() -> str | None:
     return None
 
 
+@pytest.mark.fast_cases(1)
 @pytest.mark.parametrize("option", ["checkpoint.dirpath", "trainer.logger.init_args.save_dir", "data.cache_dir"])
 def test_a_folder_a_run_would_write_is_refused_at_start_up(option, user_run, tmp_path, capsys):
     blocker = tmp_path / "a-file"
