@@ -1006,6 +1006,38 @@ def baseline_path(here: Path) -> str:
     )
 
 
+def ensemble(here: Path) -> str:
+    """The ensemble of three seeds against its seeds and the simple forecasts on the seven real datasets' validation
+    windows, and what the rule committed before the runs decided: the README's advice follows it."""
+    name = "ensemble/validation.md"
+    found = table_where(name, lambda t: "ensemble MAE" in t.header, 'with a column "ensemble MAE"')
+    rows = [cells for cells in found.rows if cells[1] == "validation"]
+    best_simple = column_index(name, found, "ensemble below the best simple forecast")
+    beats = [cells[0].split(",")[0] for cells in rows if cells[best_simple].startswith("yes")]
+    decision = re.search(r"^The ensemble rule .*?Decision: (.*)$", results_text(name), re.MULTILINE)
+    if decision is None:
+        raise lacking(name, "line 'The ensemble rule … Decision: …'")
+    measured = re.search(r"below its best seed on (\d+) of the (\d+) datasets.*?, and (-?[\d.]+%) below", decision[0])
+    if measured is None:
+        raise lacking(name, "counts in its line 'The ensemble rule …'")
+    recommended = decision[1].startswith("recommend")
+    rule = link(here, "experiments/results/search/ensemble_rule.md")
+    advice = (
+        "Where accuracy matters, train three seeds and forecast with their ensemble"
+        if recommended
+        else "By that rule the README does not recommend the ensemble; the tool stays for those who want it"
+    )
+    table = link(here, "experiments/results/ensemble/validation.md")
+    which = f" ({', '.join(beats)})" if beats else ""
+    return (
+        f"Three seeds of the defaults and the mean of their forecasts (`python -m project.tools.ensemble`), on the "
+        f"validation windows of {measured[2]} real datasets ([`validation.md`]({table}), by the [rule committed "
+        f"before the runs]({rule})): the ensemble is below its best seed on {measured[1]} of {measured[2]} and "
+        f"{measured[3]} below the mean seed on average; below the best simple forecast (naive, seasonal naive, "
+        f"AutoETS, AutoTheta) on {len(beats)} of {len(rows)}{which}. {advice} (`make train` stays one quick model)."
+    )
+
+
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "bench": bench,
     "defaults-depth": defaults_depth,
@@ -1026,6 +1058,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "depth-with-the-path": depth_with_the_path,
     "path-changes-the-answer": path_changes_the_answer,
     "baseline-path": baseline_path,
+    "ensemble": ensemble,
 }
 
 
