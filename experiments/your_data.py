@@ -141,9 +141,25 @@ class Dataset:
         return preset_datamodule(None, source, **settings)
 
 
-# facebook/prophet's example series: a time column ``ds`` and a value ``y``, split by the default fractions.
-PROPHET = {"time_column": "ds", "target_columns": ["y"]}
 PROPHET_EXAMPLES = "copy facebook/prophet's examples/ files (../shared/data/prophet-examples/ here) into the folder"
+
+
+def prophet_series(
+    label: str, file: str, season: int, look_back: int, horizon: int, sorted_copy: bool = False
+) -> Dataset:
+    """One of facebook/prophet's example series (a time column ``ds``, a value ``y``), split by the default
+    fractions, its naive and statistical forecasts at ``season``; ``sorted_copy``: read from a copy of ``file``
+    sorted by time, which the tool writes (the data module refuses rows out of order)."""
+    return Dataset(
+        label + ", horizon {horizon}, look-back {look_back}",
+        file.replace(".csv", "_sorted.csv") if sorted_copy else file,
+        season,
+        {"time_column": "ds", "target_columns": ["y"], "context_length": look_back, "horizon": horizon},
+        made_by=PROPHET_EXAMPLES,
+        sorted_from=file if sorted_copy else "",
+        period=season,
+    )
+
 
 DATASETS = {
     "series": Dataset(  # make train: base.yaml exactly as it is
@@ -197,39 +213,12 @@ DATASETS = {
         made_by="python -m project.tools.datasets m4_weekly",
         period=52,  # a year of weeks: the data's season (M4 scales MASE by 1 for weekly data; no MASE here)
     ),
-    "peyton_manning": Dataset(
-        "Peyton Manning page views (log), daily, horizon {horizon}, look-back {look_back}",
-        "wp_log_peyton_manning.csv",
-        7,
-        {**PROPHET, "context_length": 56, "horizon": 14},
-        made_by=PROPHET_EXAMPLES,
-        period=7,
+    "peyton_manning": prophet_series("Peyton Manning page views (log), daily", "wp_log_peyton_manning.csv", 7, 56, 14),
+    "wp_log_r": prophet_series("R page views (log), daily", "wp_log_R.csv", 7, 56, 14, sorted_copy=True),
+    "pedestrians": prophet_series(
+        "pedestrian counts, daily, 2020 lockdowns inside", "pedestrians_covid.csv", 7, 56, 14
     ),
-    "wp_log_r": Dataset(
-        "R page views (log), daily, horizon {horizon}, look-back {look_back}",
-        "wp_log_R_sorted.csv",
-        7,
-        {**PROPHET, "context_length": 56, "horizon": 14},
-        made_by=PROPHET_EXAMPLES,
-        sorted_from="wp_log_R.csv",  # its rows are not in time order
-        period=7,
-    ),
-    "pedestrians": Dataset(
-        "pedestrian counts, daily, 2020 lockdowns inside, horizon {horizon}, look-back {look_back}",
-        "pedestrians_covid.csv",
-        7,
-        {**PROPHET, "context_length": 56, "horizon": 14},
-        made_by=PROPHET_EXAMPLES,
-        period=7,
-    ),
-    "retail_sales": Dataset(
-        "US retail sales, monthly, horizon {horizon}, look-back {look_back}",
-        "retail_sales.csv",
-        12,
-        {**PROPHET, "context_length": 36, "horizon": 12},
-        made_by=PROPHET_EXAMPLES,
-        period=12,
-    ),
+    "retail_sales": prophet_series("US retail sales, monthly", "retail_sales.csv", 12, 36, 12),
 }
 
 
