@@ -1,6 +1,8 @@
 """What a user may delete comes off in one step: nothing in ``project/`` or ``tests/`` imports ``experiments/`` (the
 studies and their results), nothing outside ``project/tools`` and ``tests/tools`` (and ``experiments/``) imports the
-tools, and the suite is collected without them (CI's jobs without-experiments and without-tools run it so)."""
+tools, and on a copy without them the suite is collected and the README's and the docs' links all lead somewhere. That
+the suite then passes follows from the imports: nothing left imports what was deleted, so it is not run a second time
+on a copy."""
 
 import ast
 import os
@@ -53,10 +55,15 @@ def test_the_core_imports_no_test_code():
             assert not used, f"{relative} imports {used}"
 
 
+# The README's and the docs' link tests (tests/test_readme.py), the only tests the copy runs.
+LINK_TESTS = "test_every_relative_link_of_the_readme or test_the_readme_links_every_page_of_the_docs"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("deleted", [("experiments",), ("experiments", "tools")])
-def test_the_suite_is_collected_without_what_a_user_may_delete(deleted, tmp_path):
-    """Without experiments/; and without it, project/tools and tests/tools (the studies import the tools)."""
+def test_without_what_a_user_may_delete_the_suite_is_collected_and_every_link_leads_to_a_file(deleted, tmp_path):
+    """Without experiments/; and without it, project/tools and tests/tools (the studies import the tools). The whole
+    suite is collected, and the link tests of tests/test_readme.py run on the copy."""
     if "tools" not in deleted and not (REPOSITORY / "project" / "tools").exists():
         pytest.skip("this tree is without project/tools already")
     copy = tmp_path / "clone"
@@ -74,11 +81,12 @@ def test_the_suite_is_collected_without_what_a_user_may_delete(deleted, tmp_path
     assert not (copy / "experiments").exists()
     assert (copy / "project" / "tools").exists() == ("tools" not in deleted)
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", LINK_TESTS],
         cwd=copy,
         env={name: value for name, value in os.environ.items() if name != "PYTHONPATH"},  # the copy's packages
         capture_output=True,
         text=True,
     )
     assert result.returncode == 0, result.stdout[-3000:]
-    assert re.match(r"\d+ tests collected in", result.stdout.strip().splitlines()[-1]), result.stdout[-3000:]
+    # Every test collected, and only the two link tests run: "2 passed, N deselected in ...".
+    assert re.match(r"2 passed, \d+ deselected in", result.stdout.strip().splitlines()[-1]), result.stdout[-3000:]
