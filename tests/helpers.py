@@ -69,6 +69,15 @@ def cli(*arguments: str) -> int:
     return 0
 
 
+def users_module(folder: Path, name: str, source: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user's own module ``name`` written to ``folder`` and importable in this process, as a folder on
+    ``PYTHONPATH`` makes it for ``python -m project.cli`` (tests/test_cli.py runs that once in a fresh process); an
+    earlier test's module of the same name is forgotten."""
+    (folder / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+
+
 def last_line(text: str) -> str:
     lines = text.strip().splitlines()
     return lines[-1] if lines else ""

@@ -30,6 +30,7 @@ from tests.helpers import (
     only_run,
     quick_fit_arguments,
     run_cli,
+    users_module,
 )
 
 
@@ -317,40 +318,39 @@ class NotAForecaster:
 
 
 @pytest.mark.slow
-def test_a_users_own_model_and_data_classes_train_and_forecast_through_the_cli(tmp_path):
-    """Subclass mode: ``--model`` and ``--data`` name the user's own subclasses; their checkpoint rebuilds them."""
-    (tmp_path / "usermod.py").write_text(USER_CLASSES)
+def test_a_users_own_model_and_data_classes_train_and_forecast_through_the_cli(tmp_path, monkeypatch, capsys):
+    """Subclass mode: ``--model`` and ``--data`` name the user's own subclasses; their checkpoint rebuilds them. The
+    fit runs as a user's does, a fresh ``python -m project.cli`` with the module's folder on ``PYTHONPATH``: the one
+    such process of the suite; the other tests of a user's own class (network, distribution, path, regime) run the
+    same parser in this process."""
+    users_module(tmp_path, "usermod", USER_CLASSES, monkeypatch)
     logs = tmp_path / "logs"
     own = ["--model=usermod.DampedForecaster", "--model.damping=0.25", "--data=usermod.ShiftedData", "--data.shift=1.5"]
     result = run_cli("fit", "--config", BASE, *own, *quick_fit_arguments(logs), python_path=(tmp_path,), cwd=tmp_path)
     assert result.returncode == 0, last_line(result.stderr)
     (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
     forecast = tmp_path / "forecast.csv"
-    sys.path.insert(0, str(tmp_path))
-    try:
-        with pytest.raises(InputError, match=r"names usermod\.DampedForecaster \(at model\)"):
-            Forecaster.load_from_checkpoint(checkpoint)  # a class outside the project, not named by the user
-        module = Forecaster.load_from_checkpoint(checkpoint, trusted=["usermod.DampedForecaster"])
-        predicted = cli_main(
-            [
-                "predict",
-                f"--ckpt_path={checkpoint}",
-                f"--predictions.output={forecast}",
-                "--model=usermod.DampedForecaster",
-                "--data=usermod.ShiftedData",
-                "--trainer.logger=false",
-            ]
-        )
-    finally:
-        sys.path.remove(str(tmp_path))
+    with pytest.raises(InputError, match=r"names usermod\.DampedForecaster \(at model\)"):
+        Forecaster.load_from_checkpoint(checkpoint)  # a class outside the project, not named by the user
+    module = Forecaster.load_from_checkpoint(checkpoint, trusted=["usermod.DampedForecaster"])
+    predicted = cli_main(
+        [
+            "predict",
+            f"--ckpt_path={checkpoint}",
+            f"--predictions.output={forecast}",
+            "--model=usermod.DampedForecaster",
+            "--data=usermod.ShiftedData",
+            "--trainer.logger=false",
+        ]
+    )
     assert (type(module).__name__, module.damping) == ("DampedForecaster", 0.25)
     assert (type(predicted.model).__name__, predicted.model.damping) == ("DampedForecaster", 0.25)
     assert (type(predicted.datamodule).__name__, predicted.datamodule.shift) == ("ShiftedData", 1.5)
     assert len(pd.read_csv(forecast)) > 0
 
-    refused = run_cli("fit", "--config", BASE, "--model=usermod.NotAForecaster", python_path=(tmp_path,), cwd=tmp_path)
-    assert refused.returncode != 0
-    assert "NotAForecaster" in refused.stderr
+    capsys.readouterr()
+    assert cli("fit", "--config", BASE, "--model=usermod.NotAForecaster") != 0
+    assert "NotAForecaster" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -449,7 +449,7 @@ RESUMABLE = ["--trainer.limit_train_batches=5", "--test_after_fit=false"]  # 9 s
 
 def final_weights(log_dir: Path, *options: str) -> dict:
     """The final weights of a CLI fit of 9 steps on the embedded data (dropout on), never interrupted."""
-    assert_ok(run_cli("fit", "--config", BASE, *quick_fit_arguments(log_dir, steps=9), *RESUMABLE, *options))
+    assert cli("fit", "--config", BASE, *quick_fit_arguments(log_dir, steps=9), *RESUMABLE, *options) == 0
     return torch.load(only_run(log_dir) / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
 
 
@@ -468,13 +468,13 @@ def uninterrupted_accumulated_weights(tmp_path_factory) -> dict:
 
 def assert_resumes_to(weights: dict, stop: list[str], exit_code: int, stopped_at: int, folder: Path, *options) -> None:
     """A fit stopped by ``stop`` exits with ``exit_code`` at step ``stopped_at``; resumed with ``--ckpt_path last``
-    it ends on ``weights`` bit for bit."""
+    it ends on ``weights`` bit for bit. In this process: the CLI's own signal handling, as the fresh-process tests
+    above see it, and every run starts from ``seed_everything`` as a new process does."""
     arguments = ["fit", "--config", BASE, *quick_fit_arguments(folder, steps=9), *RESUMABLE, *options]
-    stopped = run_cli(*arguments, *stop)
-    assert stopped.returncode == exit_code, last_line(stopped.stderr)
+    assert cli(*arguments, *stop) == exit_code
     last = only_run(folder) / "checkpoints" / "last.ckpt"
     assert torch.load(last, weights_only=False)["global_step"] == stopped_at
-    assert_ok(run_cli(*arguments, "--ckpt_path=last"))
+    assert cli(*arguments, "--ckpt_path=last") == 0
     resumed = torch.load(last, weights_only=False)
     assert resumed["global_step"] == 9
     assert resumed["state_dict"].keys() == weights.keys()

@@ -171,36 +171,25 @@ class Laplace(Distribution):
 
 
 @pytest.mark.slow
-def test_a_users_own_distribution_trains_through_the_cli_and_its_checkpoint_predicts(tmp_path):
-    from tests.helpers import BASE, last_line, quick_fit_arguments, run_cli
+def test_a_users_own_distribution_trains_through_the_cli_and_its_checkpoint_predicts(tmp_path, monkeypatch, capsys):
+    from tests.helpers import BASE, cli, last_line, quick_fit_arguments, users_module
 
-    (tmp_path / "userdist.py").write_text(USER_DISTRIBUTION)
+    users_module(tmp_path, "userdist", USER_DISTRIBUTION, monkeypatch)
     logs, named = tmp_path / "logs", "--model.network.init_args.distribution=userdist.Laplace"
-    result = run_cli(
-        "fit",
-        "--config",
-        BASE,
-        named,
-        "--model.network.init_args.distribution.min_scale=0.01",
-        "--model.num_samples=4",
-        *quick_fit_arguments(logs),
-        python_path=(tmp_path,),
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, last_line(result.stderr)
+    options = ["--model.network.init_args.distribution.min_scale=0.01", "--model.num_samples=4"]
+    assert cli("fit", "--config", BASE, named, *options, *quick_fit_arguments(logs)) == 0
     (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
     spec = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]["init_args"]["distribution"]
     assert spec == {"class_path": "userdist.Laplace", "init_args": {"min_scale": 0.01}}
     output = tmp_path / "predictions.csv"
     predict = ["predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false"]
-    refused = run_cli(*predict, python_path=(tmp_path,), cwd=tmp_path)  # the checkpoint alone names no code
-    assert refused.returncode == 2
-    assert last_line(refused.stderr).endswith(
+    capsys.readouterr()
+    assert cli(*predict) == 2  # the checkpoint alone names no code
+    assert last_line(capsys.readouterr().err).endswith(
         "outside this project; nothing was imported: pass --model.network.init_args.distribution=userdist.Laplace "
         "to trust it"
     )
-    trusted = run_cli(*predict[:2], named, *predict[2:], python_path=(tmp_path,), cwd=tmp_path)
-    assert trusted.returncode == 0, last_line(trusted.stderr)
+    assert cli(*predict[:2], named, *predict[2:]) == 0
     assert "_q0.9" in output.read_text().splitlines()[0]  # quantiles of the Laplace paths
 
 

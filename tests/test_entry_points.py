@@ -344,7 +344,8 @@ def test_a_command_that_only_forecasts_never_builds_or_imports_the_checkpoints_o
         path = checkpoint_hiding(case, user_run, tmp_path, monkeypatch)
         output = [f"--predictions.output={tmp_path / 'forecasts.csv'}", "--overwrite=true"]
         arguments = [subcommand, f"--ckpt_path={path}", "--trainer.logger=false", "--trainer.limit_test_batches=1"]
-        arguments += ["--trainer.limit_val_batches=1", *(output if subcommand == "predict" else [])]
+        arguments += ["--trainer.limit_val_batches=1", "--trainer.limit_predict_batches=1"]
+        arguments += output if subcommand == "predict" else []
         cli.cli_main(arguments)  # returns: no error
         assert not (tmp_path / "IMPORTED").exists(), case
         assert "model_utils" not in sys.modules, case

@@ -26,12 +26,11 @@ from tests.helpers import (
     cli,
     config,
     distribution,
-    last_line,
     learnable_series,
     only_run,
     quick_fit_arguments,
     quiet_trainer,
-    run_cli,
+    users_module,
     warmup_cosine,
     with_sizes,
 )
@@ -268,20 +267,11 @@ class MyNetwork(nn.Module):
 
 
 @pytest.mark.slow
-def test_a_users_own_network_trains_through_the_cli(tmp_path):
-    (tmp_path / "usermod.py").write_text(textwrap.dedent(USER_NETWORK))
+def test_a_users_own_network_trains_through_the_cli(tmp_path, monkeypatch):
+    users_module(tmp_path, "usermod", textwrap.dedent(USER_NETWORK), monkeypatch)
     logs = tmp_path / "logs"
-    result = run_cli(
-        "fit",
-        "--config",
-        BASE,
-        "--model.network.class_path=usermod.MyNetwork",
-        "--model.network.init_args.scale=2.0",
-        *quick_fit_arguments(logs),
-        python_path=(tmp_path,),
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, last_line(result.stderr)
+    own = ["--model.network.class_path=usermod.MyNetwork", "--model.network.init_args.scale=2.0"]
+    assert cli("fit", "--config", BASE, *own, *quick_fit_arguments(logs)) == 0
     (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
     spec = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]
     assert spec["class_path"] == "usermod.MyNetwork"
@@ -289,7 +279,7 @@ def test_a_users_own_network_trains_through_the_cli(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_network_whose_only_argument_is_the_linked_sizes_trains_through_the_cli(tmp_path):
+def test_a_network_whose_only_argument_is_the_linked_sizes_trains_through_the_cli(tmp_path, monkeypatch):
     only_targets = (
         textwrap.dedent(USER_NETWORK)
         .replace(
@@ -298,19 +288,10 @@ def test_a_network_whose_only_argument_is_the_linked_sizes_trains_through_the_cl
         )
         .replace("distribution or PointForecast()", "PointForecast()")
     )
-    (tmp_path / "usermod.py").write_text(only_targets)
+    users_module(tmp_path, "usermod", only_targets, monkeypatch)
     logs = tmp_path / "logs"
-    result = run_cli(
-        "fit",
-        "--config",
-        BASE,
-        "--model.network.class_path=usermod.MyNetwork",
-        *quick_fit_arguments(logs),
-        "--test_after_fit=false",
-        python_path=(tmp_path,),
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, last_line(result.stderr)
+    own = ["--model.network.class_path=usermod.MyNetwork", "--test_after_fit=false"]
+    assert cli("fit", "--config", BASE, *own, *quick_fit_arguments(logs)) == 0
     (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
     sizes = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]["init_args"]["sizes"]
     assert sizes["n_targets"] == 5

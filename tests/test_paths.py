@@ -12,7 +12,7 @@ from project.errors import InputError
 from project.model import ForecastTransformer, InputSizes, LinearPath, NoPath, SeasonalNaivePath
 from project.model.network import network_spec
 from project.training.module import Forecaster
-from tests.helpers import BASE, TINY, cli, last_line, one_line_error, quick_fit_arguments, run_cli
+from tests.helpers import BASE, TINY, cli, one_line_error, quick_fit_arguments, users_module
 
 
 def test_seasonal_naive_repeats_the_last_season_of_the_context():
@@ -157,16 +157,14 @@ class ContextMean(BaselinePath):
 
 @pytest.mark.slow
 def test_a_users_own_path_trains_through_the_cli_and_the_network_forecasts_the_residual_over_it(tmp_path, monkeypatch):
-    (tmp_path / "userpath.py").write_text(USER_PATH)
+    users_module(tmp_path, "userpath", USER_PATH, monkeypatch)
     logs = tmp_path / "logs"
     path = ["--model.network.init_args.baseline_path=userpath.ContextMean"]
     path.append("--model.network.init_args.baseline_path.weight=0.5")
-    result = run_cli("fit", "--config", BASE, *path, *quick_fit_arguments(logs), python_path=(tmp_path,), cwd=tmp_path)
-    assert result.returncode == 0, last_line(result.stderr)
+    assert cli("fit", "--config", BASE, *path, *quick_fit_arguments(logs)) == 0
     (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
     spec = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]["init_args"]["baseline_path"]
     assert spec == {"class_path": "userpath.ContextMean", "init_args": {"weight": 0.5}}
-    monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(InputError, match=r"names userpath\.ContextMean \(at model\.network\.init_args\.baseline_path"):
         Forecaster.load_from_checkpoint(checkpoint)  # the checkpoint alone names no code
     network = Forecaster.load_from_checkpoint(checkpoint, trusted=["userpath.ContextMean"]).network
