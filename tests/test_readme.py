@@ -1,5 +1,5 @@
-"""The README is read once, top to bottom: the template first, every page and file it or the docs link to exists and
-outlives a deleted experiments/, and every command it shows runs in a test or in CI."""
+"""The README is read once, top to bottom: the template on its first screen, every page and file it or the docs link to
+exists and outlives a deleted experiments/, and every command it shows runs in a test or in CI."""
 
 import re
 
@@ -9,6 +9,17 @@ PAGES = [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("*.md"))]
 EXPERIMENTS = REPOSITORY / "experiments"
 # Blocks that `python -m experiments.report` writes from the results files: their links are its (experiments/report.py).
 GENERATED = re.compile(r"<!-- generated: [\w-]+ -->\n.*?<!-- end generated -->", re.DOTALL)
+
+
+def test_the_readme_opens_with_the_template_its_two_commands_and_make_it_yours():
+    """What a newcomer sees first (one screen, about 40 lines): what the template is, the quickstart's two commands
+    and what they print, then "Make it yours"; the studies' evidence comes after."""
+    lines = (REPOSITORY / "README.md").read_text().splitlines()
+    first_screen = lines[:40]
+    assert {"make train", "make test"} <= {line.split("#")[0].strip() for line in first_screen}
+    sections = [line for line in lines if line.startswith("## ")]
+    assert sections[0] == "## Make it yours"
+    assert "## Make it yours" in first_screen
 
 
 def relative_link_targets(text: str) -> list[str]:
