@@ -1,5 +1,7 @@
 """The CLI as a user runs it: the README's commands, checkpoints, predictions, Trainer flags, presets."""
 
+import importlib
+import inspect
 import logging
 import os
 import re
@@ -11,9 +13,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 from project.checkpoints import read_checkpoint
 from project.cli import cli_main
+from project.data import WindowDataModule
 from project.errors import InputError
 from project.training.module import Forecaster
 from project.training.naive_comparison import naive_comparison
@@ -634,6 +638,60 @@ def test_the_amp_preset_trains_with_bf16_on_cpu(tmp_path):
 @pytest.mark.slow
 def test_the_debug_preset_runs_one_batch_of_everything():
     assert cli("fit", "--config", BASE, "--config", config("debug.yaml"), *SMALL_MODEL) == 0
+
+
+def signature_defaults(chosen) -> dict:
+    return {
+        name: parameter.default
+        for name, parameter in inspect.signature(chosen).parameters.items()
+        if parameter.default is not inspect.Parameter.empty
+    }
+
+
+def set_apart_from_the_code(values: dict, chosen, prefix: str):
+    """The dotted keys of ``values`` (init arguments of the class ``chosen``, as a config gives them) that differ from
+    the signature defaults: a value, or a class other than the default instance's or class."""
+    defaults = signature_defaults(chosen)
+    for name, value in values.items():
+        key, default = f"{prefix}.{name}", defaults.get(name, inspect.Parameter.empty)
+        if isinstance(value, dict) and "class_path" in value:
+            module, _, attribute = value["class_path"].rpartition(".")
+            named = getattr(importlib.import_module(module), attribute)
+            default_class = default if inspect.isclass(default) else type(default)
+            if default not in (None, inspect.Parameter.empty) and named is not default_class:
+                yield key
+            yield from set_apart_from_the_code(value.get("init_args") or {}, named, f"{key}.init_args")
+        elif default is not inspect.Parameter.empty and value != default:
+            yield key
+
+
+def comments_by_key(path: Path) -> dict[str, str]:
+    """Each key line of a YAML file, as a dotted key, and the comment at the end of that line."""
+    comments, stack = {}, []
+    for line in path.read_text().splitlines():
+        if not (match := re.match(r"(\s*)(\w+):", line)) or line.lstrip().startswith("#"):
+            continue
+        indent = len(match[1])
+        stack = [(level, name) for level, name in stack if level < indent] + [(indent, match[2])]
+        comments[".".join(name for _, name in stack)] = line.partition(" #")[2]
+    return comments
+
+
+def test_where_base_yaml_sets_a_model_or_data_value_other_than_the_codes_default_its_line_says_so():
+    """One set of defaults: configs/base.yaml's model and data values are the signatures' defaults, or the line that
+    sets them (or the mapping that holds it) says what the code's default is (chosen on validation, its header says)."""
+    base = REPOSITORY / "configs" / "base.yaml"
+    settings, comments = yaml.safe_load(base.read_text()), comments_by_key(base)
+    differing = [
+        *set_apart_from_the_code(settings["model"], Forecaster, "model"),
+        *set_apart_from_the_code(settings["data"], WindowDataModule, "data"),
+    ]
+    assert {"model.regime", "model.network.init_args.channel_independent"} <= set(differing)  # the walk sees them
+    for key in differing:
+        holder = key
+        while holder not in comments:  # a value inside an inline mapping ({loss: mae}): the line of the mapping
+            holder = holder.rpartition(".")[0]
+        assert "default" in comments[holder], f"base.yaml's {key} differs from the code's default; {holder} says not"
 
 
 @pytest.mark.slow
