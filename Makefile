@@ -36,7 +36,7 @@ train: $(BIN)/.installed
 	$(BIN)/python -m project.cli fit --config $(CONFIG) --config configs/embedded_series.yaml
 
 # Two tiers. `make test`: the fast tier (the exactness core in float64, the data and distribution rules, a few cases
-# of each refusal grid, one shared fit of each kind, the README's quickstart in one fresh process), under two minutes
+# of each refusal grid, one shared fit of each kind, the README's fit command in one fresh process), under two minutes
 # on 2 cores. `make test-slow`: everything end to end (presets, loggers, the tools, signals and exact resume, DDP,
 # notebooks, your own components, the README's commands, the rest of each refusal grid). CI runs both, and the
 # studies' own tests. The marks: tests/conftest.py.

@@ -61,8 +61,8 @@ def assert_ok(result):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
-@pytest.mark.slow
 def test_the_readme_fit_command_writes_a_checkpoint_the_config_and_event_files(tmp_path):
+    """The fast tier's one fresh ``python -m project.cli`` process: the README's command as a user types it."""
     command = readme_command("python -m project.cli fit --config configs/base.yaml")
     assert command[:3] == ["python", "-m", "project.cli"]
     result = run_cli(*command[3:], *quick_fit_arguments(tmp_path))
@@ -131,6 +131,7 @@ def test_the_readme_column_roles_command_trains_on_a_sales_table(tmp_path):
     assert data["static_covariates"] == ["region", "store_size"]
 
 
+@pytest.mark.slow  # a README command of another tool, end to end
 def test_the_readme_tensorboard_command_reads_a_runs_curves(trained_run):
     command = readme_command("tensorboard --logdir lightning_logs")
     executable = Path(sys.executable).parent / command[0]
@@ -143,6 +144,7 @@ def test_the_readme_tensorboard_command_reads_a_runs_curves(trained_run):
     assert "val/loss" in result.stdout
 
 
+@pytest.mark.slow  # a README command of another tool, end to end
 def test_the_readme_pre_commit_command_installs_the_hook(tmp_path):
     command = readme_command(".venv/bin/pre-commit install")
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
