@@ -109,3 +109,12 @@ def test_every_command_of_the_readme_runs_in_a_test_or_in_ci():
             assert re.search(rf"^{re.escape(command)}$", ci, re.MULTILINE), f"{command!r} is not a line of .ci/run"
         else:
             assert f"def {where}(" in (REPOSITORY / "tests" / "test_cli.py").read_text(), f"{where} does not exist"
+
+
+def test_the_github_workflow_runs_the_make_targets_of_ci_run():
+    """`.ci/run` (CI on a clean clone) and `.github/workflows/ci.yml` (GitHub Actions, in parallel jobs) describe the
+    same steps: each make target of one is a step of the other."""
+    ci = re.findall(r"^make ([\w-]+)$", (REPOSITORY / ".ci" / "run").read_text(), re.MULTILINE)
+    workflow = re.findall(r"- run: make ([\w-]+)\b", (REPOSITORY / ".github" / "workflows" / "ci.yml").read_text())
+    assert ci
+    assert set(ci) == set(workflow)
