@@ -17,7 +17,7 @@ PYTEST := OMP_NUM_THREADS=1 $(abspath $(BIN))/python -m pytest --numprocesses $(
 # The tests that compare float32 results across batch shapes (assert_close_in_float32: the backtest's and the
 # ensemble's), run again at two threads a process (the suite ran them at one). The exactness core compares in float64,
 # where the order of a sum moves nothing its tolerances see; the DDP comparison, the same tolerance across processes,
-# runs once (its five runs of two processes are most of the slow tier's start-up time).
+# runs once (its three DDP runs of two processes each are the slow tier's longest start-ups).
 THREAD_TESTS ?= $(wildcard tests/tools/test_backtest.py tests/tools/test_ensemble.py)
 
 .PHONY: train test test-slow test-experiments test-threads lint format clean

@@ -40,8 +40,8 @@ def test_two_processes_score_and_predict_exactly_what_one_process_does(tmp_path)
     split = ["--data.split=Fractions", "--data.split.val=0.1001", "--data.split.test=0.1"]
     data = ["--data.batch_size=10", *split, "--data.eval_stride=1"]
     fit = quick_fit_arguments(tmp_path / "fit")
-    assert cli("fit", "--config", BASE, *SMALL_MODEL, *data, *fit, "--test_after_fit=false") == 0  # DDP's: below
-    checkpoint = only_run(tmp_path / "fit") / "checkpoints" / "last.ckpt"
+    assert cli("fit", "--config", BASE, *SMALL_MODEL, *data, *fit, "--test_after_fit=false") == 0
+    checkpoint = only_run(tmp_path / "fit") / "checkpoints" / "last.ckpt"  # DDP's training: the panel test below
     scores = {}
     for name, processes in (("ddp", DDP), ("single", ["--trainer.devices=1", "--trainer.accelerator=cpu"])):
         arguments = [f"--ckpt_path={checkpoint}", *data, *processes, f"--trainer.default_root_dir={tmp_path / name}"]

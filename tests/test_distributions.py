@@ -1,6 +1,7 @@
 """Output distributions and probabilistic scores against hand-computed values and the reference package."""
 
 import math
+import sys
 
 import numpy as np
 import properscoring
@@ -184,6 +185,7 @@ def test_a_users_own_distribution_trains_through_the_cli_and_its_checkpoint_pred
     output = tmp_path / "predictions.csv"
     predict = ["predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false"]
     capsys.readouterr()
+    monkeypatch.delitem(sys.modules, "userdist")  # as in a new process: imported only if trusted
     assert cli(*predict) == 2  # the checkpoint alone names no code
     assert last_line(capsys.readouterr().err).endswith(
         "outside this project; nothing was imported: pass --model.network.init_args.distribution=userdist.Laplace "

@@ -84,8 +84,9 @@ def test_the_network_claims_the_protocol(name):
 
 @pytest.mark.parametrize("name", NETWORKS)
 def test_decoding_is_causal(name):
-    """Without a baseline path: a path is a function of the context alone, added to every position's output
-    (test_the_forecast_is_the_baseline_path_plus_the_residual_…), so it cannot make a position read a later one."""
+    """Without a baseline path: a path is a function of the context alone, added to every position's output (held by
+    test_the_forecast_is_the_baseline_path_plus_the_residual_at_every_parameter_of_the_location), so it cannot make a
+    position read a later one."""
     model = network(name)
     encoded, tgt = encoded_and_tgt(model)
     full = model.decode(tgt, encoded)

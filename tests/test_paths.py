@@ -3,6 +3,7 @@ by class_path from the CLI, a config file and a user's own module. That the regi
 checkpoints keep their guarantees with every shipped path is tested where they are (``tests/test_regimes.py``,
 ``tests/test_network_contract.py``, parametrised over ``BASELINE_PATHS``)."""
 
+import sys
 import textwrap
 
 import pytest
@@ -165,6 +166,7 @@ def test_a_users_own_path_trains_through_the_cli_and_the_network_forecasts_the_r
     (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
     spec = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]["init_args"]["baseline_path"]
     assert spec == {"class_path": "userpath.ContextMean", "init_args": {"weight": 0.5}}
+    monkeypatch.delitem(sys.modules, "userpath")  # as in a new process: imported only if trusted
     with pytest.raises(InputError, match=r"names userpath\.ContextMean \(at model\.network\.init_args\.baseline_path"):
         Forecaster.load_from_checkpoint(checkpoint)  # the checkpoint alone names no code
     network = Forecaster.load_from_checkpoint(checkpoint, trusted=["userpath.ContextMean"]).network

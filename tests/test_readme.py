@@ -17,6 +17,7 @@ def test_the_readme_opens_with_the_template_its_two_commands_and_make_it_yours()
     lines = (REPOSITORY / "README.md").read_text().splitlines()
     first_screen = lines[:40]
     assert {"make train", "make test"} <= {line.split("#")[0].strip() for line in first_screen}
+    assert "```text" in first_screen  # what a run prints
     sections = [line for line in lines if line.startswith("## ")]
     assert sections[0] == "## Make it yours"
     assert "## Make it yours" in first_screen
@@ -114,7 +115,8 @@ def test_every_command_of_the_readme_runs_in_a_test_or_in_ci():
 def test_the_github_workflow_runs_the_make_targets_of_ci_run():
     """`.ci/run` (CI on a clean clone) and `.github/workflows/ci.yml` (GitHub Actions, in parallel jobs) describe the
     same steps: each make target of one is a step of the other."""
-    ci = re.findall(r"^make ([\w-]+)$", (REPOSITORY / ".ci" / "run").read_text(), re.MULTILINE)
-    workflow = re.findall(r"- run: make ([\w-]+)\b", (REPOSITORY / ".github" / "workflows" / "ci.yml").read_text())
+    ci = re.findall(r"^make ([\w-]+)", (REPOSITORY / ".ci" / "run").read_text(), re.MULTILINE)
+    workflow = (REPOSITORY / ".github" / "workflows" / "ci.yml").read_text()
+    workflow = re.findall(r"^\s*- run: make ([\w-]+)", workflow, re.MULTILINE)
     assert ci
     assert set(ci) == set(workflow)

@@ -358,10 +358,9 @@ def test_a_users_own_regime_trains_through_the_cli_and_is_the_naive_loop(tmp_pat
     from project.data import WindowDataModule
     from project.training.module import COVARIATES as COVARIATE_NAMES
     from project.training.module import Forecaster
-    from tests.helpers import BASE, cli, quick_fit_arguments
+    from tests.helpers import BASE, cli, quick_fit_arguments, users_module
 
-    (tmp_path / "userregime.py").write_text(USER_REGIME)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    users_module(tmp_path, "userregime", USER_REGIME, monkeypatch)
     logs = tmp_path / "logs"
     assert cli("fit", "--config", BASE, "--model.regime=userregime.Rollout", *quick_fit_arguments(logs)) == 0
     (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
