@@ -43,6 +43,7 @@ from project.tools.checkpoint_commands import (
     inputs_of_checkpoints,
     load_checkpoint,
     load_ensemble,
+    quiet_trainer,
     trust_argument,
 )
 from project.training.calibration import IntervalCalibration
@@ -112,14 +113,7 @@ def refit(
         Forecaster, checkpoint, args.ckpt_path[0], args.trust, how_to_trust=HOW_TO_TRUST, weights=False
     )
     calibration = IntervalCalibration(IntervalCalibration.enabled_in(checkpoint))  # as the fit did
-    trainer = L.Trainer(
-        max_epochs=args.refit_epochs,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[calibration],
-    )
+    trainer = quiet_trainer(max_epochs=args.refit_epochs, callbacks=[calibration])
     trainer.fit(module, refitted)
     return module.eval(), refitted
 
@@ -129,8 +123,7 @@ def backtest(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Metrics per origin and overall, and every forecast, of ``module``: the model of ``checkpoint`` (the first of
     ``args.ckpt_path``), or the ensemble of the checkpoints ``args.ckpt_path`` on the first one's data."""
-    overrides = {"source": args.source} if args.source else {}
-    datamodule = datamodule_from_checkpoint(checkpoint, args.ckpt_path[0], overrides, args.trust)
+    datamodule = datamodule_from_checkpoint(checkpoint, args.ckpt_path[0], args.source, args.trust)
     datamodule.setup("test")
     step = args.step or datamodule.horizon
     metrics, forecasts = [], []

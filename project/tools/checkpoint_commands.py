@@ -1,12 +1,14 @@
 """What the tools that read a checkpoint share: ``--trust CLASS_PATH …`` (import paths outside this project that the
 checkpoint may name, see ``project.imports``), the checkpoint's model and data module, several checkpoints' models
-as one ``Ensemble``, and an output folder checked before the work."""
+as one ``Ensemble``, a Trainer that writes nothing of its own, and an output folder checked before the work."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+import lightning as L
 
 from project.checkpoints import built_from_checkpoint, checkpoint_inputs, read_checkpoint
 from project.data.datamodule import WindowDataModule
@@ -100,15 +102,23 @@ def inputs_of_checkpoints(paths: Sequence[str | Path], checkpoints: Sequence[dic
 
 
 def datamodule_from_checkpoint(
-    checkpoint: dict, path: str | Path, overrides: dict | None = None, trusted: Iterable[str] = ()
+    checkpoint: dict, path: str | Path, source: str | None = None, trusted: Iterable[str] = ()
 ) -> WindowDataModule:
-    """The data module (the class it was trained with) with the checkpoint's data settings, its source included,
-    and scaling, ``overrides`` aside."""
+    """The data module (the class it was trained with) with the checkpoint's data settings and scaling, reading
+    ``source`` (a tool's ``--source``: a file with the same columns) or else the checkpoint's own source."""
     state = checkpoint.get(WindowDataModule.__qualname__, {})
-    source = (overrides or {}).get("source") or checkpoint.get("datamodule_hyper_parameters", {}).get("source")
+    overrides = {"source": source} if source else {}
+    source = source or checkpoint.get("datamodule_hyper_parameters", {}).get("source")
     if state.get("from_dataframe") and source is None:
         raise InputError(f"{path}: the checkpoint was trained on a DataFrame, which it does not store; pass the data")
     return built_from_checkpoint(WindowDataModule, checkpoint, path, trusted, overrides, HOW_TO_TRUST)
+
+
+def quiet_trainer(**settings) -> L.Trainer:
+    """A Trainer for a tool's own loops that writes nothing of its own: no logs, no checkpoints, no progress bar."""
+    return L.Trainer(
+        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, **settings
+    )
 
 
 def check_output_folder(folder: str | Path, names: Iterable[str], inputs: Inputs = (), overwrite: bool = False) -> Path:

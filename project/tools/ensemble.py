@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import lightning as L
 import pandas as pd
 
 from project.errors import reported_in_one_line
@@ -27,19 +26,13 @@ from project.tools.checkpoint_commands import (
     datamodule_from_checkpoint,
     inputs_of_checkpoints,
     load_ensemble,
+    quiet_trainer,
     trust_argument,
 )
 from project.training.metrics import score_names
 from project.training.predictions import ForecastWriter
 
 DEFAULT_PREDICTIONS = "ensemble_predictions.csv"  # in the first checkpoint's run folder
-
-
-def quiet_trainer(**settings) -> L.Trainer:
-    """A Trainer for Lightning's predict and test loops that writes nothing of its own: no logs, no checkpoints."""
-    return L.Trainer(
-        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, **settings
-    )
 
 
 def write_predictions(args: argparse.Namespace) -> None:
@@ -50,7 +43,7 @@ def write_predictions(args: argparse.Namespace) -> None:
     check_output(output, inputs, args.overwrite)  # before any forecast: a refused output costs nothing
     writer = ForecastWriter(str(output), args.overwrite)
     writer.inputs = inputs
-    datamodule = datamodule_from_checkpoint(checkpoints[0], args.ckpt_path[0], source_override(args), args.trust)
+    datamodule = datamodule_from_checkpoint(checkpoints[0], args.ckpt_path[0], args.source, args.trust)
     quiet_trainer(callbacks=[writer]).predict(ensemble, datamodule=datamodule, return_predictions=False)
 
 
@@ -58,7 +51,7 @@ def scores_table(args: argparse.Namespace) -> pd.DataFrame:
     """The test scores of every member (a row named by its checkpoint) and of the ensemble (the last row), on the
     first checkpoint's test windows (or ``--source``'s), as ``python -m project.cli test`` scores them."""
     checkpoints, ensemble = load_ensemble(args.ckpt_path, args.trust)
-    datamodule = datamodule_from_checkpoint(checkpoints[0], args.ckpt_path[0], source_override(args), args.trust)
+    datamodule = datamodule_from_checkpoint(checkpoints[0], args.ckpt_path[0], args.source, args.trust)
     trainer = quiet_trainer()
     models = {str(path): member for path, member in zip(args.ckpt_path, ensemble.members, strict=True)}
     models["ensemble"] = ensemble
@@ -68,10 +61,6 @@ def scores_table(args: argparse.Namespace) -> pd.DataFrame:
         (logged,) = trainer.test(model, datamodule=datamodule, verbose=False)
         rows.append({"model": label, **{name: logged[f"test/{name}"] for name in names}})
     return pd.DataFrame(rows)
-
-
-def source_override(args: argparse.Namespace) -> dict:
-    return {"source": args.source} if args.source else {}
 
 
 def main(argv: list[str] | None = None) -> None:

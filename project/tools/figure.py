@@ -34,9 +34,7 @@ def main(argv: list[str] | None = None) -> None:
         checkpoint, model = load_checkpoint(args.checkpoint, args.trust)
         inputs = checkpoint_inputs(args.checkpoint, checkpoint, args.source)
         check_output(args.output, inputs, args.overwrite)
-        datamodule = datamodule_from_checkpoint(
-            checkpoint, args.checkpoint, {"source": args.source} if args.source else {}, args.trust
-        )
+        datamodule = datamodule_from_checkpoint(checkpoint, args.checkpoint, args.source, args.trust)
         figure = forecast_figure(model, datamodule, "test", args.windows)
         write_atomically(args.output, lambda temporary: figure.savefig(temporary, dpi=110, format="png"))
     print(f"Wrote {args.output}")

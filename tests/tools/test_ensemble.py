@@ -12,8 +12,7 @@ import pytest
 import torch
 
 from project.tools import backtest, ensemble
-from project.tools.checkpoint_commands import datamodule_from_checkpoint, load_checkpoint
-from project.tools.ensemble import quiet_trainer
+from project.tools.checkpoint_commands import datamodule_from_checkpoint, load_checkpoint, quiet_trainer
 from project.training.metrics import unscale
 from project.training.predictions import ForecastWriter, forecast_frame
 from tests.helpers import assert_close_in_float32, digests, exit_code, one_line_error
