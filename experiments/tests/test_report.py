@@ -52,7 +52,6 @@ def test_a_score_takes_its_seeds_from_the_lines_under_its_own_table():
 
 # Figures of the README's prose that are not results: versions, a licence, a default setting, the suite's run time.
 NOT_RESULTS = {"3.10": "Python", "2.13": "PyTorch", "4.0": "CC BY-ND", "0.01": "the default weight decay"}
-NOT_RESULTS |= {"3.4": "make test", "6.2": "make test", "3.7": "make test-slow", "5.3": "make test-slow"}
 
 
 def hand_written_figures(text: str) -> set[str]:
