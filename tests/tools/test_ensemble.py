@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from project.tools import backtest, ensemble
-from project.tools.checkpoint_commands import datamodule_from_checkpoint, load_checkpoint, quiet_trainer
+from project.tools.checkpoint_commands import datamodule_from_checkpoint, load_checkpoint
 from project.training.metrics import unscale
 from project.training.predictions import ForecastWriter, forecast_frame
-from tests.helpers import assert_close_in_float32, digests, exit_code, one_line_error
+from tests.helpers import assert_close_in_float32, digests, exit_code, one_line_error, quiet_trainer
 
 SHIFTS = (0.0, 0.05, 0.1)  # added to every bias of the trained model: one member each
 
