@@ -60,6 +60,11 @@ def run_cli(
     )
 
 
+def assert_ok(result: subprocess.CompletedProcess) -> None:
+    """A fresh process of ``run_cli`` exited 0; else its output's ends, to see why."""
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
 def cli(*arguments: str) -> int:
     """``python -m project.cli …`` in this process (imports paid once); the exit code (0 when it returns)."""
     try:

@@ -29,6 +29,7 @@ from tests.helpers import (
     BASE,
     REPOSITORY,
     SMALL_MODEL,
+    assert_ok,
     cli,
     config,
     last_line,
@@ -57,10 +58,6 @@ def readme_full_command(prefix: str) -> list[str]:
         start += 1
         command = command.rstrip()[:-1] + " " + lines[start].strip()
     return shlex.split(command, comments=True)
-
-
-def assert_ok(result):
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
 def test_the_readme_fit_command_writes_a_checkpoint_the_config_and_event_files(tmp_path):

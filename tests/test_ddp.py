@@ -8,6 +8,7 @@ from tests.helpers import (
     BASE,
     SMALL_MODEL,
     assert_close_in_float32,
+    assert_ok,
     cli,
     config,
     only_run,
@@ -21,15 +22,11 @@ pytestmark = pytest.mark.xdist_group("ddp")
 DDP = ["--trainer.strategy=ddp", "--trainer.accelerator=cpu", "--trainer.devices=2"]
 
 
-def ok(result):
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-
-
 def run(layout: str, *arguments: str) -> None:
     """A CLI command that succeeds: DDP's in a fresh process, which its launcher starts again as the second rank;
     one process's in this one."""
     if layout == "ddp":
-        ok(run_cli(*arguments))
+        assert_ok(run_cli(*arguments))
     else:
         assert cli(*arguments) == 0
 
@@ -66,5 +63,5 @@ def test_two_processes_score_and_predict_exactly_what_one_process_does(tmp_path)
 def test_two_processes_train_on_a_panel(tmp_path):
     """DDP's training: its two processes, each with a data-loading worker, on a panel of series."""
     arguments = [*SMALL_MODEL, *DDP, *quick_fit_arguments(tmp_path), "--data.num_workers=1"]
-    ok(run_cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments))
+    assert_ok(run_cli("fit", "--config", BASE, "--config", config("panel.yaml"), *arguments))
     assert (only_run(tmp_path, "synthetic_panel") / "checkpoints" / "last.ckpt").is_file()
