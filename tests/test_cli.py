@@ -438,14 +438,15 @@ def test_ctrl_c_saves_the_current_step_and_says_how_to_continue(tmp_path):
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 6
 
 
-def stop_at(step: int, signal_name: str, where: str = "batch_end") -> list[str]:
-    """A callback that sends this run's process ``signal_name`` at ``where`` at optimizer step ``step`` (see
-    ``tests.test_training.Terminate``)."""
+def stop_at(step: int, signal_name: str, where: str = "batch_end", times: int = 1) -> list[str]:
+    """A callback that sends this run's process ``signal_name`` (``times`` in a row) at ``where`` at optimizer step
+    ``step`` (see ``tests.test_training.Terminate``)."""
     return [
         "--trainer.callbacks+=tests.test_training.Terminate",
         f"--trainer.callbacks.step={step}",
         f"--trainer.callbacks.signal_name={signal_name}",
         f"--trainer.callbacks.where={where}",
+        f"--trainer.callbacks.times={times}",
     ]
 
 
@@ -497,6 +498,7 @@ def assert_resumes_to(weights: dict, stop: list[str], exit_code: int, stopped_at
         ("SIGINT", "validation", 5, 130, 6),
         ("SIGTERM", "batch_end", 7, 143, 7),
         ("SIGTERM", "batch_end", 5, 143, 5),
+        ("SIGINT twice", "forward", 7, 130, 5),  # stops inside step 8: last.ckpt keeps step 5, the last one saved
     ],
     ids=[
         "ctrl-c-between-steps",
@@ -505,13 +507,17 @@ def assert_resumes_to(weights: dict, stop: list[str], exit_code: int, stopped_at
         "ctrl-c-during-validation",
         "sigterm-mid-epoch",
         "sigterm-at-the-end-of-an-epoch",
+        "ctrl-c-twice-inside-a-forward",
     ],
 )
 def test_a_fit_stopped_by_a_signal_and_resumed_from_the_cli_ends_on_the_uninterrupted_weights_bit_for_bit(
     uninterrupted_weights, signal_name, where, step, exit_code, stopped_at, tmp_path
 ):
-    """Ctrl-C inside a step lets the step finish and stops after it; SIGTERM stops after the current batch."""
-    assert_resumes_to(uninterrupted_weights, stop_at(step, signal_name, where), exit_code, stopped_at, tmp_path)
+    """Ctrl-C inside a step lets the step finish and stops after it; SIGTERM stops after the current batch; a second
+    Ctrl-C stops inside the step and saves nothing, so that last.ckpt keeps the last whole step."""
+    signal_name, _, twice = signal_name.partition(" ")
+    stop = stop_at(step, signal_name, where, times=2 if twice else 1)
+    assert_resumes_to(uninterrupted_weights, stop, exit_code, stopped_at, tmp_path)
 
 
 @pytest.mark.slow

@@ -48,17 +48,18 @@ def test_accumulating_four_batches_of_8_equals_one_batch_of_32():
 
 
 class Terminate(L.Callback):
-    """Sends this process ``signal_name`` once, as a scheduler pre-empting the job would (SIGTERM) or Ctrl-C in the
-    terminal (SIGINT), at ``where`` in the run, at optimizer step ``step``: ``batch_end`` right after the step,
-    ``forward`` or ``backward`` inside the next batch's, ``micro_batch`` between the first two micro-batches of the
-    next step (with ``accumulate_grad_batches`` > 1), ``validation`` inside the validation that follows the step."""
+    """Sends this process ``signal_name`` once (or ``times`` in a row: Ctrl-C pressed twice), as a scheduler pre-empting
+    the job would (SIGTERM) or Ctrl-C in the terminal (SIGINT), at ``where`` in the run, at optimizer step ``step``:
+    ``batch_end`` right after the step, ``forward`` or ``backward`` inside the next batch's, ``micro_batch`` between
+    the first two micro-batches of the next step (with ``accumulate_grad_batches`` > 1), ``validation`` inside the
+    validation that follows the step."""
 
-    def __init__(self, step: int, signal_name: str = "SIGTERM", where: str = "batch_end") -> None:
-        self.step, self.signal, self.where, self.sent = step, getattr(signal, signal_name), where, False
+    def __init__(self, step: int, signal_name: str = "SIGTERM", where: str = "batch_end", times: int = 1) -> None:
+        self.step, self.signal, self.where, self.times, self.sent = step, getattr(signal, signal_name), where, times, 0
 
     def _send(self, *args) -> None:
-        if not self.sent:
-            self.sent = True
+        while self.sent < self.times:
+            self.sent += 1
             os.kill(os.getpid(), self.signal)
 
     def _here(self, trainer, where: str) -> bool:

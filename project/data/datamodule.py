@@ -181,7 +181,7 @@ class WindowDataModule(L.LightningDataModule):
         dataset = self.split("train")
         if self.shuffle_seed is None:
             self.shuffle_seed = int(torch.initial_seed() % 2**31)
-        sampler = TrainingOrder(dataset, self.shuffle_seed, *self._process())
+        sampler = TrainingOrder(dataset, self.shuffle_seed, *self._process(), current_epoch=self._current_epoch)
         loader = ResumableLoader(dataset, sampler=sampler, batches_done=self._batches_done, **self._loader_settings())
         if self._resume_position is not None:
             # Lightning hands a loader its saved position only when it builds the loader after restoring the
@@ -358,6 +358,9 @@ class WindowDataModule(L.LightningDataModule):
 
     def _process(self) -> tuple[int, int]:
         return (0, 1) if self.trainer is None else (self.trainer.global_rank, self.trainer.world_size)
+
+    def _current_epoch(self) -> int:
+        return 0 if self.trainer is None else self.trainer.current_epoch
 
     def _batches_done(self) -> int:
         return 0 if self.trainer is None else self.trainer.fit_loop.epoch_loop.batch_progress.current.processed

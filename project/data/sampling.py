@@ -14,13 +14,27 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 class TrainingOrder(DistributedSampler):
     """A permutation of the dataset drawn from ``seed + epoch`` only; process ``rank`` takes every ``world_size``-th
-    index, the list padded with its own start so that every process has as many batches (as DDP needs)."""
+    index, the list padded with its own start so that every process has as many batches (as DDP needs).
 
-    def __init__(self, dataset: Dataset, seed: int, rank: int = 0, world_size: int = 1) -> None:
+    ``current_epoch`` (the Trainer's epochs completed) decides the epoch when given, not ``set_epoch``: Lightning sets
+    a sampler's epoch from its epochs *processed*, which it counts twice for an epoch whose end a resumed run restarts
+    (a checkpoint saved at an epoch's end), and the order of every later epoch would be another run's."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+        current_epoch: Callable[[], int] | None = None,
+    ) -> None:
         super().__init__(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed, drop_last=False)
         self.resume_at: tuple[int, int] | None = None  # when resuming: (epoch, its indices already trained on)
+        self.current_epoch = current_epoch
 
     def __iter__(self) -> Iterator[int]:
+        if self.current_epoch is not None:
+            self.epoch = self.current_epoch()
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
         dtype = torch.int32 if self.total_size < 2**31 else torch.int64
         # A tensor, not a list: a Python int per window costs 36 bytes, 250 MB for 7 million windows.

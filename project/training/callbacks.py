@@ -34,15 +34,22 @@ def exit_after_signal(stopped: BaseException, signal_name: str, code: int) -> No
     raise SystemExit(code) from None
 
 
-def _resume(trainer: L.Trainer, latest_checkpoint: str) -> str:
-    """Where the current step is and the command line option that continues from it: ``--ckpt_path last`` where it
-    finds this checkpoint (the newest run of a logger with versioned run folders), else the checkpoint's path."""
+def _resume(trainer: L.Trainer, latest_checkpoint: str, step: int | None = None) -> str:
+    """Where the current step is (or, ``step``, the last whole one, when the run stopped inside a step) and the command
+    line option that continues from it: ``--ckpt_path last`` where it finds this checkpoint (the newest run of a logger
+    with versioned run folders), else the checkpoint's path."""
     logger, last = trainer.logger, None
     if len(trainer.loggers) == 1 and "version" in inspect.signature(type(logger)).parameters and logger.save_dir:
         last = find_last_checkpoint(Path(logger.save_dir) / logger.name)
     found = last is not None and last.resolve() == Path(latest_checkpoint).resolve()
     option = "last" if found else shlex.quote(latest_checkpoint)
-    return f"{latest_checkpoint} holds the current step; continue with --ckpt_path {option}"
+    holds = "the current step" if step is None else f"step {step}, the last whole one"
+    return f"{latest_checkpoint} holds {holds}; continue with --ckpt_path {option}"
+
+
+class StoppedBetweenSteps(KeyboardInterrupt):
+    """Ctrl-C, raised by ``CtrlCBetweenSteps`` where the state is whole: after an optimizer step, or when training
+    ends. Any other ``KeyboardInterrupt`` (a second Ctrl-C) stopped the run inside a step."""
 
 
 class ForecastCheckpoint(ModelCheckpoint):
@@ -99,10 +106,18 @@ class ForecastCheckpoint(ModelCheckpoint):
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         super().on_exception(trainer, pl_module, exception)
-        if isinstance(exception, (SIGTERMException, KeyboardInterrupt)):  # SIGTERM, or Ctrl-C
+        if not isinstance(exception, (SIGTERMException, KeyboardInterrupt)) or trainer.state.fn != "fit":
+            return
+        if isinstance(exception, (SIGTERMException, StoppedBetweenSteps)):  # the state is whole: saved
             self._save_latest(trainer)
-            if self.keep_latest and self.last_model_path and trainer.state.fn == "fit":  # for the one-line message
+            if self.keep_latest and self.last_model_path:  # for the one-line message
                 exception.resume = _resume(trainer, self.last_model_path)
+        else:  # stopped inside a step (a second Ctrl-C): a state a resumed run could not continue exactly, not saved
+            saved = f"; {_resume(trainer, *self._latest_saved_path())}" if self._latest_saved else ""
+            exception.resume = f"the step it stopped inside is not saved{saved or '; this run saved no step before it'}"
+
+    def _latest_saved_path(self) -> tuple[str, int]:
+        return str(Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}"), self._latest_saved[0]
 
     def _save_latest(self, trainer: L.Trainer) -> None:
         fitting = trainer.state.fn == "fit" and not (trainer.fast_dev_run or trainer.sanity_checking)
@@ -147,8 +162,9 @@ class CtrlCBetweenSteps(L.Callback):
 
     Pressed inside a training step (its forward or backward, between the micro-batches of an accumulated step, while
     the next batch is read), the run finishes that step and stops after it; pressed during validation, after the next
-    step, or at the end of training. A second Ctrl-C stops at once wherever the run is. Only the main thread can take
-    signals, and only a run whose Ctrl-C is Python's own (not ignored, not handled by the caller) is changed.
+    step, or at the end of training. A second Ctrl-C stops at once wherever the run is and saves nothing: ``last.ckpt``
+    keeps the last whole step (``ForecastCheckpoint``), which a resumed run continues exactly. Only the main thread can
+    take signals, and only a run whose Ctrl-C is Python's own (not ignored, not handled by the caller) is changed.
     """
 
     def __init__(self) -> None:
@@ -172,13 +188,13 @@ class CtrlCBetweenSteps(L.Callback):
     def on_train_batch_end(self, trainer: L.Trainer, *args) -> None:
         # The optimizer stepped in this batch (the last micro-batch of an accumulated step): the state is whole.
         if self._requested and trainer.global_step > self._step_at_batch_start:
-            raise KeyboardInterrupt
+            raise StoppedBetweenSteps
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         requested = self._requested
         self.teardown(trainer, pl_module, "fit")
         if requested:  # pressed during the last step or the last validation: the run ends here, not in a test
-            raise KeyboardInterrupt
+            raise StoppedBetweenSteps
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self._previous_handler is not None:
