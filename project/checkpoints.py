@@ -17,6 +17,8 @@ import lightning as L
 import torch
 from jsonargparse import ArgumentError, ArgumentParser, Namespace
 from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters_context
+from lightning.pytorch.plugins import TorchCheckpointIO
+from packaging.version import InvalidVersion, Version
 
 from project.errors import InputError, reported_cause
 from project.files import bounded_yaml, check_name_lengths, check_settings_bounds
@@ -34,6 +36,8 @@ OPTIMIZATION = ("optimizer", "lr_scheduler")
 def read_checkpoint(path: str | Path) -> dict:
     """The checkpoint at ``path``, read once (``weights_only=True``: reading runs no code) and checked before anything
     is built from it: a checkpoint of this template, its settings within the bounds of a config, its weights finite."""
+    if "://" in str(path):  # torch.hub would fetch it, Lightning would unpickle it
+        raise InputError(f"{path}: a checkpoint is read from a file on this machine, never from a URL")
     path = check_name_lengths(path)
     if not path.is_file():
         raise InputError(f"{path}: checkpoint not found")
@@ -58,8 +62,35 @@ def read_checkpoint(path: str | Path) -> dict:
         if not isinstance(checkpoint.get(key, {}), dict):
             raise InputError(f"{path}: its {key} are {type(checkpoint[key]).__name__}, not a mapping of settings")
         check_settings_bounds(checkpoint.get(key, {}), f"{path}: its {key}")
+    check_tensor_storage(checkpoint, f"{path}: ")
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
     return checkpoint
+
+
+class CheckpointReader(TorchCheckpointIO):
+    """How the Trainer reads a checkpoint (Lightning's ``CheckpointIO`` plugin, which the CLI gives it): a file on this
+    machine through ``read_checkpoint``, never a URL, written by Lightning 2 (whose loader would otherwise migrate an
+    older layout); a checkpoint the CLI has read already is handed over (``read_once``), not read again. What the run
+    then takes from it: ``project.training.resume``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._read: dict[Path, dict] = {}
+
+    def read_once(self, path: str | Path, checkpoint: dict) -> None:
+        self._read[Path(path).resolve()] = checkpoint
+
+    def load_checkpoint(self, path: str | Path, map_location: object = None, weights_only: bool | None = None) -> dict:
+        checkpoint = self._read.pop(Path(path).resolve(), None) if "://" not in str(path) else None
+        checkpoint = checkpoint or read_checkpoint(path)
+        version = checkpoint.get("pytorch-lightning_version")
+        try:
+            written_by_lightning_2 = Version(version) >= Version("2.0")
+        except (TypeError, InvalidVersion):
+            written_by_lightning_2 = False
+        if not written_by_lightning_2:
+            raise InputError(f"{path}: written by Lightning {version!r:.40}; this template resumes Lightning 2's")
+        return checkpoint
 
 
 def checkpoint_config(checkpoint: dict, section: str, default_class: str) -> dict:
@@ -121,17 +152,26 @@ def built_from_checkpoint(
     parsed = parsed_checkpoint(parser, {section: config}, path, trusted, how_to_trust)
     # Recorded again as given, as LightningCLI records a config's settings (never the objects built from them).
     recorded = {"_class_path": config["class_path"], **config["init_args"]}
-    with import_policy_kept(), _given_hyperparameters_context(recorded, "lightning.pytorch.cli.instantiate_module"):
-        allow_only(trusted)
-        try:
-            built = parser.instantiate(parsed)[section]
-        except (InputError, TypeError, ValueError) as error:  # a class refused a recorded setting
-            raise InputError(refusal(path, {section: config}, error, how_to_trust or PYTHON_TRUST)) from None
+
+    def build() -> object:
+        with import_policy_kept(), _given_hyperparameters_context(recorded, "lightning.pytorch.cli.instantiate_module"):
+            allow_only(trusted)
+            try:
+                return parser.instantiate(parsed)[section]
+            except (InputError, TypeError, ValueError) as error:  # a class refused a recorded setting
+                raise InputError(refusal(path, {section: config}, error, how_to_trust or PYTHON_TRUST)) from None
+
+    if section == "model":  # its settings checked against its weights on the meta device, before any memory is taken
+        with torch.device("meta"):
+            check_weights_fit(path, checkpoint, build())
+    built = build()
     if section == "model" and weights:
-        check_weights_fit(path, checkpoint, built)
         built.load_state_dict(checkpoint["state_dict"])  # found finite by read_checkpoint
     elif section == "data" and (state := checkpoint.get(type(built).__qualname__)):
-        built.load_state_dict(state)
+        try:
+            built.load_state_dict(state)
+        except InputError as error:
+            raise InputError(f"{path}: {error}") from None
     return built
 
 
@@ -187,6 +227,24 @@ def checkpoint_inputs(path: str | Path | None, checkpoint: dict | None, *sources
     if checkpoint is None:
         return list(sources)
     return [path, checkpoint.get("datamodule_hyper_parameters", {}).get("source"), *sources]
+
+
+def check_tensor_storage(value: object, where: str = "") -> None:
+    """Refuse a tensor anywhere in a checkpoint whose shape spans more bytes than its stored data: a view that repeats a
+    few stored values (a zero stride) would be expanded to its whole shape by the first operation on it."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, torch.Tensor):
+            if item.numel() * item.element_size() > item.untyped_storage().nbytes():
+                raise InputError(
+                    f"{where}a tensor of shape {tuple(item.shape)} is stored in {item.untyped_storage().nbytes()} "
+                    "bytes (a view that repeats its values); a checkpoint stores each tensor whole"
+                )
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
 
 
 def check_finite_weights(state: dict, where: str = "") -> None:

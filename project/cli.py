@@ -7,13 +7,17 @@ callbacks, a checkpoint's settings as the parser's defaults, ``patch_length: aut
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 
+import torch
+from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project import checkpoints, imports, run_folders
+from project.checkpoints import CheckpointReader
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.model import resolved_patch_length
@@ -54,7 +58,8 @@ LEFT_OUT_OF_THE_DEFAULTS = {
         *(f"network.init_args.{name}" for name in LINKED_INTO_NETWORK),
         *(f"network.init_args.baseline_path.init_args.{name}" for name in ("context_length", "horizon")),
     ),
-    "data": (),
+    # This machine's resources and where it caches are this run's choice, never a file's.
+    "data": ("num_workers", "cache_dir"),
 }
 CLI_TRUST = "pass --{setting}={path}"  # how a user of the CLI trusts an import path
 CALLBACKS = {  # the default callbacks, by the config section that sets each
@@ -82,8 +87,9 @@ CALLBACK_DEFAULTS = {
 class ForecastCLI(LightningCLI):
     """LightningCLI for ``Forecaster`` and ``WindowDataModule``."""
 
-    checkpoint: dict | None = None  # the one --ckpt_path names, read once parsed
+    checkpoint: dict | None = None  # the one --ckpt_path (or fit's --weights) names, read once parsed
     inputs: tuple | list = ()  # the files the run reads, never replaced by its outputs
+    reader: CheckpointReader  # how the Trainer reads a checkpoint: the one the CLI read is handed over
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         # Default classes: configs set `model.instance_norm` without a class_path, and `predict --ckpt_path X`
@@ -105,6 +111,13 @@ class ForecastCLI(LightningCLI):
             parser.add_lightning_class_args(callback, section)
         parser.set_defaults(CALLBACK_DEFAULTS)
         parser.add_argument("--test_after_fit", type=bool, default=True, help="fit: then test the best checkpoint")
+        parser.add_argument(
+            "--weights",
+            type=str | None,
+            default=None,
+            help="fit: start from this checkpoint's weights and settings with a fresh optimizer, schedule, loops and "
+            "callbacks (a checkpoint from elsewhere); --ckpt_path resumes your own run's whole state",
+        )
         parser.add_argument("--overwrite", type=bool, default=False, help="replace an existing --predictions.output")
         parser.link_arguments("overwrite", "predictions.overwrite")
 
@@ -120,12 +133,17 @@ class ForecastCLI(LightningCLI):
         subcommand = self.config.get("subcommand")
         if subcommand is None:
             return
+        self.reader = CheckpointReader()
         run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
-        ckpt_path = self.config[subcommand].get("ckpt_path")
+        ckpt_path = self.config[subcommand].get("ckpt_path") or self._weights(subcommand)
         if ckpt_path:
             self.checkpoint = checkpoints.read_checkpoint(ckpt_path)
             named = imports.named_imports(self.config[subcommand])  # the user's classes and callables
             config = self._checkpoint_config(subcommand)
+            recorded = {"_class_path": config["model"]["class_path"], **config["model"]["init_args"]}
+            with torch.device("meta"):  # its settings against its weights, before any memory is taken
+                settings = {**self.checkpoint, "hyper_parameters": recorded}
+                checkpoints.built_from_checkpoint(Forecaster, settings, ckpt_path, named, {}, CLI_TRUST, False)
             parsed = checkpoints.parsed_checkpoint(self._parser(subcommand), config, ckpt_path, named, CLI_TRUST)
             defaults = {section: parsed[section].as_dict() for section in config}
             for section, left_out in LEFT_OUT_OF_THE_DEFAULTS.items():
@@ -133,9 +151,19 @@ class ForecastCLI(LightningCLI):
             self._parser(subcommand).set_defaults(defaults)
             super().parse_arguments(parser, args)
             run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
+            if not self._weights(subcommand):  # Lightning restores from the checkpoint read here, not from the file
+                self.reader.read_once(ckpt_path, self.checkpoint)
         config = self.config[subcommand]
         run_folders.check_writable_folders(config)
         self.inputs = checkpoints.checkpoint_inputs(ckpt_path, self.checkpoint, *run_folders.input_files(self.config))
+
+    def _weights(self, subcommand: str) -> str | None:
+        """fit's ``--weights``, refused beside ``--ckpt_path`` and outside fit (whose ``--ckpt_path`` takes weights)."""
+        config = self.config[subcommand]
+        if config.get("weights") and (subcommand != "fit" or config.get("ckpt_path")):
+            why = "give one" if subcommand == "fit" else f"{subcommand} reads a checkpoint's weights with --ckpt_path"
+            raise InputError(f"--weights starts a fit from a checkpoint's weights, --ckpt_path resumes a run: {why}")
+        return config.get("weights")
 
     def _checkpoint_config(self, subcommand: str) -> dict:
         """The checkpoint's model and data sections as a config. Only ``fit`` resumes training: the other commands
@@ -145,11 +173,10 @@ class ForecastCLI(LightningCLI):
             name: checkpoints.checkpoint_config(self.checkpoint, name, DEFAULT_CLASSES[name]["class_path"])
             for name in ("model", "data")
         }
-        if subcommand != "fit":
+        if subcommand != "fit" or self._weights(subcommand):  # a fresh optimizer and schedule, as this run's config has
             checkpoints.without(config["model"]["init_args"], checkpoints.OPTIMIZATION)
         if self.config[subcommand].data.init_args.get("source") is not None:
             checkpoints.without(config["data"]["init_args"], ["synthetic"])
-        checkpoints.without(config["data"]["init_args"], ["cache_dir"])
         return config
 
     def _parse_ckpt_path(self) -> None:  # the checkpoint's settings are the parser's defaults already
@@ -174,9 +201,11 @@ class ForecastCLI(LightningCLI):
 
     def after_instantiate_classes(self) -> None:  # before any subcommand loads weights
         if self.checkpoint is not None:
-            ckpt_path = self.config[self.subcommand].ckpt_path
+            ckpt_path = self.config[self.subcommand].ckpt_path or self._weights(self.subcommand)
             checkpoints.check_checkpoint_fits(ckpt_path, self.checkpoint, self.model, self.datamodule)
             checkpoints.check_weights_fit(ckpt_path, self.checkpoint, self.model)
+            if self._weights(self.subcommand):  # the weights alone: data, optimizer, loops and callbacks start fresh
+                self.model.load_state_dict(self.checkpoint["state_dict"])
 
     def _run_subcommand(self, subcommand: str) -> None:
         """The subcommand; with a checkpoint, a model or data setting refused while it runs (the optimizer, built when
@@ -201,7 +230,16 @@ class ForecastCLI(LightningCLI):
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         callbacks = [self._get(self.config_init, key) for key in self._parser(self.subcommand).callback_keys]
         callbacks = run_folders.callbacks_in_use(trainer_config, callbacks)
-        return self._instantiate_trainer(trainer_config, callbacks)
+        plugins = trainer_config.get("plugins") or []
+        trainer_config["plugins"] = [*(plugins if isinstance(plugins, list) else [plugins]), self.reader]
+        trainer = self._instantiate_trainer(trainer_config, callbacks)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        if isinstance(trainer.accelerator, CPUAccelerator) and trainer.num_devices > cores:
+            raise InputError(
+                f"trainer.devices={trainer.num_devices} on the CPU starts that many processes; this machine gives this "
+                f"run {cores} cores, at most one process each"
+            )
+        return trainer
 
     def before_predict(self) -> None:  # the run's inputs are never replaced by its output
         for writer in (c for c in self.trainer.callbacks if isinstance(c, ForecastWriter)):

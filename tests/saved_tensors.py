@@ -7,6 +7,8 @@ from collections.abc import Iterable
 
 import torch
 from torch import Tensor
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 
 class SavedTensorsMeter:
@@ -39,3 +41,19 @@ class SavedTensorsMeter:
 
     def __exit__(self, *exc_info: object) -> None:
         self._hooks.__exit__(*exc_info)
+
+
+class LargestStorage(TorchDispatchMode):
+    """The largest storage any operation inside the ``with`` block created on a real device (a meta tensor takes no
+    memory): what loading a checkpoint allocated at most, asserted without reading the allocator."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        output = func(*args, **(kwargs or {}))
+        for tensor in pytree.tree_leaves(output):
+            if isinstance(tensor, Tensor) and tensor.device.type != "meta":
+                self.bytes = max(self.bytes, tensor.untyped_storage().nbytes())
+        return output

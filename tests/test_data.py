@@ -114,7 +114,8 @@ def test_restoring_a_checkpoint_trained_on_other_columns_fails():
     trained = row_numbers(frame_of_row_numbers())
     trained.setup("fit")
     renamed = row_numbers(frame_of_row_numbers().rename(columns={"c1": "other"}))
-    with pytest.raises(InputError, match=r"trained with targets \['c0', 'c1'\]; the data has \['c0', 'other'\]"):
+    trained_with = r"data state's targets are \['c0', 'c1'\]; the DataFrame has \['c0', 'other'\]"
+    with pytest.raises(InputError, match=trained_with):
         renamed.load_state_dict(trained.state_dict())
 
 

@@ -125,6 +125,7 @@ def test_one_function_parses_a_checkpoints_settings_and_one_builds_from_them():
     assert functions_calling("parse_object") == {"checkpoints.py:parsed_checkpoint", "datamodule.py:from_config"}
     assert functions_calling("parsed_checkpoint") == {"checkpoints.py:built_from_checkpoint", "cli.py:parse_arguments"}
     builders = {"module.py:load_from_checkpoint", "datamodule.py:load_from_checkpoint"}
+    builders |= {"cli.py:parse_arguments"}  # its model on the meta device: its settings against its weights
     if (PACKAGE / "tools").is_dir():
         builders |= {"checkpoint_commands.py:load_checkpoint", "checkpoint_commands.py:datamodule_from_checkpoint"}
         builders |= {"backtest.py:refit"}  # the checkpoint's model untrained, refitted at each origin

@@ -30,6 +30,19 @@ from project.option_errors import one_line
 SplitName = Literal["train", "val", "test"]
 
 
+def _is_frequency(value: object) -> bool:
+    try:
+        return isinstance(value, str) and pd.tseries.frequencies.to_offset(value) is not None
+    except ValueError:
+        return False
+
+
+def _mapping(value: object, name: str) -> dict:
+    if not isinstance(value, dict):
+        raise InputError(f"{name} must be a mapping; got {type(value).__name__}")
+    return value
+
+
 class WindowDataModule(L.LightningDataModule):
     """Reads, checks, splits and scales one or many time series and serves forecasting windows.
 
@@ -244,19 +257,44 @@ class WindowDataModule(L.LightningDataModule):
         }
 
     def load_state_dict(self, state_dict: dict) -> None:
+        """A checkpoint's state of the data: its columns must be this data's, and what it records is checked before it
+        is used (scaling statistics, vocabularies, frequency, the training order's seed and position); a bad value is
+        one line naming the checkpoint, when a Trainer restores it, and the entry."""
+        where = f"{self.trainer.ckpt_path}: " if self.trainer is not None and self.trainer.ckpt_path else ""
+        try:
+            self._load_state(state_dict)
+        except InputError as error:
+            raise InputError(f"{where}its data state's {error}") from None
+
+    def _load_state(self, state: dict) -> None:
         for role, columns in self._column_roles().items():
-            if state_dict[role] != columns:
-                raise InputError(
-                    f"{self.source_name}: the checkpoint was trained with {role} {state_dict[role]}; the data has "
-                    f"{columns}"
-                )
-        self._use_vocabularies(state_dict["categories"])
-        if self.panel.frequency is None and state_dict["frequency"]:
-            self.panel.frequency = state_dict["frequency"]  # too few rows here to infer it: trust the training data
-        self.shuffle_seed = state_dict["shuffle_seed"]  # a resumed run keeps its training order
+            if state.get(role) != columns:
+                raise InputError(f"{role} are {state.get(role)!r:.200}; {self.source_name} has {columns}")
+        categories = state.get("categories")
+        if not (
+            isinstance(categories, list)
+            and len(categories) == len(self.panel.categories)
+            and all(isinstance(labels, list) and all(isinstance(x, str) for x in labels) for labels in categories)
+        ):
+            raise InputError(f"categories must list the labels of each of {len(self.panel.categories)} columns")
+        frequency, seed, position = state.get("frequency"), state.get("shuffle_seed"), state.get("training_position")
+        if frequency is not None and not _is_frequency(frequency):
+            raise InputError(f"frequency {frequency!r:.40} is not a pandas frequency")
+        if seed is not None and not (isinstance(seed, int) and 0 <= seed < 2**32):
+            raise InputError(f"shuffle_seed must be an integer in 0..2**32-1; got {seed!r:.40}")
+        if position is not None and not (
+            isinstance(position, dict)
+            and all(isinstance(position.get(k), int) and 0 <= position[k] < 2**31 for k in ("epoch", "batches_done"))
+        ):
+            raise InputError(f"training_position must be an epoch and the batches done in it; got {position!r:.80}")
+        scaler = Scaler.from_state(_mapping(state.get("scaler"), "scaler"), self.panel, self.split_rows[:, 0])
+        self._use_vocabularies(categories)
+        if self.panel.frequency is None and frequency:
+            self.panel.frequency = frequency  # too few rows here to infer it: trust the training data
+        self.shuffle_seed = seed  # a resumed run keeps its training order
         if self.trainer is not None:  # a Trainer resuming the fit, not a tool reading the data's settings
-            self._resume_position = state_dict.get("training_position")
-        self.scaler = Scaler.from_state(state_dict["scaler"], self.panel, self.split_rows[:, 0])
+            self._resume_position = position
+        self.scaler = scaler
         self._datasets.clear()
 
     def split(self, name: SplitName, stride: int | None = None) -> PanelWindows:

@@ -11,6 +11,7 @@ from typing import Literal
 import numpy as np
 
 from project.data.panel import Panel
+from project.errors import InputError
 
 Scaling = Literal["per_series", "global", "mean_abs", "none"]
 PER_SERIES: tuple[Scaling, ...] = ("per_series", "mean_abs")  # modes whose statistics are kept per series id
@@ -76,14 +77,23 @@ class Scaler:
     @classmethod
     def from_state(cls, state: dict, panel: Panel, train_rows: np.ndarray) -> Scaler:
         """The checkpoint's statistics for ``panel``'s series, matched by id; an unseen series is scaled by its own
-        training rows, with a warning."""
-        loc, scale = np.asarray(state["loc"], dtype=np.float64), np.asarray(state["scale"], dtype=np.float64)
-        static = (np.asarray(state["static_loc"]), np.asarray(state["static_scale"]))
-        if state["mode"] not in PER_SERIES:
-            return cls(state["mode"], np.tile(loc, (panel.n_series, 1)), np.tile(scale, (panel.n_series, 1)), *static)
-        row_of = {key: row for row, key in enumerate(state["series"])}
+        training rows, with a warning. Statistics that cannot scale the panel are refused in one line: not finite, a
+        scale not positive, or not one row (a mode every series shares) or one per recorded series, of one value per
+        scaled column."""
+        mode = state.get("mode")
+        if mode not in ("per_series", "global", "mean_abs", "none"):
+            raise InputError(f"scaler.mode must be per_series, global, mean_abs or none; got {mode!r:.40}")
+        series = state.get("series") if mode in PER_SERIES else [""]
+        if not (isinstance(series, list) and series and all(isinstance(key, str) for key in series)):
+            raise InputError("scaler.series must list the series ids the statistics belong to")
+        rows, columns, statics = len(series), panel.roles.scaled_columns, panel.static_real.shape[1]
+        loc, scale = _statistics(state, "loc", (rows, columns)), _statistics(state, "scale", (rows, columns), True)
+        static = (_statistics(state, "static_loc", (statics,)), _statistics(state, "static_scale", (statics,), True))
+        if mode not in PER_SERIES:
+            return cls(mode, np.tile(loc, (panel.n_series, 1)), np.tile(scale, (panel.n_series, 1)), *static)
+        row_of = {key: row for row, key in enumerate(series)}
         rows = np.array([row_of.get(series_key(panel, s), -1) for s in range(panel.n_series)])
-        own = cls.fit(panel, train_rows, state["mode"])
+        own = cls.fit(panel, train_rows, mode)
         unseen = rows < 0
         if unseen.any():
             warnings.warn(
@@ -93,7 +103,23 @@ class Scaler:
             )
         loc = np.where(unseen[:, None], own.loc, loc[np.maximum(rows, 0)])
         scale = np.where(unseen[:, None], own.scale, scale[np.maximum(rows, 0)])
-        return cls(state["mode"], loc, scale, *static)
+        return cls(mode, loc, scale, *static)
+
+
+def _statistics(state: dict, name: str, shape: tuple[int, ...], positive: bool = False) -> np.ndarray:
+    """The recorded statistics ``name`` as an array of ``shape``: finite numbers (positive ones for a scale)."""
+    try:
+        values = np.asarray(state.get(name), dtype=np.float64)
+    except (TypeError, ValueError):
+        values = np.full(0, np.nan)
+    kind = "finite numbers > 0" if positive else "finite numbers"
+    if values.shape != shape:
+        raise InputError(f"scaler.{name} must be {kind} of shape {shape} (series, columns); got shape {values.shape}")
+    bad = ~np.isfinite(values) | ((values <= 0) if positive else False)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise InputError(f"scaler.{name} must be {kind}; got {values[where]} at {where}")
+    return values
 
 
 def series_key(panel: Panel, series: int) -> str:

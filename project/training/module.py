@@ -18,7 +18,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
-from project.checkpoints import built_from_checkpoint, check_finite_weights, read_checkpoint
+from project.checkpoints import built_from_checkpoint, read_checkpoint
 from project.domains import AtLeastTwo, OpenUnitInterval, PositiveInt, UnitLevels, check_arguments
 from project.errors import InputError, TrainingDiverged
 from project.imports import default_of
@@ -27,6 +27,7 @@ from project.model.distributions import DEFAULT_QUANTILES, Distribution, check_d
 from project.model.network import ForecastNetwork, component_spec, network_spec
 from project.training.metrics import forecast_scores, score_names, unscale
 from project.training.regimes import REGIMES, FreeRunning, Regime
+from project.training.resume import optimizer_state, replay_schedule, restorable
 from project.training.schedules import WarmupCosine
 
 DEFAULT_REGIME = FreeRunning()  # free-running detach: immutable, so one instance serves every model
@@ -151,7 +152,8 @@ class Forecaster(L.LightningModule):
         # is read with weights_only); as LightningCLI gives them, or from the objects built in Python.
         self.save_hyperparameters(ignore=["network", "regime"])
         recorded = {"network": network_spec(network), "regime": component_spec(regime)}
-        recorded |= {name: callable_spec(self.hparams[name]) for name in ("optimizer", "lr_scheduler")}
+        given = {"optimizer": optimizer, "lr_scheduler": lr_scheduler}  # as recorded, where the record has them
+        recorded |= {name: callable_spec(self.hparams.get(name, value)) for name, value in given.items()}
         self.save_hyperparameters({**self.hparams, **recorded})  # logged with the others
         check_arguments(Forecaster, self.hparams)
         self.max_horizon = longest_forecast(horizon, max_horizon)
@@ -160,6 +162,7 @@ class Forecaster(L.LightningModule):
         self.regime = regime
         self.optimizer, self.lr_scheduler = optimizer, lr_scheduler
         self.run_steps: float | None = None  # the run's optimizer steps, once fit starts (on_fit_start)
+        self._saved_schedules: list | None = None  # a resumed fit's, until training starts (on_train_start)
         self.network: ForecastNetwork = network
         scores = ["loss", "loss_teacher_forced", *score_names(self.has_distribution)]
         # Every score as a sum and a count synchronised across processes: exact under DDP, unlike sync_dist's mean of
@@ -318,10 +321,12 @@ class Forecaster(L.LightningModule):
         self.regime.check_run_length(self.run_steps)
 
     def on_train_start(self) -> None:
-        # The optimizer's state as a resumed run restored it (the rates setup checked may be a checkpoint's now).
-        refused = next(filter(None, map(_refused_learning_rate, self.trainer.optimizers)), None)
-        if refused:
-            raise InputError(f"{self.trainer.ckpt_path or 'the optimizer'}: the optimizer state's {refused}")
+        if self._saved_schedules is not None:  # a resumed fit: each schedule at the restored step, as the config has it
+            steps = int(min(self.global_step, self.run_steps))
+            for index, config in enumerate(self.trainer.lr_scheduler_configs):
+                saved = self._saved_schedules[index] if index < len(self._saved_schedules) else None
+                replay_schedule(config.scheduler, saved, steps, self.trainer.ckpt_path)
+            self._saved_schedules = None
         # Runs with different devices or accumulation are comparable by the batch the optimizer sees. Logged
         # with every other hyperparameter again, because TensorBoard's HPARAMS tab keeps only the last set.
         datamodule = self.trainer.datamodule
@@ -379,8 +384,14 @@ class Forecaster(L.LightningModule):
                 f"then{self._last_good_checkpoint()}; lower the learning rate"
             )
 
-    def on_load_checkpoint(self, checkpoint: dict) -> None:  # what Lightning's loops resume from
-        check_finite_weights(checkpoint.get("state_dict", {}))
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Before Lightning restores anything from ``checkpoint``: only what ``project.training.resume`` names, checked;
+        the schedules' saved states are kept for ``on_train_start``."""
+        restored, self._saved_schedules = restorable(checkpoint, self.trainer, self.trainer.datamodule)
+        if self.trainer.state.fn != "fit":
+            self._saved_schedules = None
+        checkpoint.clear()
+        checkpoint.update(restored)
 
     def _last_good_checkpoint(self) -> str:
         callback = self._trainer.checkpoint_callback if self._trainer is not None else None
@@ -407,6 +418,10 @@ class Forecaster(L.LightningModule):
 
     def configure_optimizers(self):
         optimizer, scheduler = self._optimization()
+        # A resumed fit loads each parameter's saved state under this run's hyperparameters (the config's), checked.
+        optimizer.register_load_state_dict_pre_hook(
+            lambda optimizer, saved: optimizer_state(optimizer, saved, self.trainer.ckpt_path)
+        )
         if isinstance(scheduler, WarmupCosine):  # it decays to zero at the run's last optimizer step
             scheduler.set_run_steps(self._estimated_steps())
         if scheduler is None:

@@ -1,0 +1,297 @@
+"""What a resumed fit takes from a checkpoint (``project.training.resume``): the state it names, checked, and nothing
+else; the settings that decide training come from the run's config, never from the file."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from project.errors import InputError
+from project.training.module import Forecaster
+from tests.helpers import BASE, cli, last_line, one_line_error
+from tests.saved_tensors import LargestStorage
+
+FIT_CALLBACKS = ("ForecastCheckpoint", "EarlyStopping", "RandomState")
+
+
+def tampered(source: Path, folder: Path, change: Callable[[dict], object], name: str = "tampered") -> Path:
+    """A copy of the checkpoint at ``source`` in ``folder``, changed by ``change``."""
+    checkpoint = torch.load(source, weights_only=False)
+    change(checkpoint)
+    path = folder / f"{name}.ckpt"
+    torch.save(checkpoint, path)
+    return path
+
+
+def callback_state(checkpoint: dict, name: str) -> dict:
+    return next(state for key, state in checkpoint["callbacks"].items() if key.startswith(name))
+
+
+def resume(checkpoint: Path, folder: Path, *options: str) -> int:
+    """``fit --ckpt_path checkpoint`` for two more steps with a validation after each (the trained run stopped at step
+    4), its checkpoints in ``folder``/checkpoints and no log: the exit code."""
+    return cli(
+        "fit",
+        "--config",
+        BASE,
+        f"--ckpt_path={checkpoint}",
+        "--trainer.max_steps=6",
+        "--trainer.limit_train_batches=4",
+        "--trainer.limit_val_batches=2",
+        "--trainer.val_check_interval=1",
+        "--trainer.logger=false",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false",
+        f"--checkpoint.dirpath={folder / 'checkpoints'}",
+        "--test_after_fit=false",
+        *options,
+    )
+
+
+@pytest.fixture(scope="module")
+def untouched_resume(trained_run, tmp_path_factory) -> dict:
+    """The last checkpoint of the trained run resumed as it was written: what every changed copy must end on."""
+    folder = tmp_path_factory.mktemp("untouched")
+    assert resume(trained_run / "checkpoints" / "last.ckpt", folder) == 0
+    return torch.load(folder / "checkpoints" / "last.ckpt", weights_only=False)
+
+
+def set_in_groups(name: str, value: object) -> Callable[[dict], None]:
+    def change(checkpoint: dict) -> None:
+        for group in checkpoint["optimizer_states"][0]["param_groups"]:
+            group[name] = value
+
+    return change
+
+
+def set_in_callback(name: str, key: str, value: object) -> Callable[[dict], None]:
+    return lambda checkpoint: callback_state(checkpoint, name).__setitem__(key, value)
+
+
+def set_in_schedule(**values: object) -> Callable[[dict], None]:
+    return lambda checkpoint: checkpoint["lr_schedulers"][0].update(values)
+
+
+def set_in_loops(*keys: str, value: object) -> Callable[[dict], None]:
+    def change(checkpoint: dict) -> None:
+        owner = checkpoint["loops"]
+        for key in keys[:-1]:
+            owner = owner[key]
+        owner[keys[-1]] = value
+
+    return change
+
+
+# What a checkpoint may hold that the resumed run does not take: it ends exactly as the untouched checkpoint's resume.
+NOT_TAKEN = {
+    "optimizer maximize": set_in_groups("maximize", True),
+    "optimizer negative weight decay": set_in_groups("weight_decay", -0.1),
+    "optimizer betas 1.5": set_in_groups("betas", (1.5, 0.999)),
+    "optimizer NaN rate": set_in_groups("lr", math.nan),
+    "optimizer initial rate": set_in_groups("initial_lr", 10.0),
+    "schedule negative base rates": set_in_schedule(base_lrs=[-1e-3, -1e-3], _last_lr=[5.0, 5.0], run_steps=1),
+    "schedule counters": set_in_schedule(last_epoch=10**6, _step_count=3),
+    "early stopping patience": set_in_callback("EarlyStopping", "patience", 0),
+    "early stopping thresholds": set_in_callback("EarlyStopping", "stopping_reason_message", "/etc/passwd"),
+    "checkpoint monitor": set_in_callback("ForecastCheckpoint", "monitor", "train/loss"),
+    "another callback": lambda checkpoint: checkpoint["callbacks"].update({"Evil": {"path": "/etc/passwd"}}),
+    "another loop": set_in_loops("validate_loop", value="not a loop"),
+    "a loader position": set_in_loops("fit_loop", "state_dict", "combined_loader", value=[{"epoch": -9}]),
+    "an unknown entry": lambda checkpoint: checkpoint.update({"native_amp_scaling_state": {"scale": -1}}),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change", NOT_TAKEN.values(), ids=NOT_TAKEN.keys())
+def test_what_a_resumed_fit_does_not_take_changes_nothing_it_trains(change, trained_run, untouched_resume, tmp_path):
+    """The optimizer's and schedule's settings are the config's; a callback's settings are its config's; nothing
+    outside the named state is restored. The run ends on the untouched resume's weights and state, bit for bit."""
+    assert resume(tampered(trained_run / "checkpoints" / "last.ckpt", tmp_path, change), tmp_path) == 0
+    resumed = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)
+    assert resumed["global_step"] == untouched_resume["global_step"] == 6
+    for name, expected in untouched_resume["state_dict"].items():
+        assert torch.equal(resumed["state_dict"][name], expected), name
+    groups = [{k: v for k, v in g.items() if k != "params"} for g in resumed["optimizer_states"][0]["param_groups"]]
+    untouched = untouched_resume["optimizer_states"][0]["param_groups"]
+    assert groups == [{k: v for k, v in g.items() if k != "params"} for g in untouched]
+    assert resumed["lr_schedulers"] == untouched_resume["lr_schedulers"]
+    assert callback_state(resumed, "EarlyStopping") == callback_state(untouched_resume, "EarlyStopping")
+
+
+# A malformed entry of the named state: one line naming the checkpoint and the entry, before any step.
+MALFORMED = {
+    "no loops": (lambda c: c.pop("loops"), "its fit loop's progress must be a mapping; got NoneType"),
+    "a negative counter": (
+        set_in_loops("fit_loop", "epoch_loop.batch_progress", "total", "ready", value=-5),
+        "its fit loop's progress.epoch_loop.batch_progress.total.ready must be an integer in 0..2147483647; got -5",
+    ),
+    "a counter of text": (
+        set_in_loops("fit_loop", "epoch_progress", "current", "completed", value="abc"),
+        "its fit loop's progress.epoch_progress.current.completed must be an integer in 0..2147483647; got 'abc'",
+    ),
+    "a counter past any run": (
+        set_in_loops("fit_loop", "epoch_loop.state_dict", "_batches_that_stepped", value=2**40),
+        "_batches_that_stepped must be an integer in 0..2147483647",
+    ),
+    "stages out of order": (
+        set_in_loops("fit_loop", "epoch_loop.batch_progress", "total", "completed", value=99),
+        "its fit loop's progress.epoch_loop.batch_progress.total counts [4, 4, 4, 99] for ready, started, processed, "
+        "completed; each at most the last",
+    ),
+    "a flag of text": (
+        set_in_loops("fit_loop", "epoch_loop.batch_progress", "is_last_batch", value="yes"),
+        "is_last_batch must be true or false",
+    ),
+    "callbacks not a mapping": (lambda c: c.update(callbacks=[]), "its callbacks must be a mapping; got list"),
+    "a callback state not a mapping": (
+        lambda c: c["callbacks"].update({k: 5 for k in c["callbacks"] if k.startswith("ForecastCheckpoint")}),
+        "its ForecastCheckpoint state must be a mapping; got int",
+    ),
+    "a NaN score": (
+        set_in_callback("ForecastCheckpoint", "current_score", torch.tensor(math.nan)),
+        "its ForecastCheckpoint state: current_score must be a number in [-inf, inf]; got tensor(nan)",
+    ),
+    "a negative wait": (
+        set_in_callback("EarlyStopping", "wait_count", -1),
+        "its EarlyStopping state: wait_count must be an integer in 0..2147483647; got -1",
+    ),
+    "a generator state of the wrong size": (
+        set_in_callback("RandomState", "torch", torch.zeros(3, dtype=torch.uint8)),
+        "its RandomState state: torch: a generator's state is (5056,) bytes; got (3,)",
+    ),
+    "a generator state torch refuses": (
+        set_in_callback("RandomState", "torch", torch.zeros(5056, dtype=torch.uint8)),
+        "its RandomState state: torch refuses its generator state (Invalid mt19937 state)",
+    ),
+    "no optimizer state": (lambda c: c.pop("optimizer_states"), "holds no optimizer state to resume"),
+    "a moment of another shape": (
+        lambda c: c["optimizer_states"][0]["state"][0].update(exp_avg=torch.zeros(3)),
+        "its optimizer state of parameter 0: exp_avg must be finite, shaped",
+    ),
+    "a NaN moment": (
+        lambda c: c["optimizer_states"][0]["state"][0]["exp_avg_sq"].fill_(math.nan),
+        "its optimizer state of parameter 0: exp_avg_sq must be finite",
+    ),
+    "a negative step count": (
+        lambda c: c["optimizer_states"][0]["state"][0].update(step=torch.tensor(-1.0)),
+        "its optimizer state of parameter 0: step must be a non-negative whole number; got -1.0",
+    ),
+    "other parameter groups": (
+        lambda c: c["optimizer_states"][0]["param_groups"].pop(),
+        "its optimizer state does not have this optimizer's 2 parameter groups",
+    ),
+    "a version Lightning cannot read": (
+        lambda c: c.update({"pytorch-lightning_version": "not-a-version"}),
+        "written by Lightning 'not-a-version'; this template resumes Lightning 2's",
+    ),
+    "a Lightning 1 checkpoint": (
+        lambda c: c.update({"pytorch-lightning_version": "1.9.0"}),
+        "written by Lightning '1.9.0'; this template resumes Lightning 2's",
+    ),
+    "a zero scale": (
+        lambda c: c["WindowDataModule"]["scaler"]["scale"][0].__setitem__(1, 0.0),
+        "its data state's scaler.scale must be finite numbers > 0; got 0.0 at (0, 1)",
+    ),
+    "a scale of the wrong length": (
+        lambda c: c["WindowDataModule"]["scaler"]["scale"][0].pop(),
+        "its data state's scaler.scale must be finite numbers > 0 of shape (1, 5) (series, columns); got shape (1, 4)",
+    ),
+    "a negative shuffle seed": (
+        lambda c: c["WindowDataModule"].update(shuffle_seed=-1),
+        "its data state's shuffle_seed must be an integer in 0..2**32-1; got -1",
+    ),
+    "a training position of text": (
+        lambda c: c["WindowDataModule"].update(training_position="x"),
+        "its data state's training_position must be an epoch and the batches done in it; got 'x'",
+    ),
+}
+
+
+@pytest.mark.fast_cases(1)
+@pytest.mark.parametrize(("change", "said"), MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_entry_of_the_state_a_fit_resumes_is_one_line_before_any_step(
+    change, said, trained_run, tmp_path, capsys
+):
+    path = tampered(trained_run / "checkpoints" / "last.ckpt", tmp_path, change)
+    assert resume(path, tmp_path) == 2
+    line = one_line_error(capsys)
+    assert line.startswith(f"error: {path}")
+    assert said in line
+    assert not (tmp_path / "checkpoints").exists() or not list((tmp_path / "checkpoints").iterdir())
+
+
+@pytest.mark.slow
+def test_a_checkpoint_path_outside_the_run_folder_is_never_fetched_read_or_deleted(
+    trained_run, tmp_path, monkeypatch, capsys
+):
+    """A URL as the best checkpoint of a run whose loops say it is finished, and a top-k record that climbs out of
+    the folder: dropped. The file outside survives the run's new best checkpoints, and the test after fit tests the
+    weights the run has (none of the recorded best checkpoints is its own): nothing is fetched."""
+    fetched = []
+    monkeypatch.setattr(torch.hub, "load_state_dict_from_url", lambda *args, **kwargs: fetched.append(args))
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's file")
+    climbing = str(tmp_path / "checkpoints" / ".." / "victim.txt")
+
+    def change(checkpoint: dict) -> None:
+        state = callback_state(checkpoint, "ForecastCheckpoint")
+        state.pop("dirpath")
+        state.update(
+            best_model_path="http://127.0.0.1:9/best.ckpt",
+            kth_best_model_path=climbing,
+            kth_value=torch.tensor(math.inf),  # any validation is a new top-k checkpoint, which replaces the k-th
+            best_k_models={climbing: torch.tensor(-1.0), "http://127.0.0.1:9/best.ckpt": torch.tensor(-2.0)},
+        )
+
+    path = tampered(trained_run / "checkpoints" / "last.ckpt", tmp_path, change)
+    assert resume(path, tmp_path) == 0
+    assert victim.read_text() == "the user's file"
+    resumed = callback_state(torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False), "Forecast")
+    assert [Path(p).parent for p in resumed["best_k_models"]] == [tmp_path / "checkpoints"]
+    # Its loops at the step the run ends: nothing to train, so fit goes straight to the test of the best checkpoint.
+    assert resume(path, tmp_path / "finished", "--test_after_fit=true", "--trainer.max_steps=4") == 0
+    assert "test MAE in original units" in capsys.readouterr().err  # the weights it has: no best checkpoint is its own
+    assert not fetched
+
+
+def test_a_checkpoint_read_from_a_url_is_refused_in_one_line(tmp_path, capsys):
+    assert cli("predict", "--ckpt_path=http://127.0.0.1:9/best.ckpt") == 2
+    assert one_line_error(capsys) == (
+        "error: http://127.0.0.1:9/best.ckpt: a checkpoint is read from a file on this machine, never from a URL"
+    )
+
+
+def test_a_tensor_stored_as_a_view_of_few_values_is_refused_before_it_is_expanded(trained_run, tmp_path):
+    """A 2**30-element view of one stored number (a zero stride) in a file of kilobytes: refused without allocating
+    its shape."""
+
+    def change(checkpoint: dict) -> None:
+        checkpoint["state_dict"]["network.encoder_embedding.bias"] = torch.zeros(1).expand(2**30)
+
+    path = tampered(trained_run / "checkpoints" / "last.ckpt", tmp_path, change)
+    assert path.stat().st_size < 200_000
+    with LargestStorage() as largest, pytest.raises(InputError, match=r"a tensor of shape \(1073741824,\) is stored"):
+        Forecaster.load_from_checkpoint(path)
+    assert largest.bytes < 10**6
+
+
+def test_settings_that_would_build_a_model_larger_than_its_weights_are_refused_before_it_is_built(
+    trained_run, tmp_path, capsys
+):
+    """A feed-forward width of 2**24 in the settings (4.8 GB of weights) beside the small weights of the file: the
+    settings are built on the meta device and compared with the weights first."""
+
+    def change(checkpoint: dict) -> None:
+        checkpoint["hyper_parameters"]["network"]["init_args"]["dim_feedforward"] = 2**24
+
+    path = tampered(trained_run / "checkpoints" / "last.ckpt", tmp_path, change)
+    with LargestStorage() as largest, pytest.raises(InputError, match="its weights do not fit the settings it records"):
+        Forecaster.load_from_checkpoint(path)
+    assert largest.bytes < 10**6
+    assert cli("predict", f"--ckpt_path={path}", f"--predictions.output={tmp_path / 'out.csv'}") == 2
+    assert "its weights do not fit the settings it records" in last_line(capsys.readouterr().err)
+    assert not (tmp_path / "out.csv").exists()
