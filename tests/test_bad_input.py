@@ -300,3 +300,22 @@ def test_bad_input_ends_in_one_line_and_exit_code_2(case, tmp_path, checkpoint, 
     assert re.search(message, last_line(error)), last_line(error)
     after = {path: path.stat().st_mtime_ns for path in checkpoint.parent.parent.rglob("*") if path.is_file()}
     assert after == before  # nothing the earlier run wrote was touched
+
+
+def test_a_bad_split_date_names_the_setting_and_the_checkpoint(checkpoint, tmp_path, capsys):
+    dates = '{class_path: project.data.Dates, init_args: {val_start: "x", test_start: "2020-01-14"}}'
+    assert cli("fit", "--config", BASE, f"--data.split={dates}") == 2
+    assert (
+        last_line(capsys.readouterr().err)
+        == "error: data.split.init_args.val_start must be a date or timestamp; got 'x'"
+    )
+    recorded = torch.load(checkpoint, weights_only=True)
+    recorded["datamodule_hyper_parameters"]["split"] = {
+        "class_path": "project.data.Dates",
+        "init_args": {"val_start": "not-a-date", "test_start": "2020-01-14"},
+    }
+    path = saved(recorded, tmp_path / "dated.ckpt")
+    assert cli("predict", f"--ckpt_path={path}", f"--predictions.output={tmp_path / 'out.csv'}") == 2
+    assert last_line(capsys.readouterr().err) == (
+        f"error: {path}: data.split.init_args.val_start must be a date or timestamp; got 'not-a-date'"
+    )

@@ -261,3 +261,39 @@ def test_a_parquet_files_named_index_is_not_counted_among_its_columns(tmp_path, 
     pd.DataFrame({f"c{i}": [1.5, 2.5] for i in range(5)}, index=pd.Index(["a", "b"], name="key")).to_parquet(path)
     frame, _ = table.read_table(path)
     assert list(frame.columns) == [f"c{i}" for i in range(5)]
+
+
+@pytest.mark.parametrize(
+    ("header", "said"),
+    [
+        ("time,y,y", "columns 2 and 3 are both named 'y'; give each column a name of its own"),
+        ("time,,y", "column 2 has no name; name every column in the header"),
+        (",time,y", "column 1 has no name; name every column in the header (a table written with its index? write"),
+    ],
+)
+def test_a_blank_or_repeated_column_name_is_one_line_not_a_column_pandas_renamed(header, said, tmp_path):
+    """pandas reads them as ``y.1`` and ``Unnamed: 1``, which would train as columns the user never named."""
+    path = tmp_path / "named.csv"
+    path.write_text(header + "\n" + "".join(f"2021-01-{day:02d},{day},{day}\n" for day in range(1, 29)))
+    assert said in error_of(str(path), tmp_path, time_column="time")
+
+
+def test_numbers_in_the_time_column_are_one_line_not_nanoseconds_since_1970(tmp_path):
+    """Unix seconds would be read as nanoseconds: forecasts dated 1970."""
+    frame = pd.DataFrame({"time": 1_600_000_000 + 3600 * np.arange(ROWS), "value": np.arange(ROWS, dtype=float)})
+    frame.to_csv(path := tmp_path / "seconds.csv", index=False)
+    assert error_of(str(path), tmp_path, time_column="time") == (
+        f"{path}: column 'time' holds numbers (1600000000 in row 0), not dates or timestamps; write it as dates "
+        "(pandas.to_datetime(column, unit='s') reads Unix seconds), or leave time_column empty"
+    )
+
+
+@pytest.mark.parametrize("year", [1500, 3000])
+def test_a_date_outside_the_years_of_a_nanosecond_timestamp_names_the_file_and_row(year, tmp_path):
+    times = [f"2021-01-{day:02d}" for day in range(1, ROWS + 1)]
+    times[7] = f"{year}-01-08"
+    source = one_series(tmp_path, times)
+    assert error_of(source, tmp_path, time_column="time") == (
+        f"{source}: column 'time' has '{year}-01-08' at row 7, outside the years 1677–2262 that a timestamp in "
+        "nanoseconds spans"
+    )

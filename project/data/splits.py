@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from project.domains import Fraction, PositiveInt, check_arguments
-from project.errors import InputError
+from project.errors import InputError, OptionError
 
 
 class Split(ABC):
@@ -73,7 +73,7 @@ class Dates(Split):
                 try:
                     ordered.append((name, pd.Timestamp(date)))
                 except (ValueError, TypeError):
-                    raise InputError(f"{name} must be a date or timestamp; got {date!r}") from None
+                    raise OptionError(name, f"must be a date or timestamp; got {date!r}", Dates) from None
         for (earlier, first), (later, second) in itertools.pairwise(ordered):
             if first >= second:
                 raise InputError(f"{earlier}={given[earlier]} must be before {later}={given[later]}")

@@ -33,10 +33,12 @@ def read_table(source: str | Path | pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """The table of ``source`` (a CSV or Parquet path, or a DataFrame) and the name errors call it by."""
     if isinstance(source, pd.DataFrame):
         check_width(DATAFRAME_SOURCE, source.shape[1])
+        check_column_names(DATAFRAME_SOURCE, list(source.columns))
         return source, DATAFRAME_SOURCE
     path = check_file(source)
     frame = _read_csv(path) if path.suffix.lower() == ".csv" else _read_parquet(path)
     check_width(str(path), frame.shape[1])
+    check_column_names(str(path), list(frame.columns))
     if frame.empty:
         raise InputError(f"{path}: the table has no rows; expected a header row and data rows")
     return frame, str(path)
@@ -46,6 +48,22 @@ def check_width(source_name: str, columns: int) -> None:
     """Refuse a table wider than ``MAX_COLUMNS`` before any work per column (which would take minutes)."""
     if columns > MAX_COLUMNS:
         raise InputError(f"{source_name}: {columns} columns; a table holds at most {MAX_COLUMNS}")
+
+
+def check_column_names(source_name: str, names: list) -> None:
+    """Every column has a name of its own: a blank name or one given twice would be read under another (pandas names
+    them ``Unnamed: 1`` and ``y.1``), and a config that names it would pick a column the user did not mean."""
+    seen: dict[str, int] = {}
+    for position, name in enumerate(names):
+        if not str(name).strip():
+            hint = " (a table written with its index? write it with index=False)" if position == 0 else ""
+            raise InputError(f"{source_name}: column {position + 1} has no name; name every column in the header{hint}")
+        if str(name) in seen:
+            raise InputError(
+                f"{source_name}: columns {seen[str(name)] + 1} and {position + 1} are both named '{name}'; give "
+                "each column a name of its own"
+            )
+        seen[str(name)] = position
 
 
 def check_file(source: str | Path) -> Path:
@@ -128,11 +146,13 @@ def _check_text(path: Path) -> None:
 
 
 def _check_rows_fit_header(path: Path, rows: int | None) -> None:
-    """Refuse a header wider than ``MAX_COLUMNS``, then the first of the first ``rows`` data rows (every row if
-    None) with more fields than the header."""
+    """Refuse a header wider than ``MAX_COLUMNS`` or with a blank or repeated name, then the first of the first
+    ``rows`` data rows (every row if None) with more fields than the header."""
     with contextlib.closing(_records(path)) as records:
-        width = len(next(records, (1, []))[1])
+        header = next(records, (1, []))[1]
+        width = len(header)
         check_width(str(path), width)
+        check_column_names(str(path), header)  # as written: pandas renames a blank or repeated name
         for line, fields in itertools.islice(records, rows):
             if len(fields) > width:
                 raise InputError(
@@ -213,6 +233,11 @@ def parse_timestamps(source_name: str, frame: pd.DataFrame, column: str) -> pd.S
     """The time column as datetimes; unparsable cells and mixed time-zone offsets name the row."""
     check_columns_exist(source_name, frame, [column])
     raw = frame[column]
+    if is_numeric(raw):  # pandas would read numbers as nanoseconds since 1970: Unix seconds would all fall in 1970
+        raise InputError(
+            f"{source_name}: column '{column}' holds numbers ({raw.iloc[0]} in row 0), not dates or timestamps; "
+            "write it as dates (pandas.to_datetime(column, unit='s') reads Unix seconds), or leave time_column empty"
+        )
     try:
         with warnings.catch_warnings():  # pandas 2 warns of its pandas 3 behaviour, the refusal below
             warnings.simplefilter("ignore", FutureWarning)
@@ -222,7 +247,7 @@ def parse_timestamps(source_name: str, frame: pd.DataFrame, column: str) -> pd.S
     if parsed is not None and not pd.api.types.is_datetime64_any_dtype(parsed):
         parsed = None  # pandas 2 (which statsforecast's extra installs) keeps such a column as Python objects
     if parsed is not None and not parsed.isna().any():
-        return parsed
+        return _in_nanoseconds(source_name, column, raw, parsed)
     # pandas takes the first cell's offset (or its lack of one) for the column's and blanks or refuses the cells with
     # another, so its blanks can be valid timestamps. Each cell's own offset is compared with the first cell's
     # instead, in growing prefixes: a daylight-saving change in the first week of ten million rows reads a few
@@ -260,6 +285,20 @@ def parse_timestamps(source_name: str, frame: pd.DataFrame, column: str) -> pd.S
         f"{source_name}: column '{column}' must hold timestamps in one format and time zone; row 0 is "
         f"{raw.iloc[0]!r}, row {end - 1} is {raw.iloc[end - 1]!r}"
     )
+
+
+def _in_nanoseconds(source_name: str, column: str, raw: pd.Series, parsed: pd.Series) -> pd.Series:
+    """``parsed`` in nanoseconds, the unit the panel keeps; a time outside the years they span names its row."""
+    try:
+        return parsed.dt.as_unit("ns")
+    except pd.errors.OutOfBoundsDatetime:
+        naive = parsed.dt.tz_convert(None) if parsed.dt.tz is not None else parsed
+        low, high = pd.Timestamp.min, pd.Timestamp.max
+        row = int(np.flatnonzero(((naive < low) | (naive > high)).to_numpy())[0])
+        raise InputError(
+            f"{source_name}: column '{column}' has {raw.iloc[row]!r} at row {row}, outside the years {low.year}–"
+            f"{high.year} that a timestamp in nanoseconds spans"
+        ) from None
 
 
 # A UTC designator after a time of day (``…:00``, ``…:00.123``), so that a date such as ``2020-01-01`` is not read
