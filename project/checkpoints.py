@@ -10,7 +10,9 @@ defaults they then become; everything else (the tools, ``Forecaster.load_from_ch
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+import json
+import shlex
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import lightning as L
@@ -62,9 +64,20 @@ def read_checkpoint(path: str | Path) -> dict:
         if not isinstance(checkpoint.get(key, {}), dict):
             raise InputError(f"{path}: its {key} are {type(checkpoint[key]).__name__}, not a mapping of settings")
         check_settings_bounds(checkpoint.get(key, {}), f"{path}: its {key}")
+    data_state(checkpoint, path)
     check_tensor_storage(checkpoint, f"{path}: ")
     check_finite_weights(checkpoint["state_dict"], f"{path}: ")
     return checkpoint
+
+
+def data_state(checkpoint: dict, path: str | Path) -> dict:
+    """The data module's state the checkpoint at ``path`` records (its columns, scaling, training order): Lightning
+    keeps it under the name of the data module's class, which the settings record; {} where it has none."""
+    class_path = str(checkpoint.get("datamodule_hyper_parameters", {}).get("_class_path") or "WindowDataModule")
+    state = checkpoint.get(class_path.rsplit(".", 1)[-1], {})
+    if not isinstance(state, dict):
+        raise InputError(f"{path}: its data state must be a mapping; got {type(state).__name__}")
+    return state
 
 
 class CheckpointReader(TorchCheckpointIO):
@@ -167,7 +180,7 @@ def built_from_checkpoint(
     built = build()
     if section == "model" and weights:
         built.load_state_dict(checkpoint["state_dict"])  # found finite by read_checkpoint
-    elif section == "data" and (state := checkpoint.get(type(built).__qualname__)):
+    elif section == "data" and (state := data_state(checkpoint, path)):
         try:
             built.load_state_dict(state)
         except InputError as error:
@@ -177,35 +190,65 @@ def built_from_checkpoint(
 
 def refusal(path: str | Path, config: dict, error: BaseException, how_to_trust: str) -> str:
     """The one line for an error raised while a parser read a checkpoint's settings (``config``): an import path the
-    policy refused, with where it sits and how to trust it, or the parser's or a class's own words."""
+    policy refused, with where it sits and how to trust it; a setting naming a file on this machine (which the parser
+    reads as that setting's config), named with the file but never quoting what it holds; or the parser's or a
+    class's own words."""
     refused = refused_import(error)
     if refused is None:
+        where = setting_holding(config, lambda value: Path(value).is_file())
+        if where is not None:
+            return (
+                f"{path}: its setting {where[0]} names the file {where[1][:200]}, which is not a setting this "
+                "class takes (the file's content is not shown)"
+            )
         cause = reported_cause(error)
         said = one_line(str(cause if cause is not None else error))
         return f"{path}: {said[:MAX_SAID]}{'…' if len(said) > MAX_SAID else ''}"
-    where = setting_holding(config, refused)
-    where = where.removesuffix(".class_path") if where else where  # the component, as its option names it
-    how = how_to_trust.format(path=refused, setting=where) if where else f"name {refused} in a config"
+    where = setting_holding(config, lambda value: refused in value)
+    where = where[0].removesuffix(".class_path") if where else where  # the component, as its option names it
+    how = f"name {refused} in a config"
+    if where:  # the option that names it, pasted alone: the whole component where it is one of its arguments
+        component, spec = max(_components(config), key=lambda found: refused in str(found[1]) and len(found[0]))
+        setting, value = (where, refused) if spec.get("class_path") == refused else (component, spec)
+        value = value if isinstance(value, str) else shlex.quote(json.dumps(value))
+        how = how_to_trust.format(path=refused, setting=setting, value=value)
     return (
         f"{path}: the checkpoint names {refused}{f' (at {where})' if where else ''}, outside this project; nothing "
         f"was imported: {how} to trust it"
     )
 
 
-def setting_holding(config: object, text: str, location: str = "") -> str | None:
-    """Where in ``config`` the first value holding ``text`` sits, as a config names it (``model.network.class_path``):
-    for the message only; what is imported is the parser's policy's decision."""
+def _components(config: object, location: str = "") -> Iterator[tuple[str, dict]]:
+    """Every component (a mapping with a ``class_path``) in ``config``, with where it sits as an option names it."""
+    if isinstance(config, dict):
+        if "class_path" in config:
+            yield location.replace(".init_args.", ".", 1), config  # a section's arguments are named without init_args
+        for key, value in config.items():
+            yield from _components(value, f"{location}.{key}" if location else str(key))
+    elif isinstance(config, (list, tuple)):
+        for index, value in enumerate(config):
+            yield from _components(value, f"{location}[{index}]")
+
+
+def setting_holding(config: object, holds: Callable[[str], bool], location: str = "") -> tuple[str, str] | None:
+    """Where in ``config`` the first string value that ``holds`` sits, as a config names it
+    (``model.network.class_path``), and the value: for the message only; what is imported or read is the parser's
+    decision."""
     if isinstance(config, dict):
         for key, value in config.items():
             inner = f"{location}.{key}" if location else str(key)
-            if (found := setting_holding(value, text, inner)) is not None:
-                return found.replace(".init_args.", ".", 1) if found.count(".") > 1 and not location else found
+            if (found := setting_holding(value, holds, inner)) is not None:
+                where, value = found
+                return where.replace(".init_args.", ".", 1) if where.count(".") > 1 and not location else where, value
     elif isinstance(config, (list, tuple)):
         for index, value in enumerate(config):
-            if (found := setting_holding(value, text, f"{location}[{index}]")) is not None:
+            if (found := setting_holding(value, holds, f"{location}[{index}]")) is not None:
                 return found
-    elif isinstance(config, str) and text in config:
-        return location
+    elif isinstance(config, str):
+        try:
+            return (location, config) if holds(config) else None
+        except (OSError, ValueError):  # a string no file system takes as a path
+            return None
     return None
 
 
@@ -311,8 +354,9 @@ def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: L.Lightning
     ]
     if added:
         raise InputError(f"{path} was trained with other settings than the config: {', '.join(added)}")
-    scaler = checkpoint.get(type(datamodule).__qualname__, {}).get("scaler", {})
-    compared.append(("data.scaling", getattr(datamodule, "scaling", None), scaler.get("mode")))
+    scaler = data_state(checkpoint, path).get("scaler")
+    recorded_scaling = scaler.get("mode") if isinstance(scaler, dict) else None
+    compared.append(("data.scaling", getattr(datamodule, "scaling", None), recorded_scaling))
     mismatches = [
         f"{name}={given!r} (checkpoint: {recorded!r})"
         for name, given, recorded in compared

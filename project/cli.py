@@ -11,10 +11,11 @@ import os
 from dataclasses import asdict
 
 import torch
+from jsonargparse.typing import restricted_number_type
 from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
-from lightning.pytorch.utilities.exceptions import SIGTERMException
+from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from project import checkpoints, imports, run_folders
 from project.checkpoints import CheckpointReader
@@ -61,7 +62,7 @@ LEFT_OUT_OF_THE_DEFAULTS = {
     # This machine's resources and where it caches are this run's choice, never a file's.
     "data": ("num_workers", "cache_dir"),
 }
-CLI_TRUST = "pass --{setting}={path}"  # how a user of the CLI trusts an import path
+CLI_TRUST = "pass --{setting}={value}"  # how a user of the CLI trusts an import path: the option that names it
 CALLBACKS = {  # the default callbacks, by the config section that sets each
     "checkpoint": ForecastCheckpoint,
     "early_stopping": EarlyStopping,
@@ -84,12 +85,24 @@ CALLBACK_DEFAULTS = {
 }
 
 
+# The seeds Lightning (and numpy) take: a parser type, so that a seed outside is refused under its own key.
+Seed = restricted_number_type("Seed", int, [(">=", 0), ("<=", 2**32 - 1)])
+
+
 class ForecastCLI(LightningCLI):
     """LightningCLI for ``Forecaster`` and ``WindowDataModule``."""
 
     checkpoint: dict | None = None  # the one --ckpt_path (or fit's --weights) names, read once parsed
     inputs: tuple | list = ()  # the files the run reads, never replaced by its outputs
     reader: CheckpointReader  # how the Trainer reads a checkpoint: the one the CLI read is handed over
+
+    def add_default_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_argument(
+            "--seed_everything",
+            type=bool | Seed,
+            default=self.seed_everything_default,
+            help="an integer in 0..2**32-1: seed_everything with it before the classes are built; true: a random seed",
+        )
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         # Default classes: configs set `model.instance_norm` without a class_path, and `predict --ckpt_path X`
@@ -209,14 +222,18 @@ class ForecastCLI(LightningCLI):
 
     def _run_subcommand(self, subcommand: str) -> None:
         """The subcommand; with a checkpoint, a model or data setting refused while it runs (the optimizer, built when
-        fit resumes) may be the checkpoint's: the line names the checkpoint, as ``instantiate_classes`` does."""
+        fit resumes) may be the checkpoint's: the line names the checkpoint, as ``instantiate_classes`` does. What
+        Lightning refuses of a run's configuration (a restored epoch past ``max_epochs``) is one line in its words."""
+        ckpt_path = self.config[subcommand].get("ckpt_path")
         try:
             super()._run_subcommand(subcommand)
         except InputError as error:
-            ckpt_path = self.config[subcommand].get("ckpt_path")
             if self.checkpoint is None or not str(error).startswith(("model.", "data.")):
                 raise
             raise InputError(f"{ckpt_path}: {error}") from None
+        except MisconfigurationException as error:
+            named = f"{ckpt_path}: " if self.checkpoint is not None and ckpt_path else ""
+            raise InputError(named + " ".join(str(error).split())) from None
 
     def _dump_config(self) -> None:
         super()._dump_config()

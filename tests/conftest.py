@@ -8,7 +8,7 @@ import pytest
 import torch
 from filelock import FileLock
 
-from tests.helpers import BASE, SMALL_MODEL, cli, config, only_run, quick_fit_arguments
+from tests.helpers import BASE, SMALL_MODEL, CreatesAFileWhenUnpickled, cli, config, only_run, quick_fit_arguments
 from tests.test_data import frame_of_row_numbers
 
 
@@ -149,16 +149,6 @@ def user_run(tmp_path_factory) -> tuple[Path, Path, Path]:
     checkpoint = made_once(tmp_path_factory, "user_run", fit)
     folder = checkpoint.parents[3]  # <folder>/forecasts/version_0/checkpoints/last.ckpt
     return folder, folder / "forecasts.csv", checkpoint
-
-
-class CreatesAFileWhenUnpickled:
-    """What a hostile checkpoint carries: unpickling it would call ``open(path, "w")``."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __reduce__(self):
-        return (open, (str(self.path), "w"))
 
 
 @pytest.fixture

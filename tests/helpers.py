@@ -249,6 +249,16 @@ def quiet_trainer(**overrides) -> L.Trainer:
     return L.Trainer(**arguments)
 
 
+class CreatesAFileWhenUnpickled:
+    """What a hostile checkpoint carries: unpickling it would call ``open(path, "w")``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (str(self.path), "w"))
+
+
 def digests(*paths: Path) -> dict[Path, str]:
     """The SHA-256 of every file at or under ``paths``: compared before and after a command to prove it left them
     byte-identical."""

@@ -9,6 +9,7 @@ a module a checkpoint names unless the user named it too (``tests/test_import_po
 
 import ast
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -367,3 +368,19 @@ def test_a_class_the_user_names_is_trusted_and_nothing_else_they_typed(user_run,
     assert "names forecast.csv (at model.regime), outside this project" in capsys.readouterr().err
     assert not (tmp_path / "IMPORTED").exists()
     assert "forecast" not in sys.modules
+
+
+@pytest.mark.slow
+def test_the_advice_to_trust_an_import_path_works_pasted_as_it_is(user_run, tmp_path, monkeypatch, capsys):
+    """A callable that is an argument of a component (a scheduler's ``lr_lambda``) is trusted by naming the whole
+    component: the option alone would meet the default scheduler, which takes no such argument."""
+    from project import cli
+
+    path = checkpoint_hiding("a scheduler's callable", user_run, tmp_path, monkeypatch)
+    fit = ["fit", f"--ckpt_path={path}", "--trainer.logger=false", f"--checkpoint.dirpath={tmp_path / 'c'}"]
+    fit += [f"--trainer.max_steps={torch.load(path, weights_only=True)['global_step'] + 1}", "--test_after_fit=false"]
+    assert exit_code(cli.cli_main, fit) == 2
+    advice = re.fullmatch(r"error: .*: pass (.+) to trust it", capsys.readouterr().err.strip())[1]
+    assert advice.startswith("--model.lr_scheduler=")
+    cli.cli_main([*fit, *shlex.split(advice)])  # returns: trusted, imported and trained
+    assert (tmp_path / "IMPORTED").exists()

@@ -4,15 +4,26 @@ else; the settings that decide training come from the run's config, never from t
 from __future__ import annotations
 
 import math
+import os
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from lightning.pytorch.plugins.precision import MixedPrecision
+from lightning.pytorch.trainer.states import TrainerFn
 
+from project.cli import cli_main
+from project.data import WindowDataModule
 from project.errors import InputError
 from project.training.module import Forecaster
-from tests.helpers import BASE, cli, last_line, one_line_error
+from project.training.resume import restorable
+from tests.helpers import BASE, CreatesAFileWhenUnpickled, cli, digests, last_line, one_line_error, quiet_trainer
 from tests.saved_tensors import LargestStorage
 
 FIT_CALLBACKS = ("ForecastCheckpoint", "EarlyStopping", "RandomState")
@@ -295,3 +306,210 @@ def test_settings_that_would_build_a_model_larger_than_its_weights_are_refused_b
     assert cli("predict", f"--ckpt_path={path}", f"--predictions.output={tmp_path / 'out.csv'}") == 2
     assert "its weights do not fit the settings it records" in last_line(capsys.readouterr().err)
     assert not (tmp_path / "out.csv").exists()
+
+
+def test_a_fit_from_someone_elses_weights_starts_fresh_from_them(trained_run, tmp_path):
+    """``fit --weights``: the checkpoint's weights and settings, with a fresh optimizer, schedule and loops. At a rate
+    of 0 the weights stay the checkpoint's bit for bit, while the steps and the optimizer's step counts are this
+    run's own."""
+    source = trained_run / "checkpoints" / "last.ckpt"
+    folder = tmp_path / "checkpoints"
+    arguments = [f"--weights={source}", "--model.optimizer.init_args.lr=0", "--trainer.max_steps=2"]
+    arguments += ["--trainer.logger=false", f"--checkpoint.dirpath={folder}", "--test_after_fit=false"]
+    assert cli("fit", "--config", BASE, *arguments) == 0
+    given, trained = torch.load(source, weights_only=True), torch.load(folder / "last.ckpt", weights_only=True)
+    assert given["global_step"] == 4
+    assert trained["global_step"] == 2
+    assert {float(state["step"]) for state in trained["optimizer_states"][0]["state"].values()} == {2.0}
+    for name, expected in given["state_dict"].items():
+        assert torch.equal(trained["state_dict"][name], expected), name
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["fit", "--weights=W", "--ckpt_path=W"], "--weights starts a fit from a checkpoint's weights, --ckpt_path "),
+        (["predict", "--weights=W"], "predict reads a checkpoint's weights with --ckpt_path"),
+    ],
+)
+def test_weights_and_a_resume_are_one_or_the_other(arguments, said, trained_run, capsys):
+    source = str(trained_run / "checkpoints" / "last.ckpt")
+    assert cli(*(argument.replace("=W", f"={source}") for argument in arguments)) == 2
+    assert said in one_line_error(capsys)
+
+
+def test_a_setting_that_names_a_file_is_refused_naming_the_file_never_quoting_it(trained_run, tmp_path, capsys):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("password: hunter2\n")
+
+    def change(checkpoint: dict) -> None:
+        checkpoint["hyper_parameters"]["network"]["init_args"]["distribution"] = str(secret)
+
+    path = tampered(trained_run / "checkpoints" / "last.ckpt", tmp_path, change)
+    assert cli("predict", f"--ckpt_path={path}") == 2
+    assert one_line_error(capsys) == (
+        f"error: {path}: its setting model.network.init_args.distribution names the file {secret}, which is not a "
+        "setting this class takes (the file's content is not shown)"
+    )
+
+
+def test_the_machines_resources_are_the_runs_own_never_a_checkpoints(trained_run, tmp_path, capsys):
+    """A checkpoint's ``num_workers`` is not predict's; more CPU processes than cores is one line before any starts."""
+    path = tampered(
+        trained_run / "checkpoints" / "last.ckpt",
+        tmp_path,
+        lambda c: c.update(datamodule_hyper_parameters={**c["datamodule_hyper_parameters"], "num_workers": 24}),
+    )
+    ran = cli_main(["predict", f"--ckpt_path={path}", f"--predictions.output={tmp_path / 'out.csv'}"])
+    assert ran.datamodule.num_workers == 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    devices = ["--trainer.accelerator=cpu", f"--trainer.devices={cores + 1}", "--trainer.logger=false"]
+    assert cli("fit", "--config", BASE, *devices) == 2
+    assert one_line_error(capsys) == (
+        f"error: trainer.devices={cores + 1} on the CPU starts that many processes; this machine gives this run "
+        f"{cores} cores, at most one process each"
+    )
+
+
+def test_a_seed_lightning_would_refuse_is_refused_by_the_parser_under_its_key(capsys):
+    assert cli("fit", "--config", BASE, "--seed_everything=-1") == 2
+    assert one_line_error(capsys).startswith('error: Parser key "seed_everything": ')
+
+
+# The Lightning state a checkpoint carries beside its weights and settings, where the property test places values.
+LIGHTNING_STATE = ("loops", "callbacks", "optimizer_states", "lr_schedulers", "WindowDataModule")
+WRITES_A_MARKER = "from pathlib import Path\nPath('IMPORTED').write_text('code ran')\ndef f(step):\n    return 1.0\n"
+
+
+def state_places(tree: object, location: tuple = ()) -> list[tuple]:
+    """Every place a value sits in ``tree`` (mappings and lists; a tensor is one value), as a path of keys."""
+    found = [location] if location else []
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            found += state_places(value, (*location, key))
+    elif isinstance(tree, (list, tuple)) and len(tree) < 100:
+        for index, value in enumerate(tree):
+            found += state_places(value, (*location, index))
+    return found
+
+
+def hostile_values(outside: Path) -> st.SearchStrategy:
+    """Values a checkpoint's state may hold: out of range, of the wrong kind, paths and URLs leading out of the run,
+    import paths, tensors of other shapes, a view of few stored values, and an object that runs code when read."""
+    return st.one_of(
+        st.integers(min_value=-(2**40), max_value=2**40),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.sampled_from(
+            [
+                None,
+                True,
+                "x",
+                [],
+                {},
+                str(outside / "victim.txt"),
+                "checkpoints/../outside/victim.txt",
+                "http://127.0.0.1:9/best.ckpt",
+                "marker_module.f",
+                "2.6.6",
+                "0.9.0",
+            ]
+        ),
+        st.sampled_from(["zeros", "nan", "view", "bytes", "code"]).map(
+            lambda kind: {
+                "zeros": torch.zeros(3),
+                "nan": torch.full((16, 11), math.nan),
+                "view": torch.zeros(1).expand(2**20),
+                "bytes": torch.zeros(5056, dtype=torch.uint8),
+                "code": CreatesAFileWhenUnpickled(outside / "unpickled"),
+            }[kind]
+        ),
+    )
+
+
+@pytest.mark.slow
+@settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_random_values_anywhere_in_a_checkpoints_state_run_no_code_touch_nothing_outside_and_write_no_nan(
+    trained_run, data, capsys, monkeypatch
+):
+    """Through every way in (a resumed fit, validate, predict, both load_from_checkpoint): no code runs, no file
+    outside the run's folder is read from a URL or changed, nothing non-finite is written, and each run either
+    trains as its config says (the optimizer's settings and the early stopping's patience are the config's) or stops
+    with one line."""
+    folder = Path(tempfile.mkdtemp())
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder))
+    (folder / "marker_module.py").write_text(WRITES_A_MARKER)
+    outside = folder / "outside"
+    outside.mkdir()
+    (outside / "victim.txt").write_text("the user's file")
+    before = digests(outside)
+    fetched = []
+    monkeypatch.setattr(torch.hub, "load_state_dict_from_url", lambda *args, **kwargs: fetched.append(args))
+
+    checkpoint = torch.load(trained_run / "checkpoints" / "last.ckpt", weights_only=True)
+    section = data.draw(st.sampled_from([*LIGHTNING_STATE, "epoch", "global_step", "pytorch-lightning_version"]))
+    location = data.draw(st.sampled_from(state_places({section: checkpoint[section]})))
+    owner = checkpoint
+    for key in location[:-1]:
+        owner = owner[key]
+    if isinstance(owner, tuple):  # betas: a tuple inside a parameter group
+        owner = list(owner)
+    owner[location[-1]] = data.draw(hostile_values(outside))
+    path = folder / "hostile.ckpt"
+    torch.save(checkpoint, path)
+
+    way = data.draw(st.sampled_from(["fit", "validate", "predict", "model", "data"]))
+    if way in ("model", "data"):
+        loads = Forecaster if way == "model" else WindowDataModule
+        try:
+            loads.load_from_checkpoint(path)
+            refused = ""
+        except InputError as error:
+            refused = str(error)
+        assert not refused or ("\n" not in refused and str(path) in refused), refused
+    else:
+        if way == "fit":
+            code = resume(path, folder)
+        else:
+            output = [f"--predictions.output={folder / 'out.csv'}"] if way == "predict" else []
+            code = cli(way, f"--ckpt_path={path}", "--trainer.logger=false", "--trainer.limit_val_batches=2", *output)
+        error = capsys.readouterr().err
+        event(f"{way} exits {code}")
+        assert code in (0, 2), error[-2000:]
+        if code == 2:
+            assert "Traceback" not in error
+            assert last_line(error).startswith("error: ")
+        elif way == "fit":
+            resumed = torch.load(folder / "checkpoints" / "last.ckpt", weights_only=True)
+            assert all(torch.isfinite(value).all() for value in resumed["state_dict"].values())
+            groups = resumed["optimizer_states"][0]["param_groups"]
+            assert [(g["betas"], g["eps"], g["maximize"], g["weight_decay"]) for g in groups] == [
+                ((0.9, 0.999), 1e-8, False, 0.01),  # tests/configs/tiny.yaml's AdamW, its weight matrices
+                ((0.9, 0.999), 1e-8, False, 0.0),  # and the biases and norms
+            ]
+            assert resumed["lr_schedulers"][0]["base_lrs"] == [1e-3, 1e-3]
+            assert callback_state(resumed, "EarlyStopping")["patience"] == 10
+        elif way == "predict":
+            assert pd.read_csv(folder / "out.csv").select_dtypes("number").notna().all().all()
+    assert not (folder / "IMPORTED").exists()
+    assert not (outside / "unpickled").exists()
+    assert digests(outside) == before
+    assert not fetched
+    assert "marker_module" not in sys.modules
+
+
+def test_the_gradient_scalers_scale_is_restored_and_its_factors_are_the_configs(trained_run):
+    """fp16 mixed precision (a CUDA run's; on the CPU Lightning uses bf16 and no scaler: the plugin is given one)."""
+    trainer = quiet_trainer(plugins=[MixedPrecision("16-mixed", "cpu", torch.amp.GradScaler("cpu"))])
+    trainer.state.fn = TrainerFn.FITTING
+    checkpoint = torch.load(trained_run / "checkpoints" / "last.ckpt", weights_only=True)
+    saved = {"scale": 1024.0, "growth_factor": 100.0, "backoff_factor": 0.9, "growth_interval": 1, "_growth_tracker": 7}
+    restored, _ = restorable({**checkpoint, "MixedPrecision": saved}, trainer)
+    assert restored["MixedPrecision"] == {
+        **trainer.precision_plugin.state_dict(),
+        "scale": 1024.0,
+        "_growth_tracker": 7,
+    }
+    with pytest.raises(InputError, match=r"the gradient scaler's scale must be a finite number in \(0, inf\]; got -1"):
+        restorable({**checkpoint, "MixedPrecision": {**saved, "scale": -1.0}}, trainer)

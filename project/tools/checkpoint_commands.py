@@ -10,7 +10,7 @@ from pathlib import Path
 
 import lightning as L
 
-from project.checkpoints import built_from_checkpoint, checkpoint_inputs, read_checkpoint
+from project.checkpoints import built_from_checkpoint, checkpoint_inputs, data_state, read_checkpoint
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import Inputs, check_name_lengths, check_output
@@ -66,9 +66,9 @@ def load_ensemble(paths: Sequence[str | Path], trusted: Iterable[str] = ()) -> t
 def check_same_data(paths: Sequence[str | Path], checkpoints: Sequence[dict]) -> None:
     """Refuse in one line a checkpoint whose data module recorded other columns (targets, covariates, categories) or
     other scaling than the first's: its model would read the first's batches as other values."""
-    first = _data_state(checkpoints[0])
+    first = _data_state(paths[0], checkpoints[0])
     for path, checkpoint in zip(paths[1:], checkpoints[1:], strict=True):
-        state = _data_state(checkpoint)
+        state = _data_state(path, checkpoint)
         differing = sorted(key for key in first.keys() | state.keys() if first.get(key) != state.get(key))
         if differing:
             said = ", ".join(
@@ -83,13 +83,10 @@ def check_same_data(paths: Sequence[str | Path], checkpoints: Sequence[dict]) ->
             )
 
 
-def _data_state(checkpoint: dict) -> dict:
+def _data_state(path: str | Path, checkpoint: dict) -> dict:
     """What a checkpoint's data module recorded of its data (its columns, categories and scaling), without the
-    training progress: Lightning keeps it under the name of the data module's class, or, where no state has the name
-    the checkpoint records (a class path edited since), under the template's."""
-    class_path = checkpoint.get("datamodule_hyper_parameters", {}).get("_class_path", "")
-    state = checkpoint.get(class_path.rsplit(".", 1)[-1]) or checkpoint.get(WindowDataModule.__qualname__, {})
-    return {key: value for key, value in state.items() if key not in TRAINING_PROGRESS}
+    training progress."""
+    return {key: value for key, value in data_state(checkpoint, path).items() if key not in TRAINING_PROGRESS}
 
 
 def inputs_of_checkpoints(paths: Sequence[str | Path], checkpoints: Sequence[dict], *sources: str | None) -> list:
@@ -106,7 +103,7 @@ def datamodule_from_checkpoint(
 ) -> WindowDataModule:
     """The data module (the class it was trained with) with the checkpoint's data settings and scaling, reading
     ``source`` (a tool's ``--source``: a file with the same columns) or else the checkpoint's own source."""
-    state = checkpoint.get(WindowDataModule.__qualname__, {})
+    state = data_state(checkpoint, path)
     overrides = {"source": source} if source else {}
     source = source or checkpoint.get("datamodule_hyper_parameters", {}).get("source")
     if state.get("from_dataframe") and source is None:

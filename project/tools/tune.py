@@ -308,7 +308,9 @@ def objective(
         reason = _one_line(stopped.__context__) or f"it stopped with exit code {stopped.code}"
         trial.set_user_attr(ERROR_ATTR, reason)
         signals.trial = None  # recorded as failed for its settings, whatever comes next
-        raise TrialFailed(f"trial {trial.number} was refused: {reason}") from None
+        from project.option_errors import option_and_value
+
+        raise TrialFailed(f"trial {trial.number} was refused: {option_and_value(reason)}") from None
     signals.check()
     signals.trial = None  # a signal from here on stops the study, not this trial
     score = cli.trainer.checkpoint_callback.best_model_score if cli.trainer.checkpoint_callback else None
