@@ -181,11 +181,20 @@ MALFORMED = {
     "no optimizer state": (lambda c: c.pop("optimizer_states"), "holds no optimizer state to resume"),
     "a moment of another shape": (
         lambda c: c["optimizer_states"][0]["state"][0].update(exp_avg=torch.zeros(3)),
-        "its optimizer state of parameter 0: exp_avg must be finite, shaped",
+        "its optimizer state of parameter 0: exp_avg must be a finite tensor of shape (16, 11)",
     ),
     "a NaN moment": (
         lambda c: c["optimizer_states"][0]["state"][0]["exp_avg_sq"].fill_(math.nan),
-        "its optimizer state of parameter 0: exp_avg_sq must be finite",
+        "its optimizer state of parameter 0: exp_avg_sq must be a finite tensor of shape (16, 11)",
+    ),
+    "a moment as a number": (
+        lambda c: c["optimizer_states"][0]["state"][0].update(exp_avg=0),
+        "its optimizer state of parameter 0: exp_avg must be a finite tensor of shape (16, 11)",
+    ),
+    "a state this optimizer does not keep": (
+        lambda c: c["optimizer_states"][0]["state"][0].update(momentum_buffer=torch.zeros(16, 11)),
+        "its optimizer state of parameter 0 holds step, exp_avg, exp_avg_sq, momentum_buffer; this optimizer keeps "
+        "step, exp_avg, exp_avg_sq",
     ),
     "a negative step count": (
         lambda c: c["optimizer_states"][0]["state"][0].update(step=torch.tensor(-1.0)),

@@ -195,8 +195,8 @@ RESTORED_CALLBACKS: dict[type, Callable[[Any, dict, str], dict]] = {
 
 def optimizer_state(optimizer: torch.optim.Optimizer, saved: dict, where: str) -> dict:
     """``saved`` (an optimizer's ``state_dict``) as ``optimizer`` loads it: each parameter's saved state, checked
-    against the parameter, under ``optimizer``'s own parameter groups, whose hyperparameters are this run's config.
-    Registered as the optimizer's ``load_state_dict`` pre-hook."""
+    against what this optimizer keeps for that parameter (``kept_state``), under ``optimizer``'s own parameter groups,
+    whose hyperparameters are this run's config. Registered as the optimizer's ``load_state_dict`` pre-hook."""
     named = f"{where}: its optimizer state"
     groups, saved_groups = optimizer.param_groups, saved.get("param_groups")
     sizes = [len(group["params"]) for group in groups]
@@ -209,11 +209,13 @@ def optimizer_state(optimizer: torch.optim.Optimizer, saved: dict, where: str) -
         raise InputError(f"{named} does not have this optimizer's {len(groups)} parameter groups of {sizes} parameters")
     parameters = [p for group in groups for p in group["params"]]
     saved_ids = [i for group in saved_groups for i in group["params"]]
+    kept = kept_state(optimizer)
     state = {}
     for position, (parameter, saved_id) in enumerate(zip(parameters, saved_ids, strict=True)):
         entry = saved["state"].get(saved_id) if isinstance(saved_id, int) else None
         if entry is not None:
-            state[position] = _parameter_state(entry, parameter, f"{named} of parameter {position}")
+            fresh = kept[position] if kept is not None else None
+            state[position] = _parameter_state(entry, parameter, fresh, f"{named} of parameter {position}")
     positions = iter(range(len(parameters)))
     own_groups = [
         {**{k: v for k, v in group.items() if k != "params"}, "params": [next(positions) for _ in group["params"]]}
@@ -222,23 +224,39 @@ def optimizer_state(optimizer: torch.optim.Optimizer, saved: dict, where: str) -
     return {"state": state, "param_groups": own_groups}
 
 
-def _parameter_state(entry: object, parameter: torch.Tensor, where: str) -> dict:
-    """A parameter's saved optimizer state: tensors of its shape (moments) or scalars (step counts), finite, a step
-    count a non-negative integer."""
+def kept_state(optimizer: torch.optim.Optimizer) -> list[dict] | None:
+    """What ``optimizer`` keeps for each parameter (its state's keys, and each tensor's shape), learned from one step of
+    its class, with its settings, on the meta device: no memory, nothing of the real parameters touched. None where
+    the class cannot step there (LBFGS, ASGD, an optimizer of yours that reads its values)."""
+    groups = [
+        {**group, "params": [torch.nn.Parameter(torch.empty_like(p, device="meta")) for p in group["params"]]}
+        for group in optimizer.param_groups
+    ]
+    parameters = [p for group in groups for p in group["params"]]
+    for parameter in parameters:
+        parameter.grad = torch.empty_like(parameter)
+    try:
+        stepped = type(optimizer)(groups)
+        stepped.step()
+    except Exception:  # whatever the class raises there only means there is no template: the generic check applies
+        return None
+    return [stepped.state.get(parameter, {}) for parameter in parameters]
+
+
+def _parameter_state(entry: object, parameter: torch.Tensor, fresh: dict | None, where: str) -> dict:
+    """A parameter's saved optimizer state: the keys this optimizer keeps (``fresh``), each a finite tensor of the
+    shape it keeps (without a template: the parameter's shape, or a scalar), a step count a non-negative whole
+    number."""
     if not isinstance(entry, dict):
         raise InputError(f"{where} must be a mapping; got {type(entry).__name__}")
+    if fresh is not None and set(entry) != set(fresh):
+        raise InputError(f"{where} holds {', '.join(map(str, entry))}; this optimizer keeps {', '.join(fresh)}")
     for key, value in entry.items():
-        if value is None:
+        shapes = [tuple(fresh[key].shape)] if fresh is not None else [(), tuple(parameter.shape)]
+        if value is None and fresh is None:
             continue
-        scalar = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if isinstance(value, torch.Tensor):
-            scalar = value.dim() == 0
-            fits = (scalar or value.shape == parameter.shape) and (value.is_floating_point() or scalar)
-            finite = bool(torch.isfinite(value).all()) if fits else False
-        else:
-            fits = finite = scalar and math.isfinite(value)
-        if not (fits and finite):
-            raise InputError(f"{where}: {key} must be finite, shaped {tuple(parameter.shape)} or a scalar")
+        if not (isinstance(value, torch.Tensor) and tuple(value.shape) in shapes and bool(torch.isfinite(value).all())):
+            raise InputError(f"{where}: {key} must be a finite tensor of shape {' or '.join(map(str, shapes))}")
         if key == "step" and not (float(value) >= 0 and float(value).is_integer()):
             raise InputError(f"{where}: step must be a non-negative whole number; got {float(value)}")
     return entry
