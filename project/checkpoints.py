@@ -9,6 +9,7 @@ defaults they then become; everything else (the tools, ``Forecaster.load_from_ch
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import shlex
@@ -17,14 +18,15 @@ from pathlib import Path
 
 import lightning as L
 import torch
+import yaml
 from jsonargparse import ArgumentError, ArgumentParser, Namespace
 from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters_context
 from lightning.pytorch.plugins import TorchCheckpointIO
 from packaging.version import InvalidVersion, Version
 
-from project.errors import InputError, reported_cause
+from project.errors import InputError, OptionError, reported_cause
 from project.files import bounded_yaml, check_name_lengths, check_settings_bounds
-from project.imports import allow_only, import_policy_kept, refused_import
+from project.imports import allow_only, import_policy_kept, loaded_class, refused_import
 from project.option_errors import one_line
 
 SIZES = "init_args.sizes."  # the data's sizes among a network's flattened settings
@@ -74,7 +76,8 @@ def data_state(checkpoint: dict, path: str | Path) -> dict:
     """The data module's state the checkpoint at ``path`` records (its columns, scaling, training order): Lightning
     keeps it under the name of the data module's class, which the settings record; {} where it has none."""
     class_path = str(checkpoint.get("datamodule_hyper_parameters", {}).get("_class_path") or "WindowDataModule")
-    state = checkpoint.get(class_path.rsplit(".", 1)[-1], {})
+    # Under the name the settings record, or (a class path edited since) under the template's data module's.
+    state = checkpoint.get(class_path.rsplit(".", 1)[-1], checkpoint.get("WindowDataModule", {}))
     if not isinstance(state, dict):
         raise InputError(f"{path}: its data state must be a mapping; got {type(state).__name__}")
     return state
@@ -190,26 +193,28 @@ def built_from_checkpoint(
 
 def refusal(path: str | Path, config: dict, error: BaseException, how_to_trust: str) -> str:
     """The one line for an error raised while a parser read a checkpoint's settings (``config``): an import path the
-    policy refused, with where it sits and how to trust it; a setting naming a file on this machine (which the parser
-    reads as that setting's config), named with the file but never quoting what it holds; or the parser's or a
-    class's own words."""
+    policy refused, with where it sits and how to trust it; or the parser's or a class's own words, a class's argument
+    named as a config names it, and a file a setting names (which the parser reads as that setting's config) named
+    but never quoted."""
     refused = refused_import(error)
     if refused is None:
-        where = setting_holding(config, lambda value: Path(value).is_file())
-        if where is not None:
+        cause = reported_cause(error)
+        if isinstance(cause, OptionError) and (option := _option_of(config, cause)):
+            cause = cause.named(option)
+        said = one_line(str(cause if cause is not None else error))
+        quoted = setting_holding(config, lambda value: _quotes_the_file(value, said))
+        if quoted is not None:
             return (
-                f"{path}: its setting {where[0]} names the file {where[1][:200]}, which is not a setting this "
+                f"{path}: its setting {quoted[0]} names the file {quoted[1][:200]}, which is not a setting this "
                 "class takes (the file's content is not shown)"
             )
-        cause = reported_cause(error)
-        said = one_line(str(cause if cause is not None else error))
         return f"{path}: {said[:MAX_SAID]}{'…' if len(said) > MAX_SAID else ''}"
     where = setting_holding(config, lambda value: refused in value)
     where = where[0].removesuffix(".class_path") if where else where  # the component, as its option names it
     how = f"name {refused} in a config"
     if where:  # the option that names it, pasted alone: the whole component where it is one of its arguments
         component, spec = max(_components(config), key=lambda found: refused in str(found[1]) and len(found[0]))
-        setting, value = (where, refused) if spec.get("class_path") == refused else (component, spec)
+        setting, value = (where, refused) if spec.get("class_path") == refused else (_named(component), spec)
         value = value if isinstance(value, str) else shlex.quote(json.dumps(value))
         how = how_to_trust.format(path=refused, setting=setting, value=value)
     return (
@@ -218,11 +223,54 @@ def refusal(path: str | Path, config: dict, error: BaseException, how_to_trust: 
     )
 
 
+def _option_of(config: dict, error: OptionError) -> str | None:
+    """Where ``config`` gives the argument a class refused (``error``), as a config names it
+    (``model.network.init_args.distribution.init_args.levels``)."""
+    for location, spec in _components(config):
+        owner, arguments = loaded_class(spec["class_path"]), spec.get("init_args") or {}
+        if isinstance(owner, type) and issubclass(owner, error.owner) and error.option in arguments:
+            return _named(f"{location}.init_args.{error.option}")
+    return None
+
+
+def _quotes_the_file(value: str, said: str) -> bool:
+    """Whether ``said`` (a parser's message) quotes what the file ``value`` names holds: one of its lines, or a value
+    YAML reads from it (the parser reads a file a setting names as that setting's config)."""
+    path = Path(value)
+    if not path.is_file():
+        return False
+    with open(path, encoding="utf-8", errors="replace") as file:
+        text = file.read(MAX_SAID * 64)
+    pieces = {line.strip() for line in text.splitlines()}
+    with contextlib.suppress(yaml.YAMLError):
+        pieces |= {str(leaf) for leaf in _leaves(yaml.safe_load(text))}
+    return any(len(piece) >= 6 and piece[:40] in said for piece in pieces)
+
+
+def _leaves(value: object) -> Iterator[object]:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield key
+            yield from _leaves(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _leaves(inner)
+    else:
+        yield value
+
+
+def _named(location: str) -> str:
+    """A location in a checkpoint's settings as a config names the option: a section's own arguments without
+    ``init_args`` (``model.network``), those of the classes below with it."""
+    return location.replace(".init_args.", ".", 1)
+
+
 def _components(config: object, location: str = "") -> Iterator[tuple[str, dict]]:
-    """Every component (a mapping with a ``class_path``) in ``config``, with where it sits as an option names it."""
+    """Every component (a mapping with a ``class_path``) in ``config``, with where it sits (``model.init_args.network``:
+    ``_named`` gives the option)."""
     if isinstance(config, dict):
         if "class_path" in config:
-            yield location.replace(".init_args.", ".", 1), config  # a section's arguments are named without init_args
+            yield location, config
         for key, value in config.items():
             yield from _components(value, f"{location}.{key}" if location else str(key))
     elif isinstance(config, (list, tuple)):
@@ -239,7 +287,7 @@ def setting_holding(config: object, holds: Callable[[str], bool], location: str 
             inner = f"{location}.{key}" if location else str(key)
             if (found := setting_holding(value, holds, inner)) is not None:
                 where, value = found
-                return where.replace(".init_args.", ".", 1) if where.count(".") > 1 and not location else where, value
+                return (_named(where) if not location else where), value
     elif isinstance(config, (list, tuple)):
         for index, value in enumerate(config):
             if (found := setting_holding(value, holds, f"{location}[{index}]")) is not None:

@@ -59,9 +59,10 @@ LEFT_OUT_OF_THE_DEFAULTS = {
         *(f"network.init_args.{name}" for name in LINKED_INTO_NETWORK),
         *(f"network.init_args.baseline_path.init_args.{name}" for name in ("context_length", "horizon")),
     ),
-    # This machine's resources and where it caches are this run's choice, never a file's.
-    "data": ("num_workers", "cache_dir"),
+    "data": (),
 }
+# This machine's resources and where it caches: this run's choice, never read from a checkpoint.
+THE_RUNS_OWN = ("num_workers", "cache_dir")
 CLI_TRUST = "pass --{setting}={value}"  # how a user of the CLI trusts an import path: the option that names it
 CALLBACKS = {  # the default callbacks, by the config section that sets each
     "checkpoint": ForecastCheckpoint,
@@ -179,9 +180,10 @@ class ForecastCLI(LightningCLI):
         return config.get("weights")
 
     def _checkpoint_config(self, subcommand: str) -> dict:
-        """The checkpoint's model and data sections as a config. Only ``fit`` resumes training: the other commands
-        leave its optimizer and scheduler unread; where the data is cached is this run's choice, and so is the
-        embedded data's ``synthetic`` when the command reads a file of its own."""
+        """The checkpoint's model and data sections as a config. Only ``fit --ckpt_path`` resumes training: the other
+        commands (and ``fit --weights``) leave its optimizer and scheduler unread; how many workers load the data and
+        where it is cached are this run's choice, and so is the embedded data's ``synthetic`` when the command reads a
+        file of its own."""
         config = {
             name: checkpoints.checkpoint_config(self.checkpoint, name, DEFAULT_CLASSES[name]["class_path"])
             for name in ("model", "data")
@@ -190,6 +192,7 @@ class ForecastCLI(LightningCLI):
             checkpoints.without(config["model"]["init_args"], checkpoints.OPTIMIZATION)
         if self.config[subcommand].data.init_args.get("source") is not None:
             checkpoints.without(config["data"]["init_args"], ["synthetic"])
+        checkpoints.without(config["data"]["init_args"], THE_RUNS_OWN)
         return config
 
     def _parse_ckpt_path(self) -> None:  # the checkpoint's settings are the parser's defaults already

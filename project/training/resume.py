@@ -6,11 +6,12 @@ optimizer's rates, its loops' counters. A resumed fit (``fit --ckpt_path``) rest
 - the weights, read and checked by ``project.checkpoints.read_checkpoint`` (shapes, storage, finite values);
 - the fit loop's progress: the counters and flags of this Lightning's own fit loop, each counter an integer in
   0..``MAX_COUNT``, an event's stages in the order Lightning counts them (``fit_loop_state``);
-- the optimizer's per-parameter state, each tensor finite and of its parameter's shape or a scalar, under this run's
-  hyperparameters: the rate, betas, weight decay and ``maximize`` are the config's (``optimizer_state``);
+- the optimizer's per-parameter state, each entry what its class keeps for the parameter (``kept_state``), finite,
+  under this run's hyperparameters: the rate, betas, weight decay and ``maximize`` are the config's
+  (``optimizer_state``);
 - the learning-rate schedule as this run's config builds it, stepped to the restored step (``replay_schedule``); a
   ``ReduceLROnPlateau``'s counters and the rates it lowered, within the config's;
-- the progress of the template's callbacks, their settings from this run's config (``callback_state``): the best and
+- the progress of the template's callbacks, their settings from this run's config (``callback_states``): the best and
   top-k checkpoints that are files of this run's checkpoint folder, with their scores (a path elsewhere is dropped,
   never read or deleted); early stopping's wait and best score; the random generators' state, which torch must accept;
 - the fp16 gradient scaler's scale and growth count, its factors from the config;
@@ -316,9 +317,8 @@ def _number(
     open_low: bool = False,
     finite: bool = True,
 ) -> float:
-    number = float(value) if isinstance(value, (int, float, torch.Tensor)) and not isinstance(value, bool) else None
-    if isinstance(value, torch.Tensor) and value.numel() != 1:
-        number = None
+    one = isinstance(value, (int, float)) or (isinstance(value, torch.Tensor) and value.numel() == 1)
+    number = float(value) if one and not isinstance(value, bool) else None
     inside = number is not None and (math.isfinite(number) or not finite) and not math.isnan(number)
     if not (inside and (low < number if open_low else low <= number) and number <= high):
         bounds = f"{'(' if open_low else '['}{low:g}, {high:g}]"
