@@ -35,6 +35,11 @@ MAX_SAID = 1000  # characters of a parser's message quoted: a value it read may 
 PYTHON_TRUST = "pass trusted=['{path}']"  # how the Python API trusts an import path a checkpoint names
 # What builds an optimizer and a scheduler: only a run that resumes training needs them.
 OPTIMIZATION = ("optimizer", "lr_scheduler")
+# What a data module's state records of how one run went through its data, not of the data.
+TRAINING_ORDER = ("shuffle_seed", "training_position")
+# Values in a checkpoint's containers: far above a checkpoint's (a panel of 100,000 series records a few per series),
+# far below what takes minutes to walk.
+MAX_CHECKPOINT_ITEMS = 10_000_000
 
 
 def read_checkpoint(path: str | Path) -> dict:
@@ -183,12 +188,25 @@ def built_from_checkpoint(
     built = build()
     if section == "model" and weights:
         built.load_state_dict(checkpoint["state_dict"])  # found finite by read_checkpoint
-    elif section == "data" and (state := data_state(checkpoint, path)):
+    elif section == "data":
+        load_data_state(built, checkpoint, path)
+    return built
+
+
+def load_data_state(
+    datamodule: L.LightningDataModule, checkpoint: dict, path: str | Path, training_order: bool = True
+) -> None:
+    """The data module's state the checkpoint at ``path`` records (its scaling, vocabularies, frequency and, unless not
+    ``training_order``, the training order's seed and position) loaded into ``datamodule``, which checks it: a refusal
+    names the checkpoint."""
+    state = data_state(checkpoint, path)
+    if not training_order:
+        state = {key: value for key, value in state.items() if key not in TRAINING_ORDER}
+    if state:
         try:
-            built.load_state_dict(state)
+            datamodule.load_state_dict(state)
         except InputError as error:
             raise InputError(f"{path}: {error}") from None
-    return built
 
 
 def refusal(path: str | Path, config: dict, error: BaseException, how_to_trust: str) -> str:
@@ -244,7 +262,7 @@ def _quotes_the_file(value: str, said: str) -> bool:
     pieces = {line.strip() for line in text.splitlines()}
     with contextlib.suppress(yaml.YAMLError):
         pieces |= {str(leaf) for leaf in _leaves(yaml.safe_load(text))}
-    return any(len(piece) >= 6 and piece[:40] in said for piece in pieces)
+    return any(len(piece) >= 3 and piece[:40] in said for piece in pieces)
 
 
 def _leaves(value: object) -> Iterator[object]:
@@ -321,21 +339,30 @@ def checkpoint_inputs(path: str | Path | None, checkpoint: dict | None, *sources
 
 
 def check_tensor_storage(value: object, where: str = "") -> None:
-    """Refuse a tensor anywhere in a checkpoint whose shape spans more bytes than its stored data: a view that repeats a
-    few stored values (a zero stride) would be expanded to its whole shape by the first operation on it."""
-    pending = [value]
+    """Refuse, anywhere in a checkpoint, a tensor that is not a dense CPU tensor whose stored bytes cover its shape (a
+    view repeating a few stored values, a zero stride, would be expanded to its whole shape by the first operation on
+    it; a meta or sparse tensor fails any), and containers past ``MAX_CHECKPOINT_ITEMS`` (shared or self-containing
+    lists, which unpickling allows, would be walked forever). Each container is walked once."""
+    pending, seen, items = [value], set(), 0
     while pending:
         item = pending.pop()
         if isinstance(item, torch.Tensor):
+            dense = item.layout == torch.strided and item.device.type == "cpu" and not item.is_quantized
+            if not dense:
+                kind = f"{str(item.layout).removeprefix('torch.')}{', quantized' if item.is_quantized else ''}"
+                raise InputError(f"{where}it holds a tensor that is not a dense one on the CPU ({kind}, {item.device})")
             if item.numel() * item.element_size() > item.untyped_storage().nbytes():
                 raise InputError(
                     f"{where}a tensor of shape {tuple(item.shape)} is stored in {item.untyped_storage().nbytes()} "
                     "bytes (a view that repeats its values); a checkpoint stores each tensor whole"
                 )
-        elif isinstance(item, dict):
-            pending.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            pending.extend(item)
+        elif isinstance(item, (dict, list, tuple)) and id(item) not in seen:
+            seen.add(id(item))
+            inner = item.values() if isinstance(item, dict) else item
+            items += len(inner)
+            if items > MAX_CHECKPOINT_ITEMS:
+                raise InputError(f"{where}it holds more than {MAX_CHECKPOINT_ITEMS} values; is it a checkpoint?")
+            pending.extend(inner)
 
 
 def check_finite_weights(state: dict, where: str = "") -> None:

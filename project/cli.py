@@ -15,6 +15,7 @@ from jsonargparse.typing import restricted_number_type
 from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.plugins import CheckpointIO
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from project import checkpoints, imports, run_folders
@@ -52,15 +53,13 @@ DEFAULT_CLASSES = {
 }
 # The network's arguments that are linked (from the data or the model's own options), never set by the user.
 LINKED_INTO_NETWORK = ("sizes", "max_length")
-# A checkpoint's settings as the parser's defaults, less what the links give (a link's target is never a default).
-LEFT_OUT_OF_THE_DEFAULTS = {
-    "model": (
-        *LINKED_SETTINGS,
-        *(f"network.init_args.{name}" for name in LINKED_INTO_NETWORK),
-        *(f"network.init_args.baseline_path.init_args.{name}" for name in ("context_length", "horizon")),
-    ),
-    "data": (),
-}
+# A checkpoint's model settings as the parser's defaults, less what the links give (a link's target is never a
+# default).
+LEFT_OUT_OF_THE_DEFAULTS = (
+    *LINKED_SETTINGS,
+    *(f"network.init_args.{name}" for name in LINKED_INTO_NETWORK),
+    *(f"network.init_args.baseline_path.init_args.{name}" for name in ("context_length", "horizon")),
+)
 # This machine's resources and where it caches: this run's choice, never read from a checkpoint.
 THE_RUNS_OWN = ("num_workers", "cache_dir")
 CLI_TRUST = "pass --{setting}={value}"  # how a user of the CLI trusts an import path: the option that names it
@@ -157,11 +156,12 @@ class ForecastCLI(LightningCLI):
             recorded = {"_class_path": config["model"]["class_path"], **config["model"]["init_args"]}
             with torch.device("meta"):  # its settings against its weights, before any memory is taken
                 settings = {**self.checkpoint, "hyper_parameters": recorded}
-                checkpoints.built_from_checkpoint(Forecaster, settings, ckpt_path, named, {}, CLI_TRUST, False)
+                checkpoints.built_from_checkpoint(
+                    Forecaster, settings, ckpt_path, trusted=named, how_to_trust=CLI_TRUST, weights=False
+                )
             parsed = checkpoints.parsed_checkpoint(self._parser(subcommand), config, ckpt_path, named, CLI_TRUST)
             defaults = {section: parsed[section].as_dict() for section in config}
-            for section, left_out in LEFT_OUT_OF_THE_DEFAULTS.items():
-                checkpoints.without(defaults[section]["init_args"], left_out)
+            checkpoints.without(defaults["model"]["init_args"], LEFT_OUT_OF_THE_DEFAULTS)
             self._parser(subcommand).set_defaults(defaults)
             super().parse_arguments(parser, args)
             run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
@@ -220,8 +220,9 @@ class ForecastCLI(LightningCLI):
             ckpt_path = self.config[self.subcommand].ckpt_path or self._weights(self.subcommand)
             checkpoints.check_checkpoint_fits(ckpt_path, self.checkpoint, self.model, self.datamodule)
             checkpoints.check_weights_fit(ckpt_path, self.checkpoint, self.model)
-            if self._weights(self.subcommand):  # the weights alone: data, optimizer, loops and callbacks start fresh
+            if self._weights(self.subcommand):  # the weights, and the data's scaling and vocabularies they read
                 self.model.load_state_dict(self.checkpoint["state_dict"])
+                checkpoints.load_data_state(self.datamodule, self.checkpoint, ckpt_path, training_order=False)
 
     def _run_subcommand(self, subcommand: str) -> None:
         """The subcommand; with a checkpoint, a model or data setting refused while it runs (the optimizer, built when
@@ -251,13 +252,19 @@ class ForecastCLI(LightningCLI):
         callbacks = [self._get(self.config_init, key) for key in self._parser(self.subcommand).callback_keys]
         callbacks = run_folders.callbacks_in_use(trainer_config, callbacks)
         plugins = trainer_config.get("plugins") or []
-        trainer_config["plugins"] = [*(plugins if isinstance(plugins, list) else [plugins]), self.reader]
+        plugins = plugins if isinstance(plugins, list) else [plugins]
+        if any(isinstance(plugin, CheckpointIO) for plugin in plugins):
+            raise InputError(
+                "trainer.plugins gives a CheckpointIO; the CLI reads checkpoints through "
+                "project.checkpoints.CheckpointReader (local files only, checked): subclass it to change how"
+            )
+        trainer_config["plugins"] = [*plugins, self.reader]
         trainer = self._instantiate_trainer(trainer_config, callbacks)
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        if isinstance(trainer.accelerator, CPUAccelerator) and trainer.num_devices > cores:
+        if isinstance(trainer.accelerator, CPUAccelerator) and trainer.num_devices > max(2, cores):
             raise InputError(
                 f"trainer.devices={trainer.num_devices} on the CPU starts that many processes; this machine gives this "
-                f"run {cores} cores, at most one process each"
+                f"run {cores} cores: at most one process each (or two, to try DDP on one core)"
             )
         return trainer
 

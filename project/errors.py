@@ -40,7 +40,7 @@ def reported_in_one_line() -> Iterator[None]:
         reported = reported_cause(error)
         if reported is None:
             raise
-        print(f"error: {reported}", file=sys.stderr)
+        print(f"error: {' '.join(str(reported).split())}", file=sys.stderr)  # one line, whatever a value quoted holds
         raise SystemExit(EXIT_ERROR) from None
 
 

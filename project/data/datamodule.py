@@ -31,9 +31,10 @@ SplitName = Literal["train", "val", "test"]
 
 
 def _is_frequency(value: object) -> bool:
+    """Whether ``value`` is a pandas frequency of steps forward (``h``, ``2D``, ``MS``)."""
     try:
-        return isinstance(value, str) and pd.tseries.frequencies.to_offset(value) is not None
-    except ValueError:
+        return isinstance(value, str) and pd.tseries.frequencies.to_offset(value).n > 0
+    except (ValueError, OverflowError, TypeError):
         return False
 
 
@@ -269,7 +270,8 @@ class WindowDataModule(L.LightningDataModule):
     def _load_state(self, state: dict) -> None:
         for role, columns in self._column_roles().items():
             if state.get(role) != columns:
-                raise InputError(f"{role} are {state.get(role)!r:.200}; {self.source_name} has {columns}")
+                recorded = " ".join(repr(state.get(role)).split())
+                raise InputError(f"{role} are {recorded:.200}; {self.source_name} has {columns}")
         categories = state.get("categories")
         if not (
             isinstance(categories, list)

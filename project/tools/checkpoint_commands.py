@@ -10,7 +10,7 @@ from pathlib import Path
 
 import lightning as L
 
-from project.checkpoints import built_from_checkpoint, checkpoint_inputs, data_state, read_checkpoint
+from project.checkpoints import TRAINING_ORDER, built_from_checkpoint, checkpoint_inputs, data_state, read_checkpoint
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import Inputs, check_name_lengths, check_output
@@ -18,9 +18,6 @@ from project.training.ensemble import Ensemble
 from project.training.module import Forecaster
 
 HOW_TO_TRUST = "pass --trust {path}"  # how a tool's refusal says to trust an import path
-# What a data module's state records of how one run went through its data, not of the data: members of an ensemble
-# (runs of several seeds) differ in it and still read the same batches.
-TRAINING_PROGRESS = ("shuffle_seed", "training_position")
 
 
 def trust_argument(parser: argparse.ArgumentParser) -> None:
@@ -86,7 +83,8 @@ def check_same_data(paths: Sequence[str | Path], checkpoints: Sequence[dict]) ->
 def _data_state(path: str | Path, checkpoint: dict) -> dict:
     """What a checkpoint's data module recorded of its data (its columns, categories and scaling), without the
     training progress."""
-    return {key: value for key, value in data_state(checkpoint, path).items() if key not in TRAINING_PROGRESS}
+    # Members of an ensemble (runs of several seeds) differ in their training order and still read the same batches.
+    return {key: value for key, value in data_state(checkpoint, path).items() if key not in TRAINING_ORDER}
 
 
 def inputs_of_checkpoints(paths: Sequence[str | Path], checkpoints: Sequence[dict], *sources: str | None) -> list:

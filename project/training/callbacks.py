@@ -65,6 +65,7 @@ class ForecastCheckpoint(ModelCheckpoint):
     # (written only beside a top-k checkpoint) never replaces ours.
     keep_latest: bool | None = None
     _latest_saved: tuple[int, str] | None = None  # the step and best checkpoint of the latest state saved
+    _resumed_from: tuple[str, int] | None = None  # the checkpoint a resumed fit started from, and its step
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
@@ -105,19 +106,29 @@ class ForecastCheckpoint(ModelCheckpoint):
         self._save_latest(trainer)
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
-        super().on_exception(trainer, pl_module, exception)
+        inside_a_step = isinstance(exception, KeyboardInterrupt) and not isinstance(exception, StoppedBetweenSteps)
+        if not inside_a_step:  # Lightning's save_on_exception too saves nothing of a state no run continues exactly
+            super().on_exception(trainer, pl_module, exception)
         if not isinstance(exception, (SIGTERMException, KeyboardInterrupt)) or trainer.state.fn != "fit":
             return
-        if isinstance(exception, (SIGTERMException, StoppedBetweenSteps)):  # the state is whole: saved
+        if not inside_a_step:  # SIGTERM, or Ctrl-C between steps: the state is whole, and saved
             self._save_latest(trainer)
             if self.keep_latest and self.last_model_path:  # for the one-line message
                 exception.resume = _resume(trainer, self.last_model_path)
-        else:  # stopped inside a step (a second Ctrl-C): a state a resumed run could not continue exactly, not saved
-            saved = f"; {_resume(trainer, *self._latest_saved_path())}" if self._latest_saved else ""
-            exception.resume = f"the step it stopped inside is not saved{saved or '; this run saved no step before it'}"
+            return
+        # A second Ctrl-C, inside a step: the last whole state is this run's latest save, or the one it resumed from.
+        if self._latest_saved:
+            last = str(Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
+            whole = f"; {_resume(trainer, last, self._latest_saved[0])}"
+        elif self._resumed_from:
+            whole = f"; {_resume(trainer, *self._resumed_from)}"
+        else:
+            whole = "; this run saved no step before it"
+        exception.resume = f"the step it stopped inside is not saved{whole}"
 
-    def _latest_saved_path(self) -> tuple[str, int]:
-        return str(Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}"), self._latest_saved[0]
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        self._resumed_from = (str(trainer.ckpt_path), trainer.global_step) if trainer.ckpt_path else None
 
     def _save_latest(self, trainer: L.Trainer) -> None:
         fitting = trainer.state.fn == "fit" and not (trainer.fast_dev_run or trainer.sanity_checking)

@@ -388,8 +388,6 @@ class Forecaster(L.LightningModule):
         """Before Lightning restores anything from ``checkpoint``: only what ``project.training.resume`` names, checked;
         the schedules' saved states are kept for ``on_train_start``."""
         restored, self._saved_schedules = restorable(checkpoint, self.trainer, self.trainer.datamodule)
-        if self.trainer.state.fn != "fit":
-            self._saved_schedules = None
         checkpoint.clear()
         checkpoint.update(restored)
 

@@ -10,15 +10,19 @@ optimizer's rates, its loops' counters. A resumed fit (``fit --ckpt_path``) rest
   under this run's hyperparameters: the rate, betas, weight decay and ``maximize`` are the config's
   (``optimizer_state``);
 - the learning-rate schedule as this run's config builds it, stepped to the restored step (``replay_schedule``); a
-  ``ReduceLROnPlateau``'s counters and the rates it lowered, within the config's;
-- the progress of the template's callbacks, their settings from this run's config (``callback_states``): the best and
-  top-k checkpoints that are files of this run's checkpoint folder, with their scores (a path elsewhere is dropped,
-  never read or deleted); early stopping's wait and best score; the random generators' state, which torch must accept;
+  ``ReduceLROnPlateau``'s counters and the rates it lowered, within the config's (Lightning steps a plateau schedule
+  after the epoch's end hooks, where ``last.ckpt`` is saved, and not again when a resumed run restarts there: resumed
+  from such a checkpoint, the schedule is one step behind an uninterrupted run's);
+- the progress of the template's callbacks, their settings from this run's config (``callback_states``): the top-k
+  checkpoints that are files of this run's checkpoint folder, with their scores (a path elsewhere is dropped, never
+  read or deleted); early stopping's wait and best score; the random generators' state, which torch must accept; a
+  callback of yours restores its state through a ``checked_state(saved, where)`` method (else a warning names it);
 - the fp16 gradient scaler's scale and growth count, its factors from the config;
 - the data module's state, which the data module checks (``WindowDataModule.load_state_dict``).
 
-Validate, test and predict take the weights and the data module's state only; so does a fit from someone else's
-weights (``fit --weights``), which restores nothing through Lightning. A value outside these is one line naming the
+Validate, test and predict take the weights and the data module's state only. A fit from someone else's weights
+(``fit --weights``) restores nothing through Lightning: the CLI loads the weights, and the data's scaling and
+vocabularies they read (``project.checkpoints.load_data_state``). A value outside these is one line naming the
 checkpoint and the entry. ``Forecaster`` applies this module: ``on_load_checkpoint`` (before Lightning restores
 anything), an optimizer load hook, ``on_train_start``.
 """
@@ -26,6 +30,7 @@ anything), an optimizer load hook, ``on_train_start``.
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +40,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
+from lightning.pytorch.utilities import rank_zero_warn
 
 from project.errors import InputError
 from project.training.callbacks import RandomState
@@ -54,15 +60,15 @@ SETTINGS_AND_WEIGHTS = (
 STAGES = ("ready", "started", "processed", "completed")
 
 
-def restorable(checkpoint: dict, trainer: L.Trainer, datamodule: object = None) -> tuple[dict, list]:
-    """The checkpoint as this run restores it, and the schedules' saved states (``replay_schedule`` reads them once
-    training starts; Lightning is given none). Refuses in one line a named entry that is malformed."""
+def restorable(checkpoint: dict, trainer: L.Trainer, datamodule: object = None) -> tuple[dict, list | None]:
+    """The checkpoint as this run restores it, and, for a fit, the schedules' saved states (``replay_schedule`` reads
+    them once training starts; Lightning is given none). Refuses in one line a named entry that is malformed."""
     where = trainer.ckpt_path or "the checkpoint"
     kept = {key: checkpoint[key] for key in SETTINGS_AND_WEIGHTS if key in checkpoint}
     if datamodule is not None and (key := type(datamodule).__qualname__) in checkpoint:
         kept[key] = checkpoint[key]
     if trainer.state.fn != "fit":
-        return kept, []
+        return kept, None
     optimizer_states = checkpoint.get("optimizer_states")
     if not (isinstance(optimizer_states, list) and optimizer_states and isinstance(optimizer_states[0], dict)):
         raise InputError(
@@ -94,17 +100,18 @@ def fit_loop_state(trainer: L.Trainer, saved: object, where: str) -> dict:
     counter an integer in 0..MAX_COUNT, each flag a bool, an event's stages in the order Lightning counts them (ready ≥
     started ≥ processed ≥ completed); keys the fresh loop lacks (another loop's, a loader's position: the data module
     keeps that) dropped."""
-    return _like(trainer.fit_loop.state_dict(), saved, f"{where}: its fit loop's progress")
+    return _shaped_like(trainer.fit_loop.state_dict(), saved, f"{where}: its fit loop's progress")
 
 
-def _like(fresh: object, saved: object, where: str) -> object:
+def _shaped_like(fresh: object, saved: object, where: str) -> object:
+    """``saved`` with the keys and kinds of ``fresh``: a mapping's keys, an integer counter, a bool."""
     if isinstance(fresh, dict):
         if not isinstance(saved, dict):
             raise InputError(f"{where} must be a mapping; got {type(saved).__name__}")
         missing = [key for key in fresh if key not in saved]
         if missing:
             raise InputError(f"{where} lacks {', '.join(map(str, missing[:3]))}")
-        state = {key: _like(value, saved[key], f"{where}.{key}") for key, value in fresh.items()}
+        state = {key: _shaped_like(value, saved[key], f"{where}.{key}") for key, value in fresh.items()}
         counted = [state[stage] for stage in STAGES if isinstance(state.get(stage), int)]
         if counted != sorted(counted, reverse=True):
             raise InputError(f"{where} counts {counted} for {', '.join(STAGES[: len(counted)])}; each at most the last")
@@ -119,43 +126,68 @@ def _like(fresh: object, saved: object, where: str) -> object:
 
 
 def callback_states(trainer: L.Trainer, saved: dict, where: str) -> dict:
-    """The saved state of each of this run's callbacks that ``RESTORED_CALLBACKS`` names, checked and merged into its
-    fresh state (its settings, from the config); every other callback starts fresh."""
-    states = {}
+    """The saved state of each of this run's callbacks that ``RESTORED_CALLBACKS`` names, or that checks its own
+    (a ``checked_state(saved, where) -> dict`` method: yours), merged into its fresh state (its settings, from the
+    config). Every other callback's saved state is not restored, and a warning names it."""
+    states, dropped = {}, []
     for callback in trainer.callbacks:
-        check = next((f for cls, f in RESTORED_CALLBACKS.items() if isinstance(callback, cls)), None)
-        if check is not None and callback.state_key in saved:
-            named = f"{where}: its {type(callback).__name__} state"
-            state = saved[callback.state_key]
-            if not isinstance(state, dict):
-                raise InputError(f"{named} must be a mapping; got {type(state).__name__}")
-            states[callback.state_key] = {**callback.state_dict(), **check(callback, state, named)}
+        if callback.state_key not in saved:
+            continue
+        if hasattr(callback, "checked_state"):
+            check = type(callback).checked_state  # called as check(callback, state, where), as the table's are
+        else:
+            check = next((f for cls, f in RESTORED_CALLBACKS.items() if isinstance(callback, cls)), None)
+        if check is None:  # named when it would have restored something (Lightning's default restores nothing)
+            if type(callback).load_state_dict is not L.Callback.load_state_dict:
+                dropped.append(type(callback).__name__)
+            continue
+        named = f"{where}: its {type(callback).__name__} state"
+        state = saved[callback.state_key]
+        if not isinstance(state, dict):
+            raise InputError(f"{named} must be a mapping; got {type(state).__name__}")
+        states[callback.state_key] = {**callback.state_dict(), **check(callback, state, named)}
+    if dropped:
+        rank_zero_warn(
+            f"{where}: the saved state of {', '.join(dropped)} is not restored (a callback restores its state when it "
+            "checks it: a checked_state method, project/training/resume.py)"
+        )
     return states
 
 
 def _checkpoint_progress(callback: ModelCheckpoint, saved: dict, where: str) -> dict:
-    """The best, k-th best and latest checkpoints with their scores, where each is a file of this run's checkpoint
-    folder: a path anywhere else (a URL, ``../``, another run's folder) is dropped, so nothing outside is read or
-    deleted. The monitored metric and the folder are the config's."""
-    folder = Path(callback.dirpath).resolve() if callback.dirpath else None
+    """The top-k checkpoints with their scores, each a file of this run's checkpoint folder: a recorded path is taken
+    by its file name in the folder (a run folder moved, or resumed from another working directory, keeps its
+    checkpoints), and one no file of the folder has (a URL, a file elsewhere) is dropped, so nothing outside is read
+    or deleted. The best and the k-th follow from those kept, as Lightning derives them; the monitored metric and the
+    folder are the config's."""
 
-    def ours(path: object) -> bool:
-        if not (isinstance(path, str) and path and folder is not None) or "://" in path:
-            return False
-        return Path(path).resolve().parent == folder and Path(path).is_file()
+    def ours(path: object) -> str | None:
+        if not (isinstance(path, str) and path and callback.dirpath) or "://" in path:
+            return None
+        try:
+            mine = Path(callback.dirpath) / Path(path).name
+            return os.path.join(callback.dirpath, mine.name) if mine.is_file() and not mine.is_symlink() else None
+        except (OSError, ValueError):  # a name no file system takes
+            return None
 
     saved_top = saved.get("best_k_models") or {}
     if not isinstance(saved_top, dict):
         raise InputError(f"{where}: best_k_models must be a mapping; got {type(saved_top).__name__}")
+    top = {ours(path): _score(score, f"{where}: best_k_models") for path, score in saved_top.items() if ours(path)}
     state: dict[str, Any] = {
-        "best_k_models": {path: _score(s, f"{where}: best_k_models") for path, s in saved_top.items() if ours(path)},
+        "best_k_models": top,
         "current_score": _score(saved.get("current_score"), f"{where}: current_score"),
     }
-    for path, score in (("best_model_path", "best_model_score"), ("kth_best_model_path", "kth_value")):
-        if ours(saved.get(path)):
-            state[path], state[score] = saved[path], _score(saved.get(score), f"{where}: {score}")
-    if ours(saved.get("last_model_path")):
-        state["last_model_path"] = saved["last_model_path"]
+    if top:  # as ModelCheckpoint._update_best_and_save derives them
+        best, worst = (min, max) if callback.mode == "min" else (max, min)
+        state["best_model_path"] = best(top, key=top.get)
+        state["kth_best_model_path"] = worst(top, key=top.get)
+        state["best_model_score"], state["kth_value"] = top[state["best_model_path"]], top[state["kth_best_model_path"]]
+    elif best_path := ours(saved.get("best_model_path")):  # no top k (no monitor): the latest checkpoint saved
+        state["best_model_path"] = best_path
+        state["best_model_score"] = _score(saved.get("best_model_score"), f"{where}: best_model_score")
+    if last := ours(saved.get("last_model_path")):
+        state["last_model_path"] = last
     return state
 
 
@@ -210,13 +242,13 @@ def optimizer_state(optimizer: torch.optim.Optimizer, saved: dict, where: str) -
         raise InputError(f"{named} does not have this optimizer's {len(groups)} parameter groups of {sizes} parameters")
     parameters = [p for group in groups for p in group["params"]]
     saved_ids = [i for group in saved_groups for i in group["params"]]
-    kept = kept_state(optimizer)
+    kept, size = kept_state(optimizer), sum(parameter.numel() for parameter in parameters)
     state = {}
-    for position, (parameter, saved_id) in enumerate(zip(parameters, saved_ids, strict=True)):
+    for position, saved_id in enumerate(saved_ids):
         entry = saved["state"].get(saved_id) if isinstance(saved_id, int) else None
         if entry is not None:
             fresh = kept[position] if kept is not None else None
-            state[position] = _parameter_state(entry, parameter, fresh, f"{named} of parameter {position}")
+            state[position] = _parameter_state(entry, fresh, size, f"{named} of parameter {position}")
     positions = iter(range(len(parameters)))
     own_groups = [
         {**{k: v for k, v in group.items() if k != "params"}, "params": [next(positions) for _ in group["params"]]}
@@ -228,7 +260,8 @@ def optimizer_state(optimizer: torch.optim.Optimizer, saved: dict, where: str) -
 def kept_state(optimizer: torch.optim.Optimizer) -> list[dict] | None:
     """What ``optimizer`` keeps for each parameter (its state's keys, and each tensor's shape), learned from one step of
     its class, with its settings, on the meta device: no memory, nothing of the real parameters touched. None where
-    the class cannot step there (LBFGS, ASGD, an optimizer of yours that reads its values)."""
+    the class cannot step there (LBFGS, ASGD, an optimizer of yours that reads its values): ``_checked`` then takes
+    finite values of at most the parameters' size."""
     groups = [
         {**group, "params": [torch.nn.Parameter(torch.empty_like(p, device="meta")) for p in group["params"]]}
         for group in optimizer.param_groups
@@ -244,23 +277,46 @@ def kept_state(optimizer: torch.optim.Optimizer) -> list[dict] | None:
     return [stepped.state.get(parameter, {}) for parameter in parameters]
 
 
-def _parameter_state(entry: object, parameter: torch.Tensor, fresh: dict | None, where: str) -> dict:
-    """A parameter's saved optimizer state: the keys this optimizer keeps (``fresh``), each a finite tensor of the
-    shape it keeps (without a template: the parameter's shape, or a scalar), a step count a non-negative whole
-    number."""
+def _parameter_state(entry: object, fresh: dict | None, size: int, where: str) -> dict:
+    """A parameter's saved optimizer state: the keys this optimizer keeps (``fresh``), each value of the kind and shape
+    it keeps (``_checked``), a step count a non-negative whole number."""
     if not isinstance(entry, dict):
         raise InputError(f"{where} must be a mapping; got {type(entry).__name__}")
     if fresh is not None and set(entry) != set(fresh):
         raise InputError(f"{where} holds {', '.join(map(str, entry))}; this optimizer keeps {', '.join(fresh)}")
     for key, value in entry.items():
-        shapes = [tuple(fresh[key].shape)] if fresh is not None else [(), tuple(parameter.shape)]
-        if value is None and fresh is None:
-            continue
-        if not (isinstance(value, torch.Tensor) and tuple(value.shape) in shapes and bool(torch.isfinite(value).all())):
-            raise InputError(f"{where}: {key} must be a finite tensor of shape {' or '.join(map(str, shapes))}")
-        if key == "step" and not (float(value) >= 0 and float(value).is_integer()):
+        _checked(value, fresh[key] if fresh is not None else _NO_TEMPLATE, size, f"{where}: {key}")
+        if key == "step" and value is not None and not (float(value) >= 0 and float(value).is_integer()):
             raise InputError(f"{where}: step must be a non-negative whole number; got {float(value)}")
     return entry
+
+
+_NO_TEMPLATE = object()  # an optimizer that cannot step on the meta device: no template of its state
+
+
+def _checked(value: object, kept: object, size: int, where: str) -> None:
+    """``value`` as the optimizer keeps it (``kept``): a finite tensor of its shape, a finite number, None. Without a
+    template: None, a finite number, or a finite tensor of at most the parameters' ``size`` values, or lists of them."""
+    if kept is _NO_TEMPLATE:
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                _checked(item, _NO_TEMPLATE, size, where)
+            return
+        fits = value is None or (isinstance(value, torch.Tensor) and value.numel() <= size)
+        fits |= isinstance(value, (int, float)) and not isinstance(value, bool)
+        kind = f"None, a number or a tensor of at most {size} values"
+    elif isinstance(kept, torch.Tensor):
+        fits = isinstance(value, torch.Tensor) and value.shape == kept.shape
+        kind = f"a tensor of shape {tuple(kept.shape)}"
+    else:
+        fits, kind = type(value) is type(kept), type(kept).__name__
+    if fits and isinstance(value, torch.Tensor) and value.is_floating_point():
+        fits = bool(torch.isfinite(value).all())
+    elif fits and isinstance(value, float):
+        fits = math.isfinite(value)
+    if not fits:
+        got = f"a tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else f"{value!r:.40}"
+        raise InputError(f"{where} must be {kind}, finite; got {got}")
 
 
 def replay_schedule(scheduler: object, saved: object, steps: int, where: str) -> None:
@@ -327,10 +383,12 @@ def _number(
 
 
 def _score(value: object, where: str) -> torch.Tensor | None:
-    """A monitored score: None (none yet) or a number, infinite allowed (the start of a search), never NaN."""
+    """A monitored score: None (none yet) or a number, infinite allowed (the start of a search), never NaN; a tensor
+    keeps its type, which the comparisons with later scores read."""
     if value is None:
         return None
-    return torch.tensor(_number(value, where, finite=False))
+    number = _number(value, where, finite=False)
+    return value.detach().clone().reshape(()) if isinstance(value, torch.Tensor) else torch.tensor(number)
 
 
 def _bytes_like(saved: object, fresh: torch.Tensor, where: str) -> torch.Tensor:
