@@ -112,9 +112,10 @@ def _shaped_like(fresh: object, saved: object, where: str) -> object:
         if missing:
             raise InputError(f"{where} lacks {', '.join(map(str, missing[:3]))}")
         state = {key: _shaped_like(value, saved[key], f"{where}.{key}") for key, value in fresh.items()}
-        counted = [state[stage] for stage in STAGES if isinstance(state.get(stage), int)]
+        stages = [stage for stage in STAGES if isinstance(state.get(stage), int)]
+        counted = [state[stage] for stage in stages]
         if counted != sorted(counted, reverse=True):
-            raise InputError(f"{where} counts {counted} for {', '.join(STAGES[: len(counted)])}; each at most the last")
+            raise InputError(f"{where} counts {counted} for {', '.join(stages)}; each at most the last")
         return state
     if isinstance(fresh, bool):
         if not isinstance(saved, bool):
