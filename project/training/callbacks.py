@@ -117,9 +117,8 @@ class ForecastCheckpoint(ModelCheckpoint):
                 exception.resume = _resume(trainer, self.last_model_path)
             return
         # A second Ctrl-C, inside a step: the last whole state is this run's latest save, or the one it resumed from.
-        if self._latest_saved:
-            last = str(Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
-            whole = f"; {_resume(trainer, last, self._latest_saved[0])}"
+        if self._latest_saved:  # saved with last_model_path (_save_latest)
+            whole = f"; {_resume(trainer, self.last_model_path, self._latest_saved[0])}"
         elif self._resumed_from:
             whole = f"; {_resume(trainer, *self._resumed_from)}"
         else:
