@@ -147,6 +147,11 @@ class ForecastCLI(LightningCLI):
         if subcommand is None:
             return
         self.reader = CheckpointReader()
+        if self.config[subcommand].get("weights_only") is False:  # Lightning's option, which the reader never takes
+            raise InputError(
+                f"--weights_only=false would let {subcommand} unpickle a checkpoint's code; every checkpoint is read "
+                "with weights_only=True (project.checkpoints.read_checkpoint)"
+            )
         run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
         ckpt_path = self.config[subcommand].get("ckpt_path") or self._weights(subcommand)
         if ckpt_path:

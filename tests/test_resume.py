@@ -648,3 +648,13 @@ def test_a_checkpoint_reader_of_your_own_is_one_line_not_two_readers(capsys):
         "error: trainer.plugins gives a CheckpointIO; the CLI reads checkpoints through "
         "project.checkpoints.CheckpointReader (local files only, checked): subclass it to change how"
     )
+
+
+def test_lightnings_weights_only_false_is_refused_not_ignored(capsys):
+    """Lightning's ``--weights_only`` chooses how its own loader unpickles; the CLI's reader reads every checkpoint
+    with ``weights_only=True``, so ``false`` could only mislead."""
+    assert cli("predict", "--weights_only=false", "--ckpt_path=x.ckpt") == 2
+    assert one_line_error(capsys) == (
+        "error: --weights_only=false would let predict unpickle a checkpoint's code; every checkpoint is read with "
+        "weights_only=True (project.checkpoints.read_checkpoint)"
+    )
