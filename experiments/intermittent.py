@@ -73,14 +73,14 @@ RECIPES = {  # name → its settings, each complete (configs/panel.yaml sets the
     "per-series scaling, MSE (configs/panel.yaml before this check)": [
         "--data.scaling=per_series",
         MSE,
-        "--model.instance_norm=false",
+        "--model.normalisation=null",
     ],
-    "per-series scaling, MAE": ["--data.scaling=per_series", MAE, "--model.instance_norm=false"],
-    "mean-absolute scaling, MAE": ["--data.scaling=mean_abs", MAE, "--model.instance_norm=false"],
+    "per-series scaling, MAE": ["--data.scaling=per_series", MAE, "--model.normalisation=null"],
+    "mean-absolute scaling, MAE": ["--data.scaling=mean_abs", MAE, "--model.normalisation=null"],
     "mean-absolute scaling, MAE, per-window normalisation": [
         "--data.scaling=mean_abs",
         MAE,
-        "--model.instance_norm=true",
+        "--model.normalisation=project.training.InstanceNorm",
     ],
 }
 NAIVE = {

@@ -415,7 +415,7 @@ def check_checkpoint_fits(path: str | Path, checkpoint: dict, model: L.Lightning
     ]
     compared += [
         (f"{section}.{name}", model.hparams.get(name), trained.get(name))
-        for section, name in (("data", "context_length"), ("data", "horizon"), ("model", "instance_norm"))
+        for section, name in (("data", "context_length"), ("data", "horizon"), ("model", "normalisation"))
     ]
     # A component where the checkpoint has none (a baseline path added): named as the option, not as weights.
     parents = dict.fromkeys(  # in order, once each

@@ -105,7 +105,7 @@ class ForecastCLI(LightningCLI):
         )
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        # Default classes: configs set `model.instance_norm` without a class_path, and `predict --ckpt_path X`
+        # Default classes: configs set `model.cuda_graph` without a class_path, and `predict --ckpt_path X`
         # alone parses (the checkpoint's classes and settings then become the defaults).
         parser.set_defaults(DEFAULT_CLASSES)
         parser.link_arguments("data.input_sizes", f"{NETWORK}.sizes", compute_fn=asdict, apply_on="instantiate")

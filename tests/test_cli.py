@@ -789,7 +789,7 @@ def test_the_ddp_preset_uses_every_gpu_of_the_node():
             "--model.regime.gradient=bogus",
             'error: Parser key "model.regime.init_args.gradient": Expected a typing.Literal',
         ),
-        ("--model.instance_norm=bogus", "error: Parser key \"model.instance_norm\": Expected a <class 'bool'>"),
+        ("--model.cuda_graph=bogus", "error: Parser key \"model.cuda_graph\": Expected a <class 'bool'>"),
         ("--data.batch_size=abc", "error: Parser key \"data.batch_size\": Expected a <class 'int'>. Got value: abc"),
         ("--model.network.init_args.d_model=abc", 'error: Parser key "model.network.init_args.d_model":'),
         ("--model.nonexistent=3", "error: Parser key \"model\": Option 'nonexistent' is not accepted"),

@@ -7,7 +7,7 @@ from project.model import ForecastTransformer, auto_patch_length
 from project.model.cache import attend
 from project.model.decoding import generate
 from project.model.transformer import Encoded
-from project.training import FreeRunning, ScheduledSampling
+from project.training import FreeRunning, LastValueNorm, ScheduledSampling
 from tests.helpers import BASELINE_PATHS, baseline_path, forecaster, relative_difference, small_model
 from tests.reference_loops import naive_generate
 
@@ -404,7 +404,7 @@ def test_channel_independence_with_one_target_is_the_joint_model(regime):
         context_length=8,
         horizon=4,
         loss="mae",
-        instance_norm=True,
+        normalisation=LastValueNorm(),
         regime=regime,
     )
     batch = {"context": torch.randn(3, 8, 1), "target": torch.randn(3, 4, 1), **covariates_for(3, 8, 4, torch.float32)}

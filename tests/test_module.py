@@ -7,7 +7,14 @@ import torch
 
 from project.data import WindowDataModule
 from project.errors import InputError
-from project.training import FreeRunning, ScheduledSampling, TeacherForcing, WarmupCosine
+from project.training import (
+    FreeRunning,
+    InstanceNorm,
+    LastValueNorm,
+    ScheduledSampling,
+    TeacherForcing,
+    WarmupCosine,
+)
 from project.training.module import ContextNorm, Forecaster
 from project.training.regimes import REGIMES, RegimeOptions
 from tests.helpers import adamw, learnable_series, quiet_trainer, relative_difference, tiny_module, warmup_cosine
@@ -52,23 +59,59 @@ def test_each_regime_class_runs_its_registered_function(regime):
     torch.testing.assert_close(module.training_forecast(batch), expected, rtol=0, atol=0)
 
 
-def test_context_norm_statistics_come_from_the_context_only():
+NORMALISATIONS = [InstanceNorm(), LastValueNorm()]
+
+
+def test_each_normalisation_takes_its_location_and_scale_from_the_context_only():
     context, target = torch.randn(4, 8, 2), torch.randn(4, 4, 2)
-    norm = ContextNorm(context)
-    torch.testing.assert_close(norm.mean, context.mean(1, keepdim=True))
-    torch.testing.assert_close(norm.inverse(norm(target)), target)
-    module = tiny_module(instance_norm=True, regime=TeacherForcing()).double()
-    batch = {"context": context.double(), "target": target.double()}
-    changed = dict(batch, target=batch["target"].clone())
-    changed["target"][:, 1:] *= 1000  # the future of position 0 changes wildly
-    forecast, forecast_changed = module.training_forecast(batch), module.training_forecast(changed)
-    torch.testing.assert_close(forecast_changed[:, 0], forecast[:, 0], rtol=0, atol=1e-12)
+    spread = (context.var(1, keepdim=True, unbiased=False) + 1e-5).sqrt()
+    for normalisation, location in zip(NORMALISATIONS, [context.mean(1, keepdim=True), context[:, -1:]], strict=True):
+        norm = ContextNorm(context, normalisation)
+        assert torch.equal(norm.loc, location)
+        assert torch.equal(norm.scale, spread)
+        torch.testing.assert_close(norm.inverse(norm(target)), target)
+        module = tiny_module(normalisation=normalisation, regime=TeacherForcing()).double()
+        batch = {"context": context.double(), "target": target.double()}
+        changed = dict(batch, target=batch["target"].clone())
+        changed["target"][:, 1:] *= 1000  # the future of position 0 changes wildly
+        forecast, forecast_changed = module.training_forecast(batch), module.training_forecast(changed)
+        torch.testing.assert_close(forecast_changed[:, 0], forecast[:, 0], rtol=0, atol=1e-12)
 
 
-def test_instance_norm_makes_forecasts_equivariant_to_shifting_and_scaling_the_context():
-    module = tiny_module(instance_norm=True).double().eval()
+@pytest.mark.parametrize("normalisation", NORMALISATIONS, ids=repr)
+@pytest.mark.parametrize(
+    "regime",
+    [TeacherForcing(), FreeRunning("detach"), FreeRunning("bptt"), ScheduledSampling(steps=10)],
+    ids=repr,
+)
+def test_a_normalised_model_trains_each_regime_exactly_on_the_normalised_windows(normalisation, regime):
+    """The normalisation wraps the regime: its forecast is the regime's own on the normalised context and target,
+    mapped back to the batch's units, bit for bit in float64 (so every regime's exactness holds with it)."""
+    module = tiny_module(normalisation=normalisation, regime=regime).double()
+    batch, model = random_batch(), module.network
+    loc, scale = normalisation.statistics(batch["context"])
+    context, target = (batch["context"] - loc) / scale, (batch["target"] - loc) / scale
+    encoded, start = model.encode(context), model.start_of(context)
+    torch.manual_seed(0)
+    expected = regime.forecast(model, encoded, start, target, regime.options(step=0))
+    torch.manual_seed(0)
+    forecast = module.training_forecast(batch)
+    assert torch.equal(forecast, module.distribution.affine(expected, loc, scale))
+
+
+@pytest.mark.parametrize("normalisation", NORMALISATIONS, ids=repr)
+def test_a_normalisation_makes_forecasts_equivariant_to_shifting_and_scaling_the_context(normalisation):
+    module = tiny_module(normalisation=normalisation).double().eval()
     context = torch.randn(2, 8, 2, dtype=torch.float64)
     torch.testing.assert_close(module(3 * context + 5), 3 * module(context) + 5, rtol=1e-4, atol=1e-4)  # eps in std
+
+
+def test_last_value_norm_follows_a_level_that_has_just_moved_where_the_look_backs_mean_lags_it():
+    """A look-back flat at 0 then at 10 for its last two steps: the last-value model sees the same input as for a
+    look-back flat at 10 throughout (its forecast starts at the new level); the mean's sees a window mostly below."""
+    moved = torch.cat([torch.zeros(1, 6, 1), torch.full((1, 2, 1), 10.0)], dim=1).double()
+    assert LastValueNorm().statistics(moved)[0].item() == 10.0
+    assert InstanceNorm().statistics(moved)[0].item() == 2.5
 
 
 def test_a_forecast_may_go_beyond_the_trained_horizon_up_to_max_horizon():

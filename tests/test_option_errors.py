@@ -35,8 +35,8 @@ def jsonargparse_message():
 @pytest.mark.parametrize(
     ("fragment", "argument"),
     [
-        ("KEY", "--model.instance_norm=bogus"),
-        ("NO_UNION_MEMBER", "--model.instance_norm=bogus"),
+        ("KEY", "--model.cuda_graph=bogus"),
+        ("NO_UNION_MEMBER", "--model.cuda_graph=bogus"),
         ("ATTEMPTS", "--data.batch_size=abc"),
         ("ATTEMPTS_END", "--data.batch_size=abc"),
         ("GIVEN_VALUE", "--model=5"),
@@ -58,7 +58,7 @@ def test_a_nested_value_is_given_as_jsonargparse_writes_it(jsonargparse_message)
 
 
 def test_jsonargparse_lists_one_attempt_per_union_member_the_none_one_last(jsonargparse_message):
-    message = jsonargparse_message("--model.instance_norm=bogus")
+    message = jsonargparse_message("--model.cuda_graph=bogus")
     attempts = message.partition(option_errors.ATTEMPTS)[2].partition(option_errors.ATTEMPTS_END)[0]
     items = [line for line in attempts.splitlines() if line.startswith(option_errors.ATTEMPT)]
     assert items == [
@@ -81,8 +81,8 @@ def test_jsonargparse_names_the_failing_option_on_the_line_after_the_class(jsona
     ("arguments", "readable"),
     [
         (
-            ["--model.instance_norm=bogus"],
-            "Parser key \"model.instance_norm\":\n  Expected a <class 'bool'>. Got value: bogus",
+            ["--model.cuda_graph=bogus"],
+            "Parser key \"model.cuda_graph\":\n  Expected a <class 'bool'>. Got value: bogus",
         ),
         (["--data.batch_size=abc"], "Parser key \"data.batch_size\":\n  Expected a <class 'int'>. Got value: abc"),
         (

@@ -604,8 +604,9 @@ def test_a_plateau_schedules_counters_and_lowered_rates_are_restored_within_the_
 
 @pytest.mark.slow
 def test_a_run_budgeted_in_epochs_resumes_from_an_epochs_end_bit_for_bit(tmp_path):
-    """base.yaml's budget is ``max_epochs``, where Lightning restarts its loops otherwise than with ``max_steps``: a run
-    killed after an epoch's end (its last.ckpt written there) ends on the uninterrupted weights."""
+    """A budget in epochs (``--trainer.max_epochs``, which a user may set beside base.yaml's ``max_steps``), where
+    Lightning restarts its loops otherwise than mid-epoch: a run killed after an epoch's end (its last.ckpt written
+    there) ends on the uninterrupted weights."""
     arguments = ["fit", "--config", BASE, "--trainer.max_epochs=2", "--trainer.limit_train_batches=3"]
     arguments += ["--trainer.limit_val_batches=1", "--trainer.logger=false", "--test_after_fit=false"]
     arguments += ["--model.network.init_args.dropout=0.2"]

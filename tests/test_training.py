@@ -153,6 +153,65 @@ def test_save_last_link_is_refused_in_one_line_rather_than_written_as_a_copy(tmp
     assert not list(tmp_path.glob("*.ckpt"))
 
 
+class ScriptedValidation(L.LightningModule):
+    """One weight trained on ten batches an epoch; the n-th validation logs ``losses[n]`` as ``val/loss``."""
+
+    def __init__(self, losses: list[float]) -> None:
+        super().__init__()
+        self.weight, self.losses, self.checks = torch.nn.Parameter(torch.zeros(())), losses, 0
+
+    def training_step(self, batch, batch_index):
+        return (self.weight - batch.sum()) ** 2
+
+    def validation_step(self, batch, batch_index):
+        pass
+
+    def on_validation_epoch_end(self):
+        self.log("val/loss", self.losses[self.checks])
+        self.checks += 1
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    def train_dataloader(self):
+        return torch.utils.data.DataLoader(torch.ones(10, 1), batch_size=1)
+
+    def val_dataloader(self):
+        return torch.utils.data.DataLoader(torch.ones(1, 1), batch_size=1)
+
+
+@pytest.mark.parametrize(
+    ("limits", "losses", "said"),
+    [
+        ({"max_steps": 30, "val_check_interval": 10}, [3.0, 2.0, 1.0], "raise trainer.max_steps=30 to train longer"),
+        ({"max_epochs": 3}, [3.0, 2.0, 1.0], "raise trainer.max_epochs=3 to train longer"),
+        ({"max_steps": 30, "val_check_interval": 10}, [3.0, 1.0, 2.0], None),  # the best came before the end
+        (
+            {"max_steps": 5, "val_check_interval": 10, "check_val_every_n_epoch": None},
+            [],
+            "no validation ran in this fit's 5 steps (one every trainer.val_check_interval=10 training batches), so no "
+            "best checkpoint was kept; lower it",
+        ),
+    ],
+)
+def test_a_fit_whose_best_validation_is_its_last_or_that_never_validated_says_so_and_which_option_to_change(
+    tmp_path, capsys, limits, losses, said
+):
+    checkpoint = ForecastCheckpoint(dirpath=tmp_path, monitor="val/loss")
+    trainer = quiet_trainer(enable_checkpointing=True, num_sanity_val_steps=0, callbacks=[checkpoint], **limits)
+    trainer.fit(ScriptedValidation(losses))
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    if said is None:
+        assert notes == []
+    elif said.startswith("no validation"):
+        assert notes == [f"note: {said}"]
+    else:
+        assert notes == [
+            "note: the best val/loss came at the last validation (step 30), so the model may still be improving; "
+            + said
+        ]
+
+
 def test_bf16_mixed_precision_trains_on_cpu():
     L.seed_everything(0)
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)

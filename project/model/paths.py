@@ -1,11 +1,11 @@
 """The baseline path a network forecasts the residual over: a component given by class_path, as the distribution is.
 
 A network with a baseline path computes the path's forecast of the whole horizon from the context it is given (the
-normalised context: the data module's scaling, and ``instance_norm`` when it is on) when it encodes, keeps it with the
-encoded state, and adds the path's values of the positions it decodes to the location of its distribution's
-parameters (``Distribution.shift``). So the network's output is the full forecast, path plus residual, and everything
-that reads it (the regimes, the cache, sampling, predict, checkpoints) is unchanged: free running feeds back the full
-forecast. In a config::
+normalised context: the data module's scaling, and the model's ``normalisation`` when there is one) when it encodes,
+keeps it with the encoded state, and adds the path's values of the positions it decodes to the location of its
+distribution's parameters (``Distribution.shift``). So the network's output is the full forecast, path plus residual,
+and everything that reads it (the regimes, the cache, sampling, predict, checkpoints) is unchanged: free running
+feeds back the full forecast. In a config::
 
     model:
       network:

@@ -30,6 +30,7 @@ from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache
 from project.model.transformer import Encoded, ForecastTransformer
 from project.tools.checkpoint_commands import check_output_folder, load_checkpoint, trust_argument
 from project.training.module import Forecaster, ends_inside_a_patch
+from project.training.normalisation import InstanceNorm, LastValueNorm
 
 
 class EncoderGraph(nn.Module):
@@ -119,6 +120,12 @@ def export(
 ) -> dict:
     """Write the graphs of ``module`` (loaded from ``checkpoint``) and ``model.json`` into ``output``, each file
     whole or not at all."""
+    normalisation = module.normalisation
+    if normalisation is not None and type(normalisation) not in (InstanceNorm, LastValueNorm):
+        raise InputError(
+            f"{checkpoint}'s model.normalisation is {type(normalisation).__qualname__}; an exported model is served "
+            "(project.tools.serve) with InstanceNorm, LastValueNorm or none"
+        )
     if module.has_distribution:
         print("The exported decoder feeds back the point forecast (mean, or median of quantiles): a point path.")
     model = module.network.float()
@@ -165,7 +172,7 @@ def export(
         "n_targets": model.n_targets,
         "distribution": f"{type(distribution).__module__}.{type(distribution).__qualname__}",
         "point_index": distribution.point_index,
-        "instance_norm": bool(module.hparams.instance_norm),
+        "normalisation": None if module.normalisation is None else type(module.normalisation).__name__,
         "cache_shape": list(cache_shape),
         "encoder_inputs": list(inputs),
         "checkpoint": str(checkpoint),

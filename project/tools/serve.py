@@ -10,8 +10,8 @@ forecast fed back as the next input, as ``ForecastTransformer.generate`` does.
     forecast = forecaster.forecast(context)            # (N, horizon, F), in the units of ``context``
 
 Inputs are the model's: scaled as the DataModule scales them (``loc``/``scale`` of the batch), with the covariates
-the model was trained with (``forecaster.inputs`` lists them). Instance normalisation, when the model was trained
-with it, is applied here.
+the model was trained with (``forecaster.inputs`` lists them). The model's normalisation (``InstanceNorm`` or
+``LastValueNorm``), when it was trained with one, is applied here.
 """
 
 from __future__ import annotations
@@ -23,6 +23,12 @@ from pathlib import Path
 import numpy as np
 
 Graph = Callable[[dict[str, np.ndarray]], list[np.ndarray]]  # named inputs, in the graph's order → its outputs
+# Each normalisation's location (N, 1, F) of a context (N, L, F), as project.training.normalisation computes it; the
+# scale is the look-back's standard deviation for both.
+LOCATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "InstanceNorm": lambda context: context.mean(axis=1, keepdims=True),
+    "LastValueNorm": lambda context: context[:, -1:],
+}
 
 
 class ExportedForecaster:
@@ -43,10 +49,11 @@ class ExportedForecaster:
         """Point forecast (N, horizon, F) from ``context`` (N, context_length, F) and the model's covariates."""
         meta = self.meta
         context = context.astype(np.float32)
-        if meta["instance_norm"]:  # per window and channel, statistics of the context only
-            mean = context.mean(axis=1, keepdims=True)
-            std = np.sqrt(context.var(axis=1, keepdims=True) + 1e-5)
-            context = (context - mean) / std
+        normalised = meta["normalisation"] is not None
+        if normalised:  # per window and channel, statistics of the context only
+            loc = LOCATIONS[meta["normalisation"]](context)
+            scale = np.sqrt(context.var(axis=1, keepdims=True) + 1e-5)
+            context = (context - loc) / scale
         feeds = {"context": context, **{name: covariates[name] for name in self.inputs if name != "context"}}
         feeds = {name: _typed(name, value) for name, value in feeds.items()}
         memory_keys, memory_values, static, *baseline = self.encoder(feeds)
@@ -74,7 +81,7 @@ class ExportedForecaster:
             step_input = parameters[..., meta["point_index"]]
             steps.append(step_input)
         forecast = np.concatenate(steps, axis=1)[:, : meta["horizon"]]
-        return forecast * std + mean if meta["instance_norm"] else forecast
+        return forecast * scale + loc if normalised else forecast
 
 
 def _onnx_graph(path: Path) -> Graph:

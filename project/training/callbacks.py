@@ -47,6 +47,21 @@ def _resume(trainer: L.Trainer, latest_checkpoint: str, step: int | None = None)
     return f"{latest_checkpoint} holds {holds}; continue with --ckpt_path {option}"
 
 
+def stopped_too_soon(trainer: L.Trainer, monitor: str, step: int) -> str:
+    """What to say of a fit whose best checkpoint came at its last validation (``step``): it may still be improving,
+    and the limit that ended it (``max_steps``, else ``max_epochs``, else ``max_time``) is the option to raise."""
+    if trainer.max_steps != -1 and trainer.global_step >= trainer.max_steps:
+        limit = f"trainer.max_steps={trainer.max_steps}"
+    elif trainer.max_epochs not in (None, -1) and trainer.current_epoch >= trainer.max_epochs:
+        limit = f"trainer.max_epochs={trainer.max_epochs}"
+    else:
+        limit = "trainer.max_time"
+    return (
+        f"the best {monitor} came at the last validation (step {step}), so the model may still be "
+        f"improving; raise {limit} to train longer"
+    )
+
+
 class StoppedBetweenSteps(KeyboardInterrupt):
     """Ctrl-C, raised by ``CtrlCBetweenSteps`` where the state is whole: after an optimizer step, or when training
     ends. Any other ``KeyboardInterrupt`` (a second Ctrl-C) stopped the run inside a step."""
@@ -58,7 +73,9 @@ class ForecastCheckpoint(ModelCheckpoint):
     Lightning writes ``last.ckpt`` only at a step where it also saved a top-k checkpoint, so resuming from it could
     silently repeat work. Here ``save_last`` (``true`` or ``false``; ``link`` is refused) writes it after every
     validation, at the end of every training epoch and of ``fit``, and when SIGTERM or Ctrl-C stops the run, with
-    the Trainer's public ``save_checkpoint``. The arguments are ``ModelCheckpoint``'s.
+    the Trainer's public ``save_checkpoint``. When the budget ends a fit whose best checkpoint is its last
+    validation's, the end of ``fit`` says so in one line, with the option that raises the budget. The arguments are
+    ``ModelCheckpoint``'s.
     """
 
     # save_last as the user gave it; save_last itself is set to False at setup so that Lightning's own last.ckpt
@@ -66,6 +83,7 @@ class ForecastCheckpoint(ModelCheckpoint):
     keep_latest: bool | None = None
     _latest_saved: tuple[int, str] | None = None  # the step and best checkpoint of the latest state saved
     _resumed_from: tuple[str, int] | None = None  # the checkpoint a resumed fit started from, and its step
+    _validated_at: int | None = None  # the step of this fit's latest validation
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
@@ -95,6 +113,8 @@ class ForecastCheckpoint(ModelCheckpoint):
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_validation_end(trainer, pl_module)  # a best checkpoint first, then the latest state
+        if trainer.state.fn == "fit" and not trainer.sanity_checking:
+            self._validated_at = trainer.global_step
         self._save_latest(trainer)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -104,6 +124,19 @@ class ForecastCheckpoint(ModelCheckpoint):
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_train_end(trainer, pl_module)
         self._save_latest(trainer)
+        latest, best = trainer.callback_metrics.get(self.monitor or ""), self.best_model_score
+        best_is_latest = latest is not None and best is not None and float(latest) == float(best)
+        if not trainer.is_global_zero or trainer.fast_dev_run or not self.monitor:
+            return
+        if best_is_latest and self._validated_at is not None:
+            print(f"note: {stopped_too_soon(trainer, self.monitor, self._validated_at)}", file=sys.stderr)
+        elif self._validated_at is None and trainer.limit_val_batches:  # a run shorter than its first validation
+            print(
+                f"note: no validation ran in this fit's {trainer.global_step} steps (one every "
+                f"trainer.val_check_interval={trainer.val_check_interval} training batches), so no best checkpoint "
+                "was kept; lower it",
+                file=sys.stderr,
+            )
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         inside_a_step = isinstance(exception, KeyboardInterrupt) and not isinstance(exception, StoppedBetweenSteps)

@@ -26,6 +26,7 @@ from project.model.decoding import generate
 from project.model.distributions import DEFAULT_QUANTILES, Distribution, check_distribution
 from project.model.network import ForecastNetwork, component_spec, network_spec
 from project.training.metrics import forecast_scores, score_names, unscale
+from project.training.normalisation import Normalisation
 from project.training.regimes import REGIMES, FreeRunning, Regime
 from project.training.resume import optimizer_state, replay_schedule, restorable
 from project.training.schedules import WarmupCosine
@@ -62,20 +63,18 @@ def prediction_of(batch: dict[str, Tensor], forecast: Forecast) -> dict[str, Ten
 
 
 class ContextNorm:
-    """Instance normalisation by each sample's per-channel mean and std over the *context* only (RevIN without the
-    affine part), so nothing about the future leaks into the inputs; not ``enabled``, it leaves values as they are."""
+    """A batch's windows scaled by ``normalisation``'s statistics of their context (None: left as they are)."""
 
-    def __init__(self, context: Tensor, enabled: bool = True, eps: float = 1e-5) -> None:
-        self.enabled = enabled
-        if enabled:
-            self.mean = context.mean(dim=1, keepdim=True)  # (N, 1, F)
-            self.std = (context.var(dim=1, keepdim=True, unbiased=False) + eps).sqrt()
+    def __init__(self, context: Tensor, normalisation: Normalisation | None) -> None:
+        self.enabled = normalisation is not None
+        if normalisation is not None:
+            self.loc, self.scale = normalisation.statistics(context)  # (N, 1, F) each
 
     def __call__(self, values: Tensor) -> Tensor:
-        return (values - self.mean) / self.std if self.enabled else values
+        return (values - self.loc) / self.scale if self.enabled else values
 
     def inverse(self, values: Tensor) -> Tensor:
-        return values * self.std + self.mean if self.enabled else values
+        return values * self.scale + self.loc if self.enabled else values
 
 
 def longest_forecast(horizon: int, max_horizon: int | None = None) -> int:
@@ -110,8 +109,9 @@ class Forecaster(L.LightningModule):
         predict_horizon: Time steps ``predict`` forecasts (linked from the data module); empty: ``horizon``.
         max_horizon: Longest forecast the model makes, in steps, when asked for more than ``horizon`` (a positional
             encoding is sized for it; steps beyond ``horizon`` were never trained on). Empty: 4 × horizon.
-        instance_norm: Normalise each window by its context's per-channel mean and std, and undo it on the
-            forecast (RevIN without the affine part). Statistics never use the target.
+        normalisation: Scale each window by a location and a scale of its context (per channel), and undo it on the
+            forecast: ``project.training.InstanceNorm`` (the look-back's mean and std, RevIN without the affine part),
+            ``LastValueNorm`` (its last value and std) or yours, by class_path; empty: none. Never uses the target.
         regime: How the decoder is driven in training: ``project.training.FreeRunning`` (``gradient``: ``detach`` at
             teacher-forcing memory, or ``bptt``), ``TeacherForcing``, ``ScheduledSampling`` or yours, by class_path.
         num_samples: Sample paths drawn per window for evaluation and ``predict`` with a distribution.
@@ -134,7 +134,7 @@ class Forecaster(L.LightningModule):
         horizon: PositiveInt = 12,
         predict_horizon: PositiveInt | None = None,
         max_horizon: PositiveInt | None = None,
-        instance_norm: bool = False,
+        normalisation: Normalisation | None = None,
         regime: Regime = DEFAULT_REGIME,
         num_samples: AtLeastTwo = 100,
         prediction_quantiles: UnitLevels | None = None,
@@ -150,8 +150,9 @@ class Forecaster(L.LightningModule):
         regime.check(network.distribution)
         # The components are recorded as the classes and arguments that rebuild them, never as objects (a checkpoint
         # is read with weights_only); as LightningCLI gives them, or from the objects built in Python.
-        self.save_hyperparameters(ignore=["network", "regime"])
+        self.save_hyperparameters(ignore=["network", "regime", "normalisation"])
         recorded = {"network": network_spec(network), "regime": component_spec(regime)}
+        recorded["normalisation"] = None if normalisation is None else component_spec(normalisation)
         given = {"optimizer": optimizer, "lr_scheduler": lr_scheduler}  # as recorded, where the record has them
         recorded |= {name: callable_spec(self.hparams.get(name, value)) for name, value in given.items()}
         self.save_hyperparameters({**self.hparams, **recorded})  # logged with the others
@@ -159,7 +160,7 @@ class Forecaster(L.LightningModule):
         self.max_horizon = longest_forecast(horizon, max_horizon)
         self.prediction_quantiles = prediction_quantiles or list(DEFAULT_QUANTILES)
         self._check_rules(network)
-        self.regime = regime
+        self.regime, self.normalisation = regime, normalisation
         self.optimizer, self.lr_scheduler = optimizer, lr_scheduler
         self.run_steps: float | None = None  # the run's optimizer steps, once fit starts (on_fit_start)
         self._saved_schedules: list | None = None  # a resumed fit's, until training starts (on_train_start)
@@ -252,7 +253,7 @@ class Forecaster(L.LightningModule):
                 f"horizon {horizon} is outside 1..max_horizon={self.max_horizon}; set the model's max_horizon at "
                 "training time to forecast further"
             )
-        norm = ContextNorm(batch["context"], self.hparams.instance_norm)
+        norm = ContextNorm(batch["context"], self.normalisation)
         context = norm(batch["context"])
         covariates = {name: batch[name] for name in COVARIATES if name in batch}
         cuda_graph = self.hparams.cuda_graph
@@ -268,14 +269,14 @@ class Forecaster(L.LightningModule):
     def training_forecast(self, batch: dict[str, Tensor], regime: Regime | None = None) -> Tensor:
         """Forecast parameters (N, T, F, n_parameters) whose loss has the gradient of ``regime`` (default: the
         configured one), in the units of the batch."""
-        norm = ContextNorm(batch["context"], self.hparams.instance_norm)
+        norm = ContextNorm(batch["context"], self.normalisation)
         context, target = norm(batch["context"]), norm(batch["target"])
         covariates = {name: batch[name] for name in COVARIATES if name in batch}
         encoded, start = self.network.encode(context, **covariates), self.network.start_of(context)
         regime = regime or self.regime
         options = regime.options(self.global_step, self.run_steps, self.hparams.cuda_graph)
         forecast = regime.forecast(self.network, encoded, start, target, options)
-        return self.distribution.affine(forecast, norm.mean, norm.std) if norm.enabled else forecast
+        return self.distribution.affine(forecast, norm.loc, norm.scale) if norm.enabled else forecast
 
     def training_loss(self, batch: dict[str, Tensor], regime: Regime | None = None) -> Tensor:
         return self.distribution.loss(self.training_forecast(batch, regime), batch["target"])

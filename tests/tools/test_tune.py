@@ -26,7 +26,7 @@ TINY_TRIALS = [
     "--trainer.enable_model_summary=false",
     "--forecast_figures.every_n_epochs=0",
 ]
-REFUSED = "--model.instance_norm=bogus"  # refused by the parser: a trial that draws its settings and stops at once
+REFUSED = "--model.cuda_graph=bogus"  # refused by the parser: a trial that draws its settings and stops at once
 FAIL, COMPLETE = optuna.trial.TrialState.FAIL, optuna.trial.TrialState.COMPLETE
 
 
@@ -206,7 +206,7 @@ def test_a_study_whose_every_trial_is_refused_ends_in_one_line_naming_the_first_
     assert exit_code(*arguments, "--trials", "2", REFUSED) == 2
     message = last_line(capsys.readouterr().err)
     assert message.startswith("error: all 2 trials of study 'tiny' failed; the first failure, trial 0: ")
-    assert "Parser key \"model.instance_norm\": Expected a <class 'bool'>" in message
+    assert "Parser key \"model.cuda_graph\": Expected a <class 'bool'>" in message
     assert [trial.state for trial in load(tmp_path).trials] == [FAIL, FAIL]
 
 
