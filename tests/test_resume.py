@@ -604,9 +604,9 @@ def test_a_plateau_schedules_counters_and_lowered_rates_are_restored_within_the_
 
 @pytest.mark.slow
 def test_a_run_budgeted_in_epochs_resumes_from_an_epochs_end_bit_for_bit(tmp_path):
-    """A budget in epochs (``--trainer.max_epochs``, which a user may set beside base.yaml's ``max_steps``), where
-    Lightning restarts its loops otherwise than mid-epoch: a run killed after an epoch's end (its last.ckpt written
-    there) ends on the uninterrupted weights."""
+    """A budget in epochs (tests/configs/tiny.yaml's, or a user's ``--trainer.max_epochs``), where Lightning restarts
+    its loops otherwise than mid-epoch: a run killed after an epoch's end (its last.ckpt written there) ends on the
+    uninterrupted weights."""
     arguments = ["fit", "--config", BASE, "--trainer.max_epochs=2", "--trainer.limit_train_batches=3"]
     arguments += ["--trainer.limit_val_batches=1", "--trainer.logger=false", "--test_after_fit=false"]
     arguments += ["--model.network.init_args.dropout=0.2"]
@@ -622,6 +622,30 @@ def test_a_run_budgeted_in_epochs_resumes_from_an_epochs_end_bit_for_bit(tmp_pat
     assert resumed["global_step"] == whole["global_step"] == 6
     for name, expected in whole["state_dict"].items():
         assert torch.equal(resumed["state_dict"][name], expected), name
+
+
+@pytest.mark.slow
+def test_a_run_budgeted_in_steps_with_validations_across_epochs_resumes_bit_for_bit(tmp_path):
+    """base.yaml's budget: ``max_steps``, a validation every N batches counted across epochs. A run cut after 7 steps
+    (mid-epoch, between two validations) and resumed ends on the weights of the run never cut, with its validations
+    at the same steps."""
+    arguments = ["fit", "--config", BASE, "--trainer.max_epochs=null", "--trainer.limit_train_batches=4"]
+    arguments += ["--trainer.val_check_interval=5", "--trainer.check_val_every_n_epoch=null"]
+    arguments += ["--trainer.limit_val_batches=1", "--test_after_fit=false", "--model.network.init_args.dropout=0.2"]
+    arguments += ["--model.lr_scheduler.init_args.decay=constant"]  # a decay sized to max_steps differs when cut
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    logged = [f"--trainer.logger.init_args.save_dir={tmp_path}", "--trainer.enable_progress_bar=false"]
+    assert cli(*arguments, *logged, "--trainer.max_steps=12", f"--checkpoint.dirpath={whole}") == 0
+    assert cli(*arguments, *logged, "--trainer.max_steps=7", f"--checkpoint.dirpath={cut}") == 0
+    assert torch.load(cut / "last.ckpt", weights_only=True)["global_step"] == 7
+    resumed = [f"--checkpoint.dirpath={cut}", f"--ckpt_path={cut / 'last.ckpt'}", "--trainer.max_steps=12"]
+    assert cli(*arguments, *logged, *resumed) == 0
+    expected, actual = (torch.load(path / "last.ckpt", weights_only=True) for path in (whole, cut))
+    assert actual["global_step"] == expected["global_step"] == 12
+    for name, value in expected["state_dict"].items():
+        assert torch.equal(actual["state_dict"][name], value), name
+    kept = ({checkpoint.name for checkpoint in path.glob("best-*.ckpt")} for path in (whole, cut))
+    assert next(kept) == next(kept) != set()  # the best one, named by the epoch and step of its validation
 
 
 def test_a_checkpoint_of_lists_that_share_or_hold_themselves_is_read_at_once(trained_run, tmp_path, monkeypatch):
