@@ -11,13 +11,12 @@ item, its continuation lines indented. The pages' copies of whole results tables
 the file's and a verdict is the rule's.
 
 The rule (``verdict``): one model's error is *below* another's when its range over seeds lies below the other's,
-*above* when it lies above, and *level with* it when the two ranges overlap by more than a shared end. The seeds are
-compared as the files print them (most to three decimals): ranges that only touch, the highest seed of one equal as
-printed to the lowest of the other (0.264–0.268 against 0.268–0.271), are apart, since a tie of rounded values is no
-overlap, and the first is below. A row without seeds (a measured baseline, a published entry, one ensemble) is a
-range of one value: inside another range, not at its end, it is level with it, and at an end below or above it as
-touching ranges are; two equal values are level. With one value on each side the rule cannot weigh noise, and the
-page says so where it applies.
+*above* when it lies above, and *level with* it otherwise: when the two ranges overlap or only touch. The seeds are
+compared as the files print them (most to three decimals), so ranges that touch as printed, the highest seed of one
+equal to the lowest of the other (0.264–0.268 against 0.268–0.271), are level: a tie of rounded values cannot say
+which is lower. A row without seeds (a measured baseline, a published entry, one ensemble) is a range of one value:
+inside another range or at its end it is level with it; two equal values are level. With one value on each side the
+rule cannot weigh noise, and the page says so where it applies.
 """
 
 from __future__ import annotations
@@ -238,13 +237,13 @@ def depth_row(name: str, regime: str, steps: int) -> tuple[Table, list[str]]:
 
 
 def verdict(model: Score, other: Score) -> str:
-    """``model``'s error against ``other``'s: below, level with or above, by whether their ranges over seeds overlap
-    by more than a shared end, at the precision the files print."""
-    # Ranges that only touch (0.264–0.268 against 0.268–0.271) are apart by a tie of rounded values; a single value
-    # inside another range (not at its end) is level with it, the seeds lying on both sides.
-    if model.high < other.low or (model.high == other.low and model.low < other.high):
+    """``model``'s error against ``other``'s: below or above when their ranges over seeds are apart at the
+    precision the files print, level with when they overlap or touch."""
+    # The values are the printed ones: a shared end (0.264–0.268 against 0.268–0.271) is a tie of rounded values,
+    # and rounding may hide which side is lower, so only a printed gap decides. round() drops float noise.
+    if round(model.high - other.low, 9) < 0:
         return "below"
-    if model.low > other.high or (model.low == other.high and model.high > other.low):
+    if round(model.low - other.high, 9) > 0:
         return "above"
     return "level with"
 
