@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import statistics
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from experiments import report
@@ -59,13 +60,19 @@ class Cell:
 
 
 def cells_of(path: Path) -> list[Cell]:
+    """``cells_of_text`` of a file as it is now."""
+    return cells_of_text(path, path.read_text())
+
+
+@cache  # a page's check reads the same hundred files for each figure planted in it
+def cells_of_text(path: Path, text: str) -> list[Cell]:
     """Every table cell, per-seed value and note figure of a results file (a setting of a YAML file is a row of its
     own); a cell's split is its column's (``test MSE``) or its row's (a ``split`` column)."""
     if path.suffix != ".md":
-        settings = re.findall(r"^\s*(\w+): (-?\d+\.\d+(?:e-?\d+)?)$", path.read_text(), re.MULTILINE)
+        settings = re.findall(r"^\s*(\w+): (-?\d+\.\d+(?:e-?\d+)?)$", text, re.MULTILINE)
         return [Cell(path, key.replace("_", " "), "", None, f"{float(value):f}") for key, value in settings]
-    found, header = notes_of(path), None
-    for line in path.read_text().splitlines():
+    found, header = notes_of(path, text), None
+    for line in text.splitlines():
         if line.startswith("|"):
             if line.startswith("|---"):
                 continue
@@ -109,11 +116,17 @@ def quoted_spread(sentence: str, end: int) -> str | None:
     return found[1] if found else None
 
 
-def holds(cell: Cell, figure: str, spread: str | None) -> bool:
-    """Whether a cell holds a quoted figure: a mean ± sd as the cell prints it, a bare figure at any rounding."""
-    if spread is not None:
-        return not (cell.seed or cell.note) and cell.text.startswith(f"{figure} ± {spread}")
-    return figure in figures_of_text(cell.text)
+@cache
+def figure_index(files: tuple[tuple[Path, str], ...]) -> dict[str, list[Cell]]:
+    """The cells that hold each way a figure may be quoted: a mean ± sd as its cell prints it (tables only), a bare
+    figure at any rounding."""
+    index: dict[str, list[Cell]] = {}
+    for path, text in files:
+        for cell in cells_of_text(path, text):
+            quoted = set() if cell.seed or cell.note else set(re.findall(r"^\d+\.\d+ ± \d+\.\d+", cell.text))
+            for figure in quoted | figures_of_text(cell.text):
+                index.setdefault(figure, []).append(cell)
+    return index
 
 
 def split_of_figure(sentence: str, match: re.Match, end: int, last: str | None) -> str | None:
@@ -152,7 +165,7 @@ def misplaced_figures(text: str, cited: list[Path]) -> list[str]:
     seed's, to the other split's or to another row's fails here. A mean written with its ``± sd`` must be a cell as
     printed; a seed's value counts only where the sentence names a seed by its number; a note's only where the
     sentence shares its words."""
-    cells = [cell for path in cited for cell in cells_of(path)]
+    index = figure_index(tuple((path, path.read_text()) for path in cited))
     found = []
     for heading, paragraph in sections(text):
         sentences, split = SENTENCE_END.split(paragraph), None  # the split the paragraph last named
@@ -166,7 +179,7 @@ def misplaced_figures(text: str, cited: list[Path]) -> list[str]:
                 end = match.end() + (len(f" ± {spread}") if spread else 0)
                 split = split_of_figure(sentence, match, end, split)
                 quoted = figure + (f" ± {spread}" if spread else "")
-                places = [c for c in cells if holds(c, figure, spread) and (says_seed or not c.seed)]
+                places = [c for c in index.get(quoted, []) if says_seed or not c.seed]
                 if not places:
                     found.append(f"{quoted} (in no results file the page cites)")
                 elif not any(
@@ -179,11 +192,11 @@ def misplaced_figures(text: str, cited: list[Path]) -> list[str]:
     return found
 
 
-def notes_of(path: Path) -> list[Cell]:
+def notes_of(path: Path, text: str) -> list[Cell]:
     """The figures of a results file's notes (its lines outside tables, code included), each placed in its sentence
     and under its section's heading, which ``names_the_note`` compares with the page's sentence."""
     found, heading = [], ""
-    lines = [line for line in path.read_text().splitlines() if not line.startswith(("|", "- "))]
+    lines = [line for line in text.splitlines() if not line.startswith(("|", "- "))]
     for paragraph in re.split(r"\n\s*\n", "\n".join(lines)):
         if paragraph.startswith("#"):
             heading = paragraph.splitlines()[0]
