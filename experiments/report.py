@@ -1015,6 +1015,15 @@ def ensemble(here: Path) -> str:
     measured = re.search(r"below its best seed on (\d+) of the (\d+) datasets.*?, and (-?[\d.]+%) below", decision[0])
     if measured is None:
         raise lacking(name, "counts in its line 'The ensemble rule …'")
+    # The counts are the table's: a decision line that disagrees with its own table is refused, not quoted.
+    below_best = sum(
+        cells[column_index(name, found, "ensemble below the best seed")].startswith("yes") for cells in rows
+    )
+    if (int(measured[1]), int(measured[2])) != (below_best, len(rows)):
+        raise InputError(
+            f"{RESULTS / name}: its decision counts {measured[1]} of {measured[2]} datasets below their best seed, its "
+            f"table {below_best} of {len(rows)}; {WHOLE_FILE}"
+        )
     recommended = decision[1].startswith("recommend")
     rule = link(here, "experiments/results/search/ensemble_rule.md")
     advice = (

@@ -234,3 +234,17 @@ def test_a_mean_over_seeds_whose_seed_lines_were_cut_is_one_line_not_a_verdict_o
         str(refusal.value)
         == f"{results / 'regimes.md'}: no per-seed line '- detach, test MSE: seed …' under table 1; {WHOLE}"
     )
+
+
+def test_an_ensemble_decision_whose_count_is_not_its_table_s_is_refused(results):
+    """The ensemble block quotes the rule's counts only when the table under them gives the same."""
+    real = (REPOSITORY / "experiments" / "results" / "ensemble" / "validation.md").read_text()
+    (results / "ensemble").mkdir()
+    (results / "ensemble" / "validation.md").write_text(real)
+    assert "below its best seed on 3 of 7" in report.ensemble(REPOSITORY)
+    (results / "ensemble" / "validation.md").write_text(
+        real.replace("best seed on 3 of the 7", "best seed on 5 of the 7")
+    )
+    report.tables.cache_clear()
+    with pytest.raises(InputError, match="its decision counts 5 of 7 datasets below their best seed, its table 3 of 7"):
+        report.ensemble(REPOSITORY)
