@@ -10,6 +10,8 @@ A page names a table with a line ``<!-- experiments/results/NAME.md -->``; the t
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import re
 import statistics
@@ -95,7 +97,41 @@ def fit(
     runs = find_runs(logs / name)
     if not runs:
         raise RunFailed(f"the run {name} logged nothing under {logs / name}: a tool reads its run's scores there")
+    stamp_training(runs[-1])
     return runs[-1], time.perf_counter() - started
+
+
+# What a run was trained at, in its own folder: a table written later from reused runs (``--reuse``) names it, since
+# its own stamp names only the commit of the process that tabulates.
+TRAINED = "trained.json"
+
+
+def stamp_training(run: Path) -> None:
+    """Write ``trained.json`` into the run's folder: the commit the run was trained at (``run_commit``) and the
+    SHA-256 of the ``config.yaml`` Lightning saved there (None if it saved none)."""
+    config = run / "config.yaml"
+    digest = hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None
+    (run / TRAINED).write_text(json.dumps({"commit": run_commit(), "config_sha256": digest}) + "\n")
+
+
+def training_stamp(run: Path) -> str:
+    """How a table names a run's training: ``commit <c>, config <first 12 hex digits>``, or that it predates the
+    stamps."""
+    path = run / TRAINED
+    if not path.is_file():
+        return "trained before runs were stamped"
+    trained = json.loads(path.read_text())
+    config = (trained["config_sha256"] or "none")[:12]
+    return f"commit {trained['commit']}, config {config}"
+
+
+def trained_line(runs: dict[str, Path]) -> str:
+    """A table's line naming each run it reads (name → folder) with the commit and config it was trained at."""
+    return (
+        "Runs as trained (config: the first 12 hex digits of the SHA-256 of the run's config.yaml): "
+        + "; ".join(f"{name} at {training_stamp(run)}" for name, run in runs.items())
+        + "."
+    )
 
 
 def fit_seeds(
@@ -280,9 +316,10 @@ def markdown_table(caption: str, header: list[str], rows: list[list[str]]) -> st
     return "\n".join(lines) + "\n"
 
 
-def write_table(path: Path, table: str, argv: list[str] | None = None) -> None:
-    """Write the table (its path checked with ``check_output`` before the runs began), stamped, and print it."""
-    text = f"{stamp(argv)}\n\n{table}"
+def write_table(path: Path, table: str, argv: list[str] | None = None, runs: dict[str, Path] | None = None) -> None:
+    """Write the table (its path checked with ``check_output`` before the runs began), stamped, and print it; with
+    ``runs`` (name → folder), the stamp names the commit and config each was trained at."""
+    text = f"{stamp(argv)}\n\n" + (f"{trained_line(runs)}\n\n" if runs else "") + table
     write_atomically(path, lambda temporary: temporary.write_text(text))
     print(text)
 

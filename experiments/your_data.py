@@ -436,7 +436,7 @@ def main(argv: list[str] | None = None) -> None:
                 write_data(chosen[key], source, args.data_dir)
         if args.statistical:
             statistical_model(args.statistical[0], 1)  # the extra is missing: say so before training
-        rows, seconds, floors, labels = {}, {}, {}, {}
+        rows, seconds, floors, labels, trained = {}, {}, {}, {}, {}
         for key, dataset in chosen.items():
             labels[key] = dataset.named(dataset.windows(sources.get(key), extra))  # the data as the runs read it
             options = [*dataset.options, *extra]
@@ -453,6 +453,7 @@ def main(argv: list[str] | None = None) -> None:
                     [], [*options, f"--seed_everything={seed}"], args.logs, name
                 )[0]
                 runs.append(run)
+                trained[name] = run
                 rows.setdefault(key, []).append(scores(run))
                 seconds.setdefault(key, []).append(run_seconds(run))  # from the log: the same for a kept run
             if args.statistical:  # on the splits asked for: a validation-only table reads no test
@@ -461,7 +462,7 @@ def main(argv: list[str] | None = None) -> None:
         table = markdown(rows, args.seeds, seconds, labels)
         if floors:
             table += "\n" + floor_markdown(floors, args.seeds, tuple(args.statistical), labels)
-        write_table(args.output, table, argv)
+        write_table(args.output, table, argv, runs=trained if args.reuse else None)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 """What the results scripts share: linear baselines, stamps, and the docs' copies of the results tables."""
 
+import hashlib
+import json
 import re
+import subprocess
 
 import pytest
 import torch
@@ -120,3 +123,47 @@ def test_no_stamp_of_a_results_file_holds_an_absolute_path():
             found += [f"{path.relative_to(RESULTS)}: {word}" for word in re.split(r"[\s=`'\"()\[\],;]+", line)]
     absolute = [where for where in found if where.partition(": ")[2].startswith("/")]
     assert not absolute, f"absolute paths in stamps: {absolute}"
+
+
+def test_a_run_s_training_stamp_names_its_commit_and_the_hash_of_its_config(tmp_path, monkeypatch):
+    run = tmp_path / "etth1_seed0" / "version_0"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("seed_everything: 0\n")
+    monkeypatch.setattr(results, "run_commit", lambda: "abc1234")
+    assert results.training_stamp(run) == "trained before runs were stamped"
+    results.stamp_training(run)
+    digest = hashlib.sha256(b"seed_everything: 0\n").hexdigest()
+    assert json.loads((run / "trained.json").read_text()) == {"commit": "abc1234", "config_sha256": digest}
+    assert results.training_stamp(run) == f"commit abc1234, config {digest[:12]}"
+    (run / "config.yaml").write_text("seed_everything: 1\n")  # another config gives another hash
+    results.stamp_training(run)
+    assert results.training_stamp(run) != f"commit abc1234, config {digest[:12]}"
+
+
+def test_fit_stamps_the_run_it_trained(tmp_path, monkeypatch):
+    """fit writes trained.json into the run's folder once the run has finished (the training itself is faked)."""
+    run = tmp_path / "logs" / "data_seed0" / "version_0"
+
+    def trained(command, env):
+        run.mkdir(parents=True)
+        (run / "config.yaml").write_text("trainer: {}\n")
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(results.subprocess, "run", trained)
+    monkeypatch.setattr(results, "find_runs", lambda folder: [run] if run.is_dir() else [])
+    monkeypatch.setattr(results, "run_commit", lambda: "abc1234")
+    assert results.fit([], [], tmp_path / "logs", "data_seed0")[0] == run
+    assert json.loads((run / "trained.json").read_text())["commit"] == "abc1234"
+
+
+def test_a_table_from_reused_runs_names_how_each_was_trained(tmp_path, monkeypatch):
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir(), new.mkdir()
+    (new / "config.yaml").write_text("x: 1\n")
+    monkeypatch.setattr(results, "run_commit", lambda: "38fd896")
+    results.stamp_training(new)
+    monkeypatch.setattr(results, "stamp", lambda argv: "Written by `python -m x` at commit 7d8ccc6.")
+    results.write_table(tmp_path / "table.md", "| a |\n|---|\n| 1 |\n", [], runs={"a_seed0": old, "a_seed1": new})
+    line = (tmp_path / "table.md").read_text().splitlines()[2]
+    assert "a_seed0 at trained before runs were stamped" in line
+    assert "a_seed1 at commit 38fd896, config " in line
