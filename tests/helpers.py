@@ -93,7 +93,6 @@ def quick_fit_arguments(log_dir: Path, steps: int = 2) -> list[str]:
     return [
         f"--trainer.max_steps={steps}",
         f"--trainer.limit_train_batches={steps}",
-        f"--trainer.val_check_interval={steps}",  # base.yaml's 100 batches: one validation in the steps taken
         "--trainer.limit_val_batches=2",
         "--trainer.limit_test_batches=2",
         f"--trainer.logger.init_args.save_dir={log_dir}",

@@ -64,7 +64,8 @@ def test_the_readme_fit_command_writes_a_checkpoint_the_config_and_event_files(t
     """The fast tier's one fresh ``python -m project.cli`` process: the README's command as a user types it."""
     command = readme_command("python -m project.cli fit --config configs/base.yaml")
     assert command[:3] == ["python", "-m", "project.cli"]
-    result = run_cli(*command[3:], *quick_fit_arguments(tmp_path))
+    validated = "--trainer.val_check_interval=2"  # base.yaml validates every 100 batches: once in the 2 steps
+    result = run_cli(*command[3:], *quick_fit_arguments(tmp_path), validated)
     assert_ok(result)
     run = only_run(tmp_path)  # named after the data: the embedded synthetic series
     assert (run / "checkpoints" / "last.ckpt").is_file()
@@ -601,6 +602,19 @@ def test_reduce_lr_on_plateau_which_help_offers_trains_stepped_on_the_validation
     last = torch.load(only_run(tmp_path) / "checkpoints" / "last.ckpt", weights_only=False)
     (schedule,) = last["lr_schedulers"]
     assert 0 < schedule["best"] < float("inf")  # stepped after the first epoch's validation, on its loss
+
+
+def test_reduce_lr_on_plateau_in_a_run_that_validates_across_epochs_is_one_line_before_training(tmp_path, capsys):
+    """Lightning steps a plateau schedule per epoch (or per batch of an epoch): base.yaml's validation every 100 batches
+    across epochs would step it on the same score epoch after epoch."""
+    across = ["--trainer.check_val_every_n_epoch=null", "--trainer.val_check_interval=4"]
+    plateau = "--model.lr_scheduler=torch.optim.lr_scheduler.ReduceLROnPlateau"
+    assert cli("fit", "--config", BASE, *quick_fit_arguments(tmp_path), *across, plateau) == 2
+    assert one_line_error(capsys) == (
+        "error: model.lr_scheduler ReduceLROnPlateau is stepped after each epoch, and this run validates every "
+        "trainer.val_check_interval=4 batches across epochs (check_val_every_n_epoch: null, base.yaml's budget); set "
+        "trainer.check_val_every_n_epoch=1 and trainer.val_check_interval=1.0 to use it"
+    )
 
 
 def test_a_run_on_a_users_file_is_named_after_it(tmp_path):

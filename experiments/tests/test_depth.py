@@ -98,6 +98,7 @@ def test_depth_tool_trains_the_grid_labels_what_it_left_out_and_reuses_tested_ru
     output, figure = tmp_path / "depth.md", tmp_path / "depth.png"
     # Batch counts of 2: jsonargparse reads a limit of 1 as the float 1.0, which Lightning takes as "all".
     short = ["--trainer.max_steps=2", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2"]
+    short.append("--trainer.val_check_interval=2")  # base.yaml validates every 100 batches
     short += ["--trainer.limit_test_batches=2", "--data.batch_size=4"]
     arguments = [
         "etth1",

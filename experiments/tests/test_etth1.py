@@ -38,6 +38,7 @@ def test_etth1_script_trains_tests_and_tabulates_a_regime(etth1, in_repository, 
     output = tmp_path / "etth1.md"
     # Batch counts of 2: jsonargparse reads a limit of 1 as the float 1.0, which Lightning takes as "all".
     short = ["--trainer.max_steps=2", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2"]
+    short.append("--trainer.val_check_interval=2")  # base.yaml validates every 100 batches
     short += ["--trainer.limit_test_batches=2", "--trainer.enable_progress_bar=false", "--data.batch_size=4"]
     arguments = ["--data", str(etth1), "--regimes", "teacher_forcing", "--logs", str(tmp_path), "--output", str(output)]
     # --statistical alone: no AutoETS or AutoTheta (minutes, and the optional baselines extra; test_statistical's)

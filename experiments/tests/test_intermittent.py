@@ -46,6 +46,7 @@ def test_the_check_chooses_on_validation_and_tests_the_choice_once_per_seed(tmp_
     quick = [
         "--trainer.max_epochs=1",
         "--trainer.limit_train_batches=2",
+        "--trainer.val_check_interval=2",  # base.yaml validates every 100 batches
         "--trainer.limit_val_batches=2",
         "--trainer.limit_test_batches=2",
         "--trainer.enable_progress_bar=false",

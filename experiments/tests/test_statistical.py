@@ -112,6 +112,7 @@ def test_your_datas_floor_scores_the_kept_checkpoint_again_on_the_tested_windows
     intermittent.intermittent_panel(n_stores=2, n_products=3).to_csv(tmp_path / "intermittent_panel.csv", index=False)
     output, logs = tmp_path / "table.md", tmp_path / "logs"
     quick = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false"]
+    quick.append("--trainer.val_check_interval=2")  # base.yaml validates every 100 batches
     your_data.main(
         [
             "--datasets",
@@ -153,6 +154,7 @@ def test_the_etth1_covariates_table_has_the_floor_with_each_run_scored_again_on_
     short = [
         "--trainer.max_steps=2",
         "--trainer.limit_train_batches=2",
+        "--trainer.val_check_interval=2",  # base.yaml validates every 100 batches
         "--trainer.limit_val_batches=2",
         "--trainer.limit_test_batches=2",
         "--trainer.enable_progress_bar=false",
@@ -193,6 +195,7 @@ def test_the_intermittent_tables_floor_rows_are_scored_on_the_chosen_recipes_tes
     data, output = tmp_path / "panel.csv", tmp_path / "table.md"
     intermittent.intermittent_panel(n_stores=2, n_products=3).to_csv(data, index=False)
     quick = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false"]
+    quick.append("--trainer.val_check_interval=2")  # base.yaml validates every 100 batches
     intermittent.main(
         [
             f"--data={data}",

@@ -124,7 +124,8 @@ class Forecaster(L.LightningModule):
             weight matrices, and biases and norms (``weight_decay`` 0).
         lr_scheduler: The learning-rate schedule, stepped per optimizer step; default ``project.training.WarmupCosine``;
             empty (``null``): the optimizer's rate throughout. A ``ReduceLROnPlateau`` is stepped per epoch on its
-            ``monitor`` (Lightning's, ``lightning.pytorch.cli.ReduceLROnPlateau``) or on ``val/loss`` (torch's).
+            ``monitor`` (Lightning's, ``lightning.pytorch.cli.ReduceLROnPlateau``) or on ``val/loss`` (torch's), in a
+            run that validates every epoch (``trainer.check_val_every_n_epoch``).
     """
 
     def __init__(
@@ -431,6 +432,13 @@ class Forecaster(L.LightningModule):
                 raise InputError(
                     f"model.lr_scheduler's monitor {monitor!r} is never logged; the model logs "
                     f"{', '.join(sorted(self.logged_metrics()))}"
+                )
+            if self.trainer.check_val_every_n_epoch is None:  # Lightning steps it per epoch, or per batch of an epoch
+                raise InputError(
+                    "model.lr_scheduler ReduceLROnPlateau is stepped after each epoch, and this run validates every "
+                    f"trainer.val_check_interval={self.trainer.val_check_interval} batches across epochs "
+                    "(check_val_every_n_epoch: null, base.yaml's budget); set trainer.check_val_every_n_epoch=1 "
+                    "and trainer.val_check_interval=1.0 to use it"
                 )
             schedule = {"scheduler": scheduler, "interval": "epoch", "monitor": monitor, "strict": False}
             return {"optimizer": optimizer, "lr_scheduler": schedule}
