@@ -2,10 +2,10 @@
 
     python -m experiments.budget --logs <the runs' --logs> --data_dir data
 
-Reads the candidate's validation table (``budget/validation.md``, written from its runs by ``python -m
-experiments.your_data --reuse --splits val --statistical``) and the old defaults' (``ensemble/validation.md``, recorded
-at 7d8ccc6 with AutoETS and AutoTheta on the same windows), and writes ``budget/decision.md``: per dataset, the two
-configs' seeds, the best simple forecast, the optimizer steps each budget gives, and the rule's decision.
+Reads a candidate's validation table (``--table``, default ``budget/validation.md``, written from its runs by
+``python -m experiments.your_data --reuse --splits val --statistical``) and the old defaults' (``ensemble/validation.md``,
+recorded at 7d8ccc6 with AutoETS and AutoTheta on the same windows), and writes ``budget/decision.md``: per dataset, the
+two configs' seeds, the best simple forecast, the optimizer steps each budget gives, and the rule's decision.
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from project.errors import InputError, reported_in_one_line
 from project.files import check_output
 from project.training.runs import read_scalars
 
-NEW, OLD = "budget/validation.md", "ensemble/validation.md"
+OLD = "ensemble/validation.md"
 MODEL, FLOOR = "model MAE", ("AutoETS MAE", "AutoTheta MAE")
 OLD_EPOCHS = 10  # the old budget: max_epochs 10
 
 
-def best_simple(label: str) -> tuple[str, float]:
+def best_simple(label: str, new: str) -> tuple[str, float]:
     """The lowest validation MAE of repeat-last, seasonal naive (the candidate's table, every window) and AutoETS and
     AutoTheta (the old defaults' floor table), where the floor scored every window; where it scored every Nth, its
     models count only if they are below seasonal naive on those windows (the rule: ETTh1's are not)."""
-    simple = {name: report.score(NEW, label, f"{name} MAE").mean for name in ("repeat-last", "seasonal naive")}
+    simple = {name: report.score(new, label, f"{name} MAE").mean for name in ("repeat-last", "seasonal naive")}
     floor = report.nth_table(OLD, 1)
     cells = report.row_where(OLD, floor, lambda cells: cells[0] == label and cells[1] == "validation", repr(label))
     every_window = cells[report.column_index(OLD, floor, "windows")] == "every window"
@@ -57,10 +57,12 @@ def steps(logs: Path, key: str, seeds: list[int]) -> str:
     return ", ".join(found)
 
 
-def decision(logs: Path, data_dir: Path, seeds: list[int]) -> str:
-    header = ["data", "epoch budget's max steps", "old defaults", "candidate A", "A's steps: last (best)"]
-    header += ["within the spread", "best simple forecast", "old: every seed below", "A: every seed below"]
-    rows, held, wins = [], [], {"old": [], "A": []}
+def decision(logs: Path, data_dir: Path, seeds: list[int], new: str, candidate: str) -> str:
+    """The rule applied to the candidate's validation table ``new`` (its runs in ``logs``), named ``candidate``."""
+    header = ["data", "epoch budget's max steps", "old defaults", f"candidate {candidate}"]
+    header += [f"{candidate}'s steps: last (best)", "within the spread", "best simple forecast"]
+    header += ["old: every seed below", f"{candidate}: every seed below"]
+    rows, held, wins = [], [], {"old": [], candidate: []}
     target_line = ""
     for key in REAL:
         dataset = DATASETS[key]
@@ -68,13 +70,13 @@ def decision(logs: Path, data_dir: Path, seeds: list[int]) -> str:
         windows.setup("fit")
         label = dataset.named(windows)
         seeds_key = f"{label}, validation {MODEL}"  # the per-seed lines of your_data's tables
-        old, new = (report.score(name, label, MODEL, seeds_key=seeds_key) for name in (OLD, NEW))
-        spread = max(statistics.stdev(old.values), statistics.stdev(new.values))
-        within = new.mean <= old.mean + spread
+        old, tried = (report.score(name, label, MODEL, seeds_key=seeds_key) for name in (OLD, new))
+        spread = max(statistics.stdev(old.values), statistics.stdev(tried.values))
+        within = tried.mean <= old.mean + spread
         held.append(within)
-        name, simple = best_simple(label)
+        name, simple = best_simple(label, new)
         below = {}
-        for config, score in (("old", old), ("A", new)):
+        for config, score in (("old", old), (candidate, tried)):
             margin = score.high / simple - 1
             below[config] = f"{'yes' if margin < 0 else 'no'} ({margin:+.1%})"
             if margin < 0:
@@ -84,33 +86,34 @@ def decision(logs: Path, data_dir: Path, seeds: list[int]) -> str:
                 label,
                 str(OLD_EPOCHS * len(windows.train_dataloader())),
                 mean_std(list(old.values)),
-                mean_std(list(new.values)),
+                mean_std(list(tried.values)),
                 steps(logs, key, seeds),
-                f"{'yes' if within else 'no'} ({new.mean - old.mean:+.3f}, spread {spread:.3f})",
+                f"{'yes' if within else 'no'} ({tried.mean - old.mean:+.3f}, spread {spread:.3f})",
                 f"{name} {simple:.3f}",
                 below["old"],
-                below["A"],
+                below[candidate],
             ]
         )
         if key == "retail_sales":
             target_line = (
-                f"US retail sales: A's mean {new.mean:.3f} is {new.mean / simple - 1:+.1%} from the best simple "
-                f"forecast ({name}, {simple:.3f}); its worst seed {new.high / simple - 1:+.1%}."
+                f"US retail sales: {candidate}'s mean {tried.mean:.3f} is {tried.mean / simple - 1:+.1%} from the best "
+                f"simple forecast ({name}, {simple:.3f}); its worst seed {tried.high / simple - 1:+.1%}."
             )
-    adopted = all(held) and len(wins["A"]) >= len(wins["old"])
+    adopted = all(held) and len(wins[candidate]) >= len(wins["old"])
     caption = (
         "The rule of experiments/results/search/budget.md on validation MAE in original units (3 seeds each): the "
-        "old defaults' rows recorded at 7d8ccc6 beside candidate A's, the best simple forecast on the same windows."
+        f"old defaults' rows recorded at 7d8ccc6 beside candidate {candidate}'s, the best simple forecast on the same "
+        "windows."
     )
     text = markdown_table(caption, header, rows) + "\n"
     text += (
         f"1. No dataset worse beyond the seeds' spread: {sum(held)} of {len(held)} hold.\n"
-        f"2. Every seed below the best simple forecast: A on {len(wins['A'])} of {len(REAL)} "
-        f"({', '.join(wins['A']) or 'none'}), the old defaults on {len(wins['old'])} "
+        f"2. Every seed below the best simple forecast: {candidate} on {len(wins[candidate])} of {len(REAL)} "
+        f"({', '.join(wins[candidate]) or 'none'}), the old defaults on {len(wins['old'])} "
         f"({', '.join(wins['old']) or 'none'}).\n\n"
-        f"Decision: {'candidate A becomes the default' if adopted else 'the epoch budget stays'}.\n\n"
+        f"Decision: {f'candidate {candidate} becomes the default' if adopted else 'the epoch budget stays'}.\n\n"
         f"The issue's target (reported, not deciding): every seed below the best simple forecast on at least 6 of 7 "
-        f"({'met' if len(wins['A']) >= 6 else 'not met'}: {len(wins['A'])}); {target_line}\n"
+        f"({'met' if len(wins[candidate]) >= 6 else 'not met'}: {len(wins[candidate])}); {target_line}\n"
     )
     return text
 
@@ -120,12 +123,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--logs", type=Path, required=True, help="where the candidate's runs logged")
     parser.add_argument("--data_dir", type=Path, default=Path("data"), help="where the data files are")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--table", default="budget/validation.md", help="its validation table, under results/")
+    parser.add_argument("--candidate", default="A", help="its name in the rule")
     parser.add_argument("--output", type=Path, default=Path("experiments/results/budget/decision.md"))
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     args = parser.parse_args(argv)
     with reported_in_one_line():
         check_output(args.output, [], args.overwrite)
-        write_table(args.output, decision(args.logs, args.data_dir, args.seeds), argv)
+        table = decision(args.logs, args.data_dir, args.seeds, args.table, args.candidate)
+        write_table(args.output, table, argv)
 
 
 if __name__ == "__main__":

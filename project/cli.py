@@ -31,6 +31,7 @@ from project.training.callbacks import (
     CtrlCBetweenSteps,
     ForecastCheckpoint,
     RandomState,
+    ValidateEachEpochAtLeast,
     exit_after_signal,
 )
 from project.training.figures import ForecastFigures
@@ -297,7 +298,14 @@ def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None)
                 Forecaster,
                 WindowDataModule,
                 args=args,
-                trainer_defaults={"callbacks": [RandomState(), CtrlCBetweenSteps(), *(extra_callbacks or [])]},
+                trainer_defaults={
+                    "callbacks": [
+                        RandomState(),
+                        CtrlCBetweenSteps(),
+                        ValidateEachEpochAtLeast(),
+                        *(extra_callbacks or []),
+                    ]
+                },
                 subclass_mode_model=True,
                 subclass_mode_data=True,
                 parser_class=ForecastArgumentParser,

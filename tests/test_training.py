@@ -11,7 +11,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from project.data import WindowDataModule
 from project.errors import InputError
 from project.training import FreeRunning
-from project.training.callbacks import ForecastCheckpoint, RandomState
+from project.training.callbacks import ForecastCheckpoint, RandomState, ValidateEachEpochAtLeast
 from tests.helpers import adamw, learnable_series, quiet_trainer, relative_difference, tiny_module, warmup_cosine
 
 
@@ -210,6 +210,25 @@ def test_a_fit_whose_best_validation_is_its_last_or_that_never_validated_says_so
             "note: the best val/loss came at the last validation (step 30), so the model may still be improving; "
             + said
         ]
+
+
+@pytest.mark.parametrize(("interval", "validated_at"), [(25, [10, 20, 30]), (4, [4, 8, 12, 16, 20, 24, 28])])
+def test_an_epoch_shorter_than_the_validation_interval_is_validated_at_its_end(interval, validated_at):
+    """Ten batches an epoch: a validation every 25 batches across epochs becomes one per epoch (the short series'
+    case); every 4 batches, shorter than an epoch, stays as it is (the panels' case)."""
+
+    class Steps(L.Callback):
+        def __init__(self):
+            self.steps = []
+
+        def on_validation_end(self, trainer, pl_module):
+            self.steps.append(trainer.global_step)
+
+    steps = Steps()
+    limits = {"max_steps": 30, "val_check_interval": interval, "check_val_every_n_epoch": None}
+    trainer = quiet_trainer(num_sanity_val_steps=0, callbacks=[ValidateEachEpochAtLeast(), steps], **limits)
+    trainer.fit(ScriptedValidation([1.0] * 10))
+    assert steps.steps == validated_at
 
 
 def test_bf16_mixed_precision_trains_on_cpu():

@@ -4,6 +4,7 @@ Ctrl-C that stops a fit only between two optimizer steps."""
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import shlex
 import signal
@@ -60,6 +61,18 @@ def stopped_too_soon(trainer: L.Trainer, monitor: str, step: int) -> str:
         f"the best {monitor} came at the last validation (step {step}), so the model may still be "
         f"improving; raise {limit} to train longer"
     )
+
+
+class ValidateEachEpochAtLeast(L.Callback):
+    """Where validation counts ``trainer.val_check_interval`` batches across epochs (base.yaml's budget), an epoch
+    shorter than that is validated at its end: a short series is checked as often as an epoch budget checked it (its
+    best checkpoint may come in the first epochs), a panel of longer epochs every ``val_check_interval`` batches."""
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # After Lightning sized the data (val_check_batch) and before the first batch, on a resumed fit too.
+        epoch = trainer.num_training_batches
+        if trainer.check_val_every_n_epoch is None and isinstance(trainer.val_check_batch, int) and epoch < math.inf:
+            trainer.val_check_batch = min(trainer.val_check_batch, int(epoch))
 
 
 class StoppedBetweenSteps(KeyboardInterrupt):
