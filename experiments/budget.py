@@ -3,9 +3,10 @@
     python -m experiments.budget --logs <the runs' --logs> --data_dir data
 
 Reads a candidate's validation table (``--table``, default ``budget/validation.md``, written from its runs by
-``python -m experiments.your_data --reuse --splits val --statistical``) and the old defaults' (``ensemble/validation.md``,
-recorded at 7d8ccc6 with AutoETS and AutoTheta on the same windows), and writes ``budget/decision.md``: per dataset, the
-two configs' seeds, the best simple forecast, the optimizer steps each budget gives, and the rule's decision.
+``python -m experiments.your_data --reuse --splits val --statistical``) and the old defaults'
+(``ensemble/validation.md``, recorded at 7d8ccc6 with AutoETS and AutoTheta on the same windows), and writes
+``--output``: per dataset, the two configs' seeds, the best simple forecast, the optimizer steps each budget gives,
+and the rule's decision.
 """
 
 from __future__ import annotations
