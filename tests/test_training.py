@@ -6,6 +6,7 @@ import signal
 import lightning as L
 import pytest
 import torch
+from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project.data import WindowDataModule
@@ -212,10 +213,13 @@ def test_a_fit_whose_best_validation_is_its_last_or_that_never_validated_says_so
         ]
 
 
-@pytest.mark.parametrize(("interval", "validated_at"), [(25, [10, 20, 30]), (4, [4, 8, 12, 16, 20, 24, 28])])
-def test_an_epoch_shorter_than_the_validation_interval_is_validated_at_its_end(interval, validated_at):
-    """Ten batches an epoch: a validation every 25 batches across epochs becomes one per epoch (the short series'
-    case); every 4 batches, shorter than an epoch, stays as it is (the panels' case)."""
+@pytest.mark.parametrize(
+    ("interval", "validated_at", "patience"), [(25, [10, 20, 30], 5), (4, [4, 8, 12, 16, 20, 24, 28], 2)]
+)
+def test_an_epoch_shorter_than_the_validation_interval_is_validated_at_its_end(interval, validated_at, patience):
+    """Ten batches an epoch: a validation every 25 batches across epochs becomes one per epoch, and a patience of 2
+    validations (50 batches) becomes 5 (the short series' case); every 4 batches, shorter than an epoch, stays as it is
+    (the panels' case)."""
 
     class Steps(L.Callback):
         def __init__(self):
@@ -224,11 +228,12 @@ def test_an_epoch_shorter_than_the_validation_interval_is_validated_at_its_end(i
         def on_validation_end(self, trainer, pl_module):
             self.steps.append(trainer.global_step)
 
-    steps = Steps()
+    steps, stopping = Steps(), EarlyStopping("val/loss", patience=2)
     limits = {"max_steps": 30, "val_check_interval": interval, "check_val_every_n_epoch": None}
-    trainer = quiet_trainer(num_sanity_val_steps=0, callbacks=[ValidateEachEpochAtLeast(), steps], **limits)
-    trainer.fit(ScriptedValidation([1.0] * 10))
+    trainer = quiet_trainer(num_sanity_val_steps=0, callbacks=[ValidateEachEpochAtLeast(), steps, stopping], **limits)
+    trainer.fit(ScriptedValidation(list(range(10, 0, -1))))  # always improving: early stopping never ends it
     assert steps.steps == validated_at
+    assert stopping.patience == patience
 
 
 def test_bf16_mixed_precision_trains_on_cpu():

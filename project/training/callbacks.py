@@ -65,14 +65,19 @@ def stopped_too_soon(trainer: L.Trainer, monitor: str, step: int) -> str:
 
 class ValidateEachEpochAtLeast(L.Callback):
     """Where validation counts ``trainer.val_check_interval`` batches across epochs (base.yaml's budget), an epoch
-    shorter than that is validated at its end: a short series is checked as often as an epoch budget checked it (its
-    best checkpoint may come in the first epochs), a panel of longer epochs every ``val_check_interval`` batches."""
+    shorter than that is validated at its end, and early stopping's patience counts as many batches as before: a short
+    series is checked as often as an epoch budget checked it (its best checkpoint may come in the first epochs) and is
+    stopped after as many steps without a better score as a panel of longer epochs, checked every
+    ``val_check_interval`` batches."""
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # After Lightning sized the data (val_check_batch) and before the first batch, on a resumed fit too.
-        epoch = trainer.num_training_batches
-        if trainer.check_val_every_n_epoch is None and isinstance(trainer.val_check_batch, int) and epoch < math.inf:
-            trainer.val_check_batch = min(trainer.val_check_batch, int(epoch))
+        # After Lightning sized the data (val_check_batch) and before the first batch, on a resumed fit too (whose
+        # early stopping took its patience from the config).
+        epoch, interval = trainer.num_training_batches, trainer.val_check_batch
+        if trainer.check_val_every_n_epoch is None and isinstance(interval, int) and epoch < interval:
+            trainer.val_check_batch = int(epoch)
+            for stopping in trainer.early_stopping_callbacks:
+                stopping.patience = math.ceil(stopping.patience * interval / epoch)
 
 
 class StoppedBetweenSteps(KeyboardInterrupt):
