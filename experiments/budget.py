@@ -58,11 +58,15 @@ def steps(logs: Path, key: str, seeds: list[int]) -> str:
     return ", ".join(found)
 
 
-def decision(logs: Path, data_dir: Path, seeds: list[int], new: str, candidate: str) -> str:
-    """The rule applied to the candidate's validation table ``new`` (its runs in ``logs``), named ``candidate``."""
+def decision(
+    logs: Path, data_dir: Path, seeds: list[int], new: str, candidate: str, incumbent: tuple[str, str] | None = None
+) -> str:
+    """The rule applied to the candidate's validation table ``new`` (its runs in ``logs``), named ``candidate``; with
+    an ``incumbent`` (its name and validation table), also whether the candidate is within the spread of it."""
     header = ["data", "epoch budget's max steps", "old defaults", f"candidate {candidate}"]
     header += [f"{candidate}'s steps: last (best)", "within the spread", "best simple forecast"]
     header += ["old: every seed below", f"{candidate}: every seed below"]
+    header += [f"within {incumbent[0]}'s spread"] if incumbent else []
     rows, held, wins = [], [], {"old": [], candidate: []}
     target_line = ""
     for key in REAL:
@@ -95,6 +99,11 @@ def decision(logs: Path, data_dir: Path, seeds: list[int], new: str, candidate: 
                 below[candidate],
             ]
         )
+        if incumbent:
+            before = report.score(incumbent[1], label, MODEL, seeds_key=seeds_key)
+            spread = max(statistics.stdev(before.values), statistics.stdev(tried.values))
+            held.append(tried.mean <= before.mean + spread)
+            rows[-1].append(f"{'yes' if held[-1] else 'no'} ({tried.mean - before.mean:+.3f}, spread {spread:.3f})")
         if key == "retail_sales":
             target_line = (
                 f"US retail sales: {candidate}'s mean {tried.mean:.3f} is {tried.mean / simple - 1:+.1%} from the best "
@@ -106,13 +115,14 @@ def decision(logs: Path, data_dir: Path, seeds: list[int], new: str, candidate: 
         f"old defaults' rows recorded at 7d8ccc6 beside candidate {candidate}'s, the best simple forecast on the same "
         "windows."
     )
+    also, stays = (f", and of {incumbent[0]}", f"{incumbent[0]} stays") if incumbent else ("", "the epoch budget stays")
     text = markdown_table(caption, header, rows) + "\n"
     text += (
-        f"1. No dataset worse beyond the seeds' spread: {sum(held)} of {len(held)} hold.\n"
+        f"1. No dataset worse beyond the seeds' spread (of the old defaults{also}): {sum(held)} of {len(held)} hold.\n"
         f"2. Every seed below the best simple forecast: {candidate} on {len(wins[candidate])} of {len(REAL)} "
         f"({', '.join(wins[candidate]) or 'none'}), the old defaults on {len(wins['old'])} "
         f"({', '.join(wins['old']) or 'none'}).\n\n"
-        f"Decision: {f'candidate {candidate} becomes the default' if adopted else 'the epoch budget stays'}.\n\n"
+        f"Decision: {f'candidate {candidate} becomes the default' if adopted else stays}.\n\n"
         f"The issue's target (reported, not deciding): every seed below the best simple forecast on at least 6 of 7 "
         f"({'met' if len(wins[candidate]) >= 6 else 'not met'}: {len(wins[candidate])}); {target_line}\n"
     )
@@ -126,12 +136,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--table", default="budget/validation.md", help="its validation table, under results/")
     parser.add_argument("--candidate", default="A", help="its name in the rule")
+    parser.add_argument("--incumbent", nargs=2, metavar=("NAME", "TABLE"), help="a default it must not be worse than")
     parser.add_argument("--output", type=Path, default=Path("experiments/results/budget/decision.md"))
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     args = parser.parse_args(argv)
     with reported_in_one_line():
         check_output(args.output, [], args.overwrite)
-        table = decision(args.logs, args.data_dir, args.seeds, args.table, args.candidate)
+        incumbent = tuple(args.incumbent) if args.incumbent else None
+        table = decision(args.logs, args.data_dir, args.seeds, args.table, args.candidate, incumbent)
         write_table(args.output, table, argv)
 
 
