@@ -111,7 +111,8 @@ def stamp_training(run: Path) -> None:
     SHA-256 of the ``config.yaml`` Lightning saved there (None if it saved none)."""
     config = run / "config.yaml"
     digest = hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None
-    (run / TRAINED).write_text(json.dumps({"commit": run_commit(), "config_sha256": digest}) + "\n")
+    text = json.dumps({"commit": run_commit(), "config_sha256": digest}) + "\n"
+    write_atomically(run / TRAINED, lambda temporary: temporary.write_text(text))
 
 
 def training_stamp(run: Path) -> str:
