@@ -63,8 +63,13 @@ def decision(
 ) -> str:
     """The rule applied to the candidate's validation table ``new`` (its runs in ``logs``), named ``candidate``; with
     an ``incumbent`` (its name and validation table), also whether the candidate is within the spread of it."""
-    header = ["data", "epoch budget's max steps", "old defaults", f"candidate {candidate}"]
-    header += [f"{candidate}'s steps: last (best)", "within the spread", "best simple forecast"]
+    header = [
+        "data",
+        "epoch budget's max steps",
+        "validation MAE, old defaults",
+        f"validation MAE, candidate {candidate}",
+    ]
+    header += [f"{candidate}'s steps: last (best)", "within the spread", "validation best simple forecast"]
     header += ["old: every seed below", f"{candidate}: every seed below"]
     header += [f"within {incumbent[0]}'s spread"] if incumbent else []
     rows, held, wins = [], [], {"old": [], candidate: []}
