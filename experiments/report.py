@@ -1066,6 +1066,34 @@ def test_margins() -> dict[str, tuple[str, float, float]]:
     return found
 
 
+OLD_TESTS = ("ensemble/test_etth1_m4_hourly.md", "ensemble/test_m4_weekly_and_single_series.md")
+
+
+def test_scores(names: tuple[str, ...]) -> dict[str, Score]:
+    """Per dataset, the model's test MAE over its seeds in the floor tables of ``names`` (split test)."""
+    found = {}
+    for name in names:
+        floor = table_where(name, lambda t: "AutoETS MAE" in t.header, 'with a column "AutoETS MAE"')
+        for cells in floor.rows:
+            if cells[1] == "test":
+                key = f"{cells[0]}, test, {cells[2]}, model MAE"
+                found[cells[0]] = Score(seeds(name, key, 1), cells[column_index(name, floor, "model MAE")])
+    return found
+
+
+def against_the_previous_defaults() -> str:
+    """The defaults' test MAE beside the previous defaults' (the epoch budget) on the same windows, by the verdict
+    rule over seeds."""
+    new, old = test_scores(BUDGET_TESTS), test_scores(OLD_TESTS)
+    words: dict[str, list[str]] = {"below": [], "level with": [], "above": []}
+    for data in new:
+        words[verdict(new[data], old[data])].append(f"{short_name(data)} {new[data].text} against {old[data].text}")
+    said = "Against the previous defaults (10 epochs) on the same test windows, read before this budget was chosen "
+    said += f"(`{OLD_TESTS[0]}`, `{OLD_TESTS[1]}`), the test MAE is "
+    verdicts = [f"{word} on {len(found)} ({'; '.join(found)})" for word, found in words.items() if found]
+    return said + "; ".join(verdicts) + "."
+
+
 def short_name(label: str) -> str:
     return re.sub(r" \(.*?\)", "", label.split(",")[0])
 
@@ -1103,7 +1131,8 @@ def defaults_on_real_data(here: Path) -> str:
         f"[`{Path(DECISION).name}`]({link(here, 'experiments/results/' + DECISION)}); the test sets read once after "
         f"it: {files}): every seed is below the best simple forecast (repeat-last, seasonal naive, AutoETS, AutoTheta "
         f"on the same windows) on {validation_wins} of {len(decision.rows)} validation sets and {test_wins} of "
-        f"{len(tested)} test sets. **Where they lose**: {'; '.join(lost) if lost else 'nowhere'}. "
+        f"{len(tested)} test sets. {against_the_previous_defaults()} "
+        f"**Where they lose**: {'; '.join(lost) if lost else 'nowhere'}. "
         + (
             f"On {joined(test_only)} every seed wins on validation and the worst loses on test: the seeds' spread "
             "(which the mean of three seeds' forecasts, `python -m project.tools.ensemble`, averages). "
