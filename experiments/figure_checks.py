@@ -228,20 +228,13 @@ def per_seed_lines(path: Path) -> list[tuple[str, str | None, list[str], int]]:
     """Each per-seed line of a results file: its key, the cell it gives the seeds of (in the nearest table above it
     that has the key's row and column, as ``report.per_seed`` reads them; None if none has), its values as printed
     and how many tables are above it."""
-    found, tables, in_table = [], [], False
-    for line in path.read_text().splitlines():
-        if line.startswith("|"):
-            if not in_table:
-                tables.append([])
-            in_table = True
-            if not line.startswith("|---"):
-                tables[-1].append([part.strip() for part in line.strip().strip("|").split("|")])
-            continue
-        in_table = False
+    tables, lines = tables_and_lines(path)
+    found = []
+    for line, above in lines:
         if seeds := PER_SEED.match(line):
             key = seeds[1]
-            cell = next((c for rows in reversed(tables) if (c := cell_of_key(rows, key)) is not None), None)
-            found.append((key, cell, SEED_VALUE.findall(seeds[2]), len(tables)))
+            cell = next((c for rows in reversed(tables[:above]) if (c := cell_of_key(rows, key)) is not None), None)
+            found.append((key, cell, SEED_VALUE.findall(seeds[2]), above))
     return found
 
 
@@ -338,17 +331,24 @@ def verdict_mismatches(path: Path) -> list[str]:
 
 
 def tables_of(path: Path) -> list[list[list[str]]]:
-    found, in_table = [], False
+    return tables_and_lines(path)[0]
+
+
+def tables_and_lines(path: Path) -> tuple[list[list[list[str]]], list[tuple[str, int]]]:
+    """A file's Markdown tables (their rows as cells, the ``|---`` rule left out), and each line outside them with how
+    many tables are above it."""
+    tables, lines, in_table = [], [], False
     for line in path.read_text().splitlines():
         if line.startswith("|"):
             if not in_table:
-                found.append([])
+                tables.append([])
             in_table = True
             if not line.startswith("|---"):
-                found[-1].append([part.strip() for part in line.strip().strip("|").split("|")])
+                tables[-1].append([part.strip() for part in line.strip().strip("|").split("|")])
         else:
             in_table = False
-    return found
+            lines.append((line, len(tables)))
+    return tables, lines
 
 
 def compared_figures(
