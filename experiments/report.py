@@ -1053,41 +1053,34 @@ LAST_VALUE = "budget/last_value.md"
 SIMPLE = ("repeat-last", "seasonal naive", "AutoETS", "AutoTheta")
 
 
-def test_margins() -> dict[str, tuple[str, float, float]]:
-    """Per dataset of the test read: the best simple forecast on the test windows, its MAE, and the worst seed's."""
-    found = {}
-    for name in BUDGET_TESTS:
-        floor = table_where(name, lambda t: "AutoETS MAE" in t.header, 'with a column "AutoETS MAE"')
-        for cells in floor.rows:
-            simple = {label: number(cells[column_index(name, floor, f"{label} MAE")]) for label in SIMPLE}
-            best = min(simple, key=simple.get)
-            worst = max(seeds(name, f"{cells[0]}, test, {cells[2]}, model MAE", 1))
-            found[cells[0]] = (best, simple[best], worst)
-    return found
-
-
 OLD_TESTS = ("ensemble/test_etth1_m4_hourly.md", "ensemble/test_m4_weekly_and_single_series.md")
 
 
-def test_scores(names: tuple[str, ...]) -> dict[str, Score]:
-    """Per dataset, the model's test MAE over its seeds in the floor tables of ``names`` (split test)."""
+def tested(names: tuple[str, ...]) -> dict[str, tuple[Score, str, float]]:
+    """Per dataset of the floor tables of ``names`` (split test): the model's test MAE over its seeds, and the best
+    simple forecast on the same windows with its MAE."""
     found = {}
     for name in names:
         floor = table_where(name, lambda t: "AutoETS MAE" in t.header, 'with a column "AutoETS MAE"')
         for cells in floor.rows:
-            if cells[1] == "test":
-                key = f"{cells[0]}, test, {cells[2]}, model MAE"
-                found[cells[0]] = Score(seeds(name, key, 1), cells[column_index(name, floor, "model MAE")])
+            if cells[1] != "test":
+                continue
+            key = f"{cells[0]}, test, {cells[2]}, model MAE"
+            model = Score(seeds(name, key, 1), cells[column_index(name, floor, "model MAE")])
+            simple = {label: number(cells[column_index(name, floor, f"{label} MAE")]) for label in SIMPLE}
+            best = min(simple, key=simple.get)
+            found[cells[0]] = (model, best, simple[best])
     return found
 
 
-def against_the_previous_defaults() -> str:
-    """The defaults' test MAE beside the previous defaults' (the epoch budget) on the same windows, by the verdict
-    rule over seeds."""
-    new, old = test_scores(BUDGET_TESTS), test_scores(OLD_TESTS)
+def against_the_previous_defaults(new: dict[str, tuple[Score, str, float]]) -> str:
+    """The defaults' test MAE (``new``, as ``tested`` gives it) beside the previous defaults' (the epoch budget) on
+    the same windows, by the verdict rule over seeds."""
+    old = tested(OLD_TESTS)
     words: dict[str, list[str]] = {"below": [], "level with": [], "above": []}
-    for data in new:
-        words[verdict(new[data], old[data])].append(f"{short_name(data)} {new[data].text} against {old[data].text}")
+    for data, (model, _, _) in new.items():
+        previous = old[data][0]
+        words[verdict(model, previous)].append(f"{short_name(data)} {model.text} against {previous.text}")
     said = "Against the previous defaults (10 epochs) on the same test windows, read before this budget was chosen "
     said += f"(`{OLD_TESTS[0]}`, `{OLD_TESTS[1]}`), the test MAE is "
     verdicts = [f"{word} on {len(found)} ({'; '.join(found)})" for word, found in words.items() if found]
@@ -1103,11 +1096,12 @@ def defaults_on_real_data(here: Path) -> str:
     validation (the budget's decision) and on the test read once after it, and what to try where they lose."""
     decision = nth_table(DECISION, 0)
     candidate = next(c for c in decision.header if c.endswith(": every seed below") and not c.startswith("old"))
-    tested, lost, validation_wins, test_only = test_margins(), [], 0, []
+    on_test, lost, validation_wins, test_only = tested(BUDGET_TESTS), [], 0, []
     for cells in decision.rows:
         below = cells[column_index(DECISION, decision, candidate)]
         validation_wins += below.startswith("yes")
-        best, simple, worst = tested[cells[0]]
+        model, best, simple = on_test[cells[0]]
+        worst = model.high
         if below.startswith("yes") and worst >= simple:
             test_only.append(short_name(cells[0]))
         if not below.startswith("yes") or worst >= simple:
@@ -1117,7 +1111,7 @@ def defaults_on_real_data(here: Path) -> str:
                 f"(the model {worst / simple - 1:+.0%}; on validation {below.partition('(')[2].rstrip(')')} against "
                 f"{on_validation})"
             )
-    test_wins = sum(worst < simple for _, simple, worst in tested.values())
+    test_wins = sum(model.high < simple for model, _, simple in on_test.values())
     last_value, tried = nth_table(LAST_VALUE, 0), []
     for cells in last_value.rows:
         norm = Score(seeds(LAST_VALUE, f"{cells[0]}, validation model MAE"), cells[2])
@@ -1131,7 +1125,7 @@ def defaults_on_real_data(here: Path) -> str:
         f"[`{Path(DECISION).name}`]({link(here, 'experiments/results/' + DECISION)}); the test sets read once after "
         f"it: {files}): every seed is below the best simple forecast (repeat-last, seasonal naive, AutoETS, AutoTheta "
         f"on the same windows) on {validation_wins} of {len(decision.rows)} validation sets and {test_wins} of "
-        f"{len(tested)} test sets. {against_the_previous_defaults()} "
+        f"{len(on_test)} test sets. {against_the_previous_defaults(on_test)} "
         f"**Where they lose**: {'; '.join(lost) if lost else 'nowhere'}. "
         + (
             f"On {joined(test_only)} every seed wins on validation and the worst loses on test: the seeds' spread "
