@@ -10,7 +10,7 @@ rows; a series whose test period is too short for an origin sits that origin out
 used unless ``--source`` names other data with the same columns. With ``--refit``, a fresh model with the
 checkpoint's settings is trained for each origin on the rows before it (its last rows, as many as the
 validation split had, validating), scaled by those rows alone: an expanding-window evaluation. With several
-checkpoints, every origin is forecast by their ensemble (``project.training.ensemble``: the mean of the point
+checkpoints, every origin is forecast by their ensemble (``project.tools.ensemble_model``: the mean of the point
 forecasts, the members' sample paths pooled) on the first one's data; ``--refit`` takes one checkpoint.
 
 Written to ``--output`` (default: ``backtest/`` in the checkpoint's run; ``ensemble_backtest/`` in the first one's
@@ -47,7 +47,7 @@ from project.tools.checkpoint_commands import (
     trust_argument,
 )
 from project.training.calibration import IntervalCalibration
-from project.training.ensemble import Ensemble
+from project.tools.ensemble_model import Ensemble
 from project.training.metrics import forecast_scores, unscale
 from project.training.module import Forecaster
 

@@ -14,7 +14,7 @@ from project.checkpoints import TRAINING_ORDER, built_from_checkpoint, checkpoin
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import Inputs, check_name_lengths, check_output
-from project.training.ensemble import Ensemble
+from project.tools.ensemble_model import Ensemble
 from project.training.module import Forecaster
 
 HOW_TO_TRUST = "pass --trust {path}"  # how a tool's refusal says to trust an import path
@@ -44,7 +44,7 @@ def load_checkpoint(path: str | Path, trusted: Iterable[str] = ()) -> tuple[dict
 def load_ensemble(paths: Sequence[str | Path], trusted: Iterable[str] = ()) -> tuple[list[dict], Ensemble]:
     """The checkpoints at ``paths`` and their models as one ``Ensemble``, which forecasts from the batches of the first
     one's data module (``datamodule_from_checkpoint``). Refused in one line: fewer than two paths, a path given twice,
-    a member that forecasts other values (``project.training.ensemble.check_members``), or one trained on other
+    a member that forecasts other values (``project.tools.ensemble_model.check_members``), or one trained on other
     columns or scaling than the first (``check_same_data``)."""
     if len(paths) < 2:
         raise InputError(

@@ -5,7 +5,7 @@
 
 The ensemble's point forecast is the mean of the members' point forecasts; for models with a distribution, its sample
 paths are the members' paths pooled (the equal-weight mixture) and its quantiles are those of the pool
-(``project.training.ensemble``). Every member forecasts from the batches of the first checkpoint's data, or of
+(``project.tools.ensemble_model``). Every member forecasts from the batches of the first checkpoint's data, or of
 ``--source`` (a file with the same columns); members trained on other columns or scaling, or forecasting other lengths,
 are refused. ``predict`` writes the CSV that ``python -m project.cli predict`` writes for one model (default:
 ``ensemble_predictions.csv`` in the first checkpoint's run folder); ``test`` prints the test scores of each member and

@@ -1,4 +1,4 @@
-"""Several forecasters as one (``project.training.ensemble``): how forecasts are combined, exactly, and which members
+"""Several forecasters as one (``project.tools.ensemble_model``): how forecasts are combined, exactly, and which members
 are refused. The command-line tool and backtest are tested in tests/tools/test_ensemble.py."""
 
 import pytest
@@ -6,7 +6,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from project.errors import InputError
-from project.training.ensemble import Ensemble, combined
+from project.tools.ensemble_model import Ensemble, combined
 from project.training.metrics import forecast_scores, score_names
 from project.training.module import Forecast, prediction_of
 from tests.helpers import quiet_trainer, tiny_module
