@@ -46,8 +46,8 @@ from project.tools.checkpoint_commands import (
     quiet_trainer,
     trust_argument,
 )
-from project.training.calibration import IntervalCalibration
 from project.tools.ensemble_model import Ensemble
+from project.training.calibration import IntervalCalibration
 from project.training.metrics import forecast_scores, unscale
 from project.training.module import Forecaster
 
