@@ -24,9 +24,9 @@ from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters_c
 from lightning.pytorch.plugins import TorchCheckpointIO
 from packaging.version import InvalidVersion, Version
 
-from project.errors import InputError, OptionError, reported_cause
+from project.errors import InputError, reported_cause
 from project.files import bounded_yaml, check_name_lengths, check_settings_bounds
-from project.imports import allow_only, import_policy_kept, loaded_class, refused_import
+from project.imports import allow_only, import_policy_kept, refused_import
 from project.option_errors import one_line
 
 SIZES = "init_args.sizes."  # the data's sizes among a network's flattened settings
@@ -217,8 +217,6 @@ def refusal(path: str | Path, config: dict, error: BaseException, how_to_trust: 
     refused = refused_import(error)
     if refused is None:
         cause = reported_cause(error)
-        if isinstance(cause, OptionError) and (option := _option_of(config, cause)):
-            cause = cause.named(option)
         said = one_line(str(cause if cause is not None else error))
         quoted = setting_holding(config, lambda value: _quotes_the_file(value, said))
         if quoted is not None:
@@ -239,16 +237,6 @@ def refusal(path: str | Path, config: dict, error: BaseException, how_to_trust: 
         f"{path}: the checkpoint names {refused}{f' (at {where})' if where else ''}, outside this project; nothing "
         f"was imported: {how} to trust it"
     )
-
-
-def _option_of(config: dict, error: OptionError) -> str | None:
-    """Where ``config`` gives the argument a class refused (``error``), as a config names it
-    (``model.network.init_args.distribution.init_args.levels``)."""
-    for location, spec in _components(config):
-        owner, arguments = loaded_class(spec["class_path"]), spec.get("init_args") or {}
-        if isinstance(owner, type) and issubclass(owner, error.owner) and error.option in arguments:
-            return _named(f"{location}.init_args.{error.option}")
-    return None
 
 
 def _quotes_the_file(value: str, said: str) -> bool:

@@ -21,9 +21,9 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException, SI
 from project import checkpoints, imports, run_folders
 from project.checkpoints import CheckpointReader
 from project.data import WindowDataModule
-from project.errors import InputError, reported_in_one_line
+from project.errors import InputError, reported_cause, reported_in_one_line
 from project.model import resolved_patch_length
-from project.option_errors import ForecastArgumentParser, named_for_the_config
+from project.option_errors import ForecastArgumentParser
 from project.training.calibration import IntervalCalibration
 from project.training.callbacks import (
     EXIT_SIGINT,
@@ -213,13 +213,14 @@ class ForecastCLI(LightningCLI):
             network.patch_length = resolved_patch_length(network.patch_length, model.context_length, model.horizon)
 
     def instantiate_classes(self) -> None:
+        """What a class refuses of its settings, this project's or Lightning's (the Trainer, its callbacks), as one line
+        in the class's own words; with a checkpoint, naming it: its settings may be what was refused."""
         try:
-            with named_for_the_config(self.config[self.subcommand], CALLBACKS):
-                super().instantiate_classes()
-        except InputError as error:  # with a checkpoint, its settings may be what a class refused: name it
-            if self.checkpoint is None:
-                raise
-            raise InputError(f"{self.config[self.subcommand].ckpt_path}: {error}") from None
+            super().instantiate_classes()
+        except (InputError, MisconfigurationException, ValueError) as error:
+            said = " ".join(str(reported_cause(error) or error).split())
+            named = f"{self.config[self.subcommand].ckpt_path}: " if self.checkpoint is not None else ""
+            raise InputError(named + said) from None
 
     def after_instantiate_classes(self) -> None:  # before any subcommand loads weights
         if self.checkpoint is not None:

@@ -13,18 +13,6 @@ class InputError(ValueError):
     """Bad user input. The message is one line naming the file, column or argument and what was expected."""
 
 
-class OptionError(InputError):
-    """A class's argument ``option`` outside what ``owner`` (the class) accepts: ``expected`` says what it accepts and
-    what it got. The CLI names the option as a config does (``named``)."""
-
-    def __init__(self, option: str, expected: str, owner: type | None = None) -> None:
-        super().__init__(f"{option} {expected}")
-        self.option, self.expected, self.owner = option, expected, owner
-
-    def named(self, path: str) -> InputError:
-        return InputError(f"{path} {self.expected}")
-
-
 class TrainingDiverged(RuntimeError):
     """The training loss or the weights stopped being finite; the message names the step and the last good
     checkpoint."""

@@ -804,7 +804,7 @@ def test_the_ddp_preset_uses_every_gpu_of_the_node():
             'error: Parser key "model.regime.init_args.gradient": Expected a typing.Literal',
         ),
         ("--model.cuda_graph=bogus", "error: Parser key \"model.cuda_graph\": Expected a <class 'bool'>"),
-        ("--data.batch_size=abc", "error: Parser key \"data.batch_size\": Expected a <class 'int'>. Got value: abc"),
+        ("--data.batch_size=abc", 'error: Parser key "data.batch_size": Not of type PositiveInt: invalid literal'),
         ("--model.network.init_args.d_model=abc", 'error: Parser key "model.network.init_args.d_model":'),
         ("--model.nonexistent=3", "error: Parser key \"model\": Option 'nonexistent' is not accepted"),
     ],

@@ -148,7 +148,7 @@ def test_data_that_gives_the_network_other_sizes_than_the_checkpoint_is_refused(
             lambda c: c["hyper_parameters"]["network"]["init_args"]["distribution"].update(
                 class_path="project.model.Quantiles", init_args={"levels": [0.1, 1.5]}
             ),
-            "foreign.ckpt: model.network.init_args.distribution.init_args.levels must be",
+            'foreign.ckpt: Parser key "model.network.init_args.distribution.init_args.levels": Not of type',
         ),
         (
             lambda c: c["hyper_parameters"].update(attention_layout="old"),

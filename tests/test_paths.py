@@ -63,8 +63,6 @@ def test_no_path_adds_nothing_and_no_weight():
             lambda: SeasonalNaivePath(season=5).forecast(torch.randn(2, 4, 1), 3),
             "SeasonalNaivePath: season=5 must be at most the context's 4 steps",
         ),
-        (lambda: SeasonalNaivePath(season=0), "season must be a positive integer; got 0"),
-        (lambda: LinearPath(context_length=0), "context_length must be a positive integer; got 0"),
         (
             lambda: ForecastTransformer(baseline_path=torch.nn.Linear(2, 2)),
             "ForecastTransformer's baseline_path is a Linear, not a project.model.paths.BaselinePath",

@@ -78,8 +78,6 @@ def test_a_regime_subclass_trains_with_no_other_edit():
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda: ScheduledSampling(steps=0), "steps must be a positive integer; got 0"),
-        (lambda: ScheduledSampling(minimum=1.5), "minimum must be a number in [0, 1]; got 1.5"),
         (lambda: ScheduledSampling(schedule="cubic"), "schedule must be one of linear, exponential, inverse_sigmoid"),
         (lambda: FreeRunning(gradient="sideways"), "gradient must be one of detach, bptt; got 'sideways'"),
         (

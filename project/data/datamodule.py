@@ -22,7 +22,7 @@ from project.data.splits import Split, as_split
 from project.data.synthetic import synthetic_panel, synthetic_series
 from project.data.table import DATAFRAME_SOURCE, check_file, read_table
 from project.data.windows import ForecastOrigins, PanelWindows, split_windows
-from project.domains import NonNegativeInt, PositiveInt, check_arguments
+from project.domains import NonNegativeInt, PositiveInt
 from project.errors import InputError, reported_cause
 from project.model.network import InputSizes, component_spec
 from project.option_errors import one_line
@@ -114,7 +114,6 @@ class WindowDataModule(L.LightningDataModule):
         self.hparams["source"] = (
             None if source is None or isinstance(source, pd.DataFrame) else str(Path(source).absolute())
         )
-        check_arguments(WindowDataModule, self.hparams)
         if target_columns is not None and not target_columns:
             raise InputError("target_columns must name at least one column, or be left out to use every numeric one")
         self.context_length, self.horizon = context_length, horizon

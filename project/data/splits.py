@@ -12,8 +12,8 @@ from abc import ABC, abstractmethod
 import numpy as np
 import pandas as pd
 
-from project.domains import Fraction, PositiveInt, check_arguments
-from project.errors import InputError, OptionError
+from project.domains import Fraction, PositiveInt
+from project.errors import InputError
 
 
 class Split(ABC):
@@ -44,7 +44,6 @@ class Fractions(Split):
 
     def __init__(self, train: Fraction = 0.7, val: Fraction = 0.1, test: Fraction = 0.2) -> None:
         self.init_args = {"train": train, "val": val, "test": test}
-        check_arguments(Fractions, self.init_args)
         if (total := train + val + test) > 1 + 1e-9:
             raise InputError(f"train + val + test must be at most 1; got {train} + {val} + {test} = {total:g}")
         self.shares = (train, val, test)
@@ -73,7 +72,7 @@ class Dates(Split):
                 try:
                     ordered.append((name, pd.Timestamp(date)))
                 except (ValueError, TypeError):
-                    raise OptionError(name, f"must be a date or timestamp; got {date!r}", Dates) from None
+                    raise InputError(f"{name} must be a date or timestamp; got {date!r}") from None
         for (earlier, first), (later, second) in itertools.pairwise(ordered):
             if first >= second:
                 raise InputError(f"{earlier}={given[earlier]} must be before {later}={given[later]}")
@@ -97,7 +96,6 @@ class LastRows(Split):
 
     def __init__(self, val_size: PositiveInt, test_size: PositiveInt) -> None:
         self.init_args = {"val_size": val_size, "test_size": test_size}
-        check_arguments(LastRows, self.init_args)
         self.sizes = (val_size, test_size)
 
     def rows(self, observed: np.ndarray, rows_before) -> list[np.ndarray]:

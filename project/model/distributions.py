@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from project.domains import PositiveFloat, UnitLevels, check_arguments
+from project.domains import PositiveFloat, UnitLevels
 from project.errors import InputError
 
 PointLoss = Literal["mse", "mae", "huber"]
@@ -117,7 +117,6 @@ class PointForecast(Distribution):
     probabilistic = False
 
     def __init__(self, loss: PointLoss = "mse", huber_delta: PositiveFloat = 1.0) -> None:
-        check_arguments(PointForecast, {"huber_delta": huber_delta})
         if loss != "huber" and huber_delta != 1.0:
             raise InputError(f"huber_delta applies to loss=huber; got loss={loss}")
         self.point_loss, self.huber_delta = loss, huber_delta
@@ -212,7 +211,6 @@ class Quantiles(Distribution):
     reparameterised = False
 
     def __init__(self, levels: UnitLevels = DEFAULT_QUANTILES) -> None:
-        check_arguments(Quantiles, {"levels": levels})
         levels = [float(level) for level in levels]
         if sorted(set(levels)) != levels or 0.5 not in levels or len(levels) < 2:
             raise InputError(f"levels must be increasing and include the median 0.5 and another level; got {levels}")

@@ -16,7 +16,6 @@ import torch
 from torch import Tensor, nn
 from typing_extensions import Unpack  # typing's own from Python 3.11 on
 
-from project.domains import check_arguments
 from project.errors import InputError
 from project.model.distributions import Distribution, PointForecast, check_distribution
 from project.model.paths import BaselinePath, NoPath, check_baseline_path
@@ -139,11 +138,10 @@ class ForecastNetwork(Protocol):
 
 def set_up(network: nn.Module, frame_locals: dict[str, Any]) -> None:
     """What every network's ``__init__`` starts with, right after ``super().__init__()``, as ``set_up(self,
-    locals())``: its arguments recorded in ``init_args`` and checked against the domains its signature declares, its
+    locals())``: its arguments recorded in ``init_args``, its
     ``distribution`` (a ``PointForecast`` when none is given), its ``baseline_path`` (``NoPath`` when none is given)
     and the input widths of its ``sizes``."""
     network.init_args = init_args(frame_locals)
-    check_arguments(type(network), network.init_args)
     network.distribution = frame_locals.get("distribution") or PointForecast()
     check_distribution(network.distribution, type(network).__name__)
     network.baseline_path = frame_locals.get("baseline_path") or NoPath()
@@ -160,8 +158,10 @@ def init_args(frame_locals: dict[str, Any]) -> dict[str, Any]:
 
 
 def _recorded(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return list(value)
+    if isinstance(value, (list, tuple)):
+        return [_recorded(v) for v in value]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):  # a parser type (PositiveInt) as a plain number
+        return int(value) if isinstance(value, int) else float(value)
     if isinstance(value, (Distribution, BaselinePath)):
         return component_spec(value)
     if isinstance(value, InputSizes):
@@ -178,7 +178,7 @@ def component_spec(component: object) -> dict[str, Any]:
             f"{cls.__qualname__} must record its constructor arguments in self.init_args (see "
             "project.model.network.init_args), so that checkpoints can rebuild it"
         )
-    return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": dict(arguments)}
+    return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": init_args(arguments)}
 
 
 def with_baseline_path(network: nn.Module, parameters: Tensor, baseline: Tensor | None, start: int | Tensor) -> Tensor:

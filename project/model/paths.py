@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from project.domains import PositiveInt, check_arguments
+from project.domains import PositiveInt
 from project.errors import InputError
 
 
@@ -80,7 +80,6 @@ class LinearPath(BaselinePath):
 
     def __init__(self, context_length: PositiveInt = 12, horizon: PositiveInt = 12) -> None:
         super().__init__()
-        check_arguments(LinearPath, {"context_length": context_length, "horizon": horizon})
         self.context_length, self.horizon = context_length, horizon
         self.weight = nn.Parameter(torch.zeros(horizon, context_length))
         self.bias = nn.Parameter(torch.zeros(horizon))
@@ -113,7 +112,6 @@ class SeasonalNaivePath(BaselinePath):
 
     def __init__(self, season: PositiveInt = 1, context_length: PositiveInt | None = None) -> None:
         super().__init__()
-        check_arguments(SeasonalNaivePath, {"season": season, "context_length": context_length})
         if context_length is not None and season > context_length:
             raise InputError(
                 f"SeasonalNaivePath: season={season} must be at most context_length={context_length} (the path repeats "

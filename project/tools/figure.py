@@ -11,11 +11,10 @@ import argparse
 from pathlib import Path
 
 from project.checkpoints import checkpoint_inputs
-from project.domains import check_arguments
 from project.errors import reported_in_one_line
 from project.files import check_output, write_atomically
 from project.tools.checkpoint_commands import datamodule_from_checkpoint, load_checkpoint, trust_argument
-from project.training.figures import ForecastFigures, forecast_figure
+from project.training.figures import FigureWindows, forecast_figure
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -24,13 +23,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("checkpoint", type=Path, help="a .ckpt written by `python -m project.cli fit`")
     parser.add_argument("--source", default=None, help="data file (default: the one the checkpoint was trained on)")
-    parser.add_argument("--windows", type=int, default=3, help="test windows to draw, spread over the test split")
+    parser.add_argument(
+        "--windows", type=FigureWindows, default=3, help="test windows to draw (1 to 50), spread over the test split"
+    )
     parser.add_argument("--output", type=Path, default=Path("forecast.png"))
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     trust_argument(parser)
     args = parser.parse_args(argv)
     with reported_in_one_line():
-        check_arguments(ForecastFigures, {"num_windows": args.windows}, "forecast_figures.")  # a subplot row each
         checkpoint, model = load_checkpoint(args.checkpoint, args.trust)
         inputs = checkpoint_inputs(args.checkpoint, checkpoint, args.source)
         check_output(args.output, inputs, args.overwrite)

@@ -308,9 +308,7 @@ def objective(
         reason = _one_line(stopped.__context__) or f"it stopped with exit code {stopped.code}"
         trial.set_user_attr(ERROR_ATTR, reason)
         signals.trial = None  # recorded as failed for its settings, whatever comes next
-        from project.option_errors import option_and_value
-
-        raise TrialFailed(f"trial {trial.number} was refused: {option_and_value(reason)}") from None
+        raise TrialFailed(f"trial {trial.number} was refused: {reason}") from None
     signals.check()
     signals.trial = None  # a signal from here on stops the study, not this trial
     score = cli.trainer.checkpoint_callback.best_model_score if cli.trainer.checkpoint_callback else None
@@ -434,8 +432,6 @@ def scored_metric(configs: list[Path], overrides: dict) -> tuple[str, str]:
 def _none_completed(study: str, trials: list) -> str:
     from optuna.trial import TrialState
 
-    from project.option_errors import option_and_value
-
     failed = [trial for trial in trials if trial.state == TrialState.FAIL]
     if failed and len(failed) == len(trials):
         summary = f"all {len(trials)} trials of study '{study}' failed"
@@ -445,7 +441,7 @@ def _none_completed(study: str, trials: list) -> str:
         first = min(failed, key=lambda trial: trial.number)
         # No error attribute: the trial's process was stopped or died, or Optuna failed it.
         reason = first.user_attrs.get(ERROR_ATTR, "no error recorded (its process was stopped)")
-        summary += f"; the first failure, trial {first.number}: {option_and_value(reason)[:300]}"
+        summary += f"; the first failure, trial {first.number}: {reason[:300]}"
     return summary
 
 

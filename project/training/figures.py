@@ -3,15 +3,13 @@ the optional tool ``python -m project.tools.figure``."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import lightning as L
 import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 from torch.utils.data import default_collate
 
-from project.domains import Domain, NonNegativeInt, check_arguments, is_integer
+from project.domains import NonNegativeInt, restricted_number_type
 from project.training.metrics import central_interval, unscale
 
 
@@ -73,7 +71,7 @@ def forecast_figure(model: L.LightningModule, datamodule, split: str, num_window
 
 
 # One subplot row per window: more than 50 rows make a figure nobody reads.
-FigureWindows = Annotated[int, Domain("an integer in [1, 50]", lambda v: is_integer(v) and 1 <= v <= 50)]
+FigureWindows = restricted_number_type("FigureWindows", int, [(">=", 1), ("<=", 50)])
 
 
 class ForecastFigures(L.Callback):
@@ -85,7 +83,6 @@ class ForecastFigures(L.Callback):
     """
 
     def __init__(self, every_n_epochs: NonNegativeInt = 1, num_windows: FigureWindows = 3) -> None:
-        check_arguments(ForecastFigures, {"every_n_epochs": every_n_epochs, "num_windows": num_windows})
         self.every_n_epochs, self.num_windows = every_n_epochs, num_windows
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

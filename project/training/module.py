@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
 from project.checkpoints import built_from_checkpoint, read_checkpoint
-from project.domains import AtLeastTwo, OpenUnitInterval, PositiveInt, UnitLevels, check_arguments
+from project.domains import AtLeastTwo, OpenUnitInterval, PositiveInt, UnitLevels
 from project.errors import InputError, TrainingDiverged
 from project.imports import default_of
 from project.model.decoding import generate
@@ -34,7 +33,6 @@ from project.training.schedules import WarmupCosine
 DEFAULT_REGIME = FreeRunning()  # free-running detach: immutable, so one instance serves every model
 COVARIATES = ("past_covariates", "future_covariates", "static_categorical", "static_real")
 # What torch raises for an optimizer or scheduler setting it refuses, when built or first stepped.
-BUILD_REFUSALS = (ArithmeticError, LookupError, NotImplementedError, TypeError, ValueError)
 
 
 @dataclass
@@ -157,7 +155,6 @@ class Forecaster(L.LightningModule):
         given = {"optimizer": optimizer, "lr_scheduler": lr_scheduler}  # as recorded, where the record has them
         recorded |= {name: callable_spec(self.hparams.get(name, value)) for name, value in given.items()}
         self.save_hyperparameters({**self.hparams, **recorded})  # logged with the others
-        check_arguments(Forecaster, self.hparams)
         self.max_horizon = longest_forecast(horizon, max_horizon)
         self.prediction_quantiles = prediction_quantiles or list(DEFAULT_QUANTILES)
         self._check_rules(network)
@@ -293,15 +290,6 @@ class Forecaster(L.LightningModule):
             accumulate = self.trainer.accumulate_grad_batches  # Lightning divides by it without checking it
             if not (isinstance(accumulate, int) and accumulate >= 1):
                 raise InputError(f"trainer.accumulate_grad_batches={accumulate} must be an integer ≥ 1")
-            with warnings.catch_warnings():  # a scheduler stepped before its optimizer, on purpose
-                warnings.simplefilter("ignore")
-                optimizer, scheduler = self._optimization()
-                if scheduler is not None:
-                    _step(scheduler, _described(self.hparams.lr_scheduler))
-            if scheduler is not None and (refused := _refused_learning_rate(optimizer)):
-                raise InputError(
-                    f"model.lr_scheduler {_described(self.hparams.lr_scheduler)} after one step: {refused}"
-                )
 
     def on_fit_start(self) -> None:
         # Lightning divides by these unchecked: a zero is a ZeroDivisionError inside its loop otherwise.
@@ -459,64 +447,20 @@ class Forecaster(L.LightningModule):
         return {"train/loss", "train/loss_epoch", "train/teacher_forcing_probability", *scores}
 
     def _optimization(self) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler | None]:
-        """The optimizer and its schedule, built where every fit builds them (``setup`` builds them once at start-up
-        too): what either refuses is one line naming ``model.optimizer`` or ``model.lr_scheduler`` and its value."""
+        """The optimizer and its schedule; what torch refuses of their settings is one line naming the option."""
         # Weight decay (the optimizer's own) on weight matrices only, not on biases and norms.
         groups = [
             {"params": [p for p in self.parameters() if p.dim() >= 2], "name": "weights"},
             {"params": [p for p in self.parameters() if p.dim() < 2], "weight_decay": 0.0, "name": "biases_and_norms"},
         ]
         optimizer = self._built("optimizer", groups)
-        refused = _refused_learning_rate(optimizer)
-        if refused:
-            raise InputError(f"model.optimizer {_described(self.hparams.optimizer)} is refused: {refused}")
         return optimizer, None if self.lr_scheduler is None else self._built("lr_scheduler", optimizer)
 
     def _built(self, what: str, argument: Any) -> Any:
         try:
             return getattr(self, what)(argument)
-        except BUILD_REFUSALS as error:
-            reason = str(error) or type(error).__name__
-            if isinstance(error, NotImplementedError):  # the abstract LRScheduler's get_lr
-                reason += " (an abstract class: name one that implements it)"
-            raise InputError(f"model.{what} {_described(self.hparams[what])} is refused: {reason}") from error
-
-
-def _refused_learning_rate(optimizer: torch.optim.Optimizer) -> str | None:
-    """Why a parameter group's learning rate cannot train (a rate the parameters' type cannot hold fails inside the
-    first step's arithmetic, a NaN trains NaN), or None."""
-    for group in optimizer.param_groups:
-        dtype = group["params"][0].dtype if group["params"] else torch.float64
-        lr, top = group.get("lr"), torch.finfo(dtype).max
-        if not (isinstance(lr, (int, float, Tensor)) and abs(float(lr)) <= top):
-            return f"lr={lr} must be a finite number within the range of the parameters' {dtype} (at most {top:.3g})"
-        if float(lr) < 0:
-            return f"lr={lr} is negative: each step would climb the loss"
-    return None
-
-
-def _step(scheduler: torch.optim.lr_scheduler.LRScheduler, described: str) -> None:
-    """One step of ``scheduler`` as Lightning steps it (a plateau schedule with a metric); what it refuses only when
-    stepped (``StepLR``'s ``step_size`` 0) is one line naming ``model.lr_scheduler`` (``described``)."""
-    try:
-        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-            scheduler.step(math.inf)
-        else:
-            scheduler.step()
-    except BUILD_REFUSALS as error:
-        raise InputError(f"model.lr_scheduler {described} fails on its first step: {error}") from error
-
-
-def _described(value: Any) -> str:
-    """An optimizer or scheduler as a config names it, ``class_path(argument=value, …)`` with the arguments that
-    differ from the class's defaults."""
-    spec = callable_spec(value)
-    if not isinstance(spec, dict):
-        return str(spec)
-    arguments = spec.get("init_args") or {}
-    defaults = {k: default_of(spec["class_path"], k) for k in arguments}
-    given = {k: v for k, v in arguments.items() if (list(d) if isinstance(d := defaults[k], tuple) else d) != v}
-    return f"{spec['class_path']}({', '.join(f'{k}={v!r}' for k, v in given.items())})"
+        except (NotImplementedError, TypeError, ValueError) as error:  # NotImplementedError: an abstract scheduler
+            raise InputError(f"model.{what}: {str(error) or type(error).__name__}") from error
 
 
 def callable_spec(value: Any) -> Any:

@@ -10,7 +10,7 @@ import lightning as L
 from lightning.pytorch.utilities import rank_zero_only
 from torchmetrics import MeanMetric
 
-from project.domains import PositiveInt, check_arguments
+from project.domains import PositiveInt
 from project.errors import InputError
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import unscale
@@ -30,7 +30,6 @@ class NaiveComparison(L.Callback):
     """
 
     def __init__(self, season: PositiveInt | None = None, enabled: bool = True) -> None:
-        check_arguments(NaiveComparison, {"season": season})
         self.season, self.enabled = season, enabled
         self.naive = {"repeat_last": repeat_last}
         if season:

@@ -22,7 +22,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from project.domains import PositiveInt, Probability, check_arguments
+from project.domains import PositiveInt, Probability
 from project.errors import InputError
 from project.model.decoding import rollout
 from project.model.distributions import Distribution
@@ -204,7 +204,6 @@ class ScheduledSampling(_FeedsBack):
         feedback: FeedbackValue = "mean",
         rollout_dropout: bool = True,
     ) -> None:
-        check_arguments(type(self), {"steps": steps, "minimum": minimum})
         super().__init__(feedback, rollout_dropout)
         _check_choice(self, "schedule", schedule, ("linear", "exponential", "inverse_sigmoid"))
         self.schedule, self.steps, self.minimum = schedule, steps, minimum

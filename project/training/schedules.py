@@ -7,7 +7,7 @@ from typing import Literal
 
 import torch
 
-from project.domains import NonNegativeInt, PositiveInt, check_arguments
+from project.domains import NonNegativeInt, PositiveInt
 
 
 class WarmupCosine(torch.optim.lr_scheduler.LambdaLR):
@@ -28,9 +28,9 @@ class WarmupCosine(torch.optim.lr_scheduler.LambdaLR):
         decay: Literal["cosine", "constant"] = "cosine",
         run_steps: PositiveInt | None = None,
     ) -> None:
-        check_arguments(WarmupCosine, {"warmup_steps": warmup_steps, "run_steps": run_steps})
-        self.warmup_steps, self.decay = warmup_steps, decay
-        self.run_steps: float | None = run_steps
+        # Plain numbers (the parser gives its types): the state_dict is every attribute, read back with weights_only.
+        self.warmup_steps, self.decay = int(warmup_steps), decay
+        self.run_steps: float | None = None if run_steps is None else int(run_steps)
         # A function, not the bound method: LambdaLR's state_dict skips functions.
         super().__init__(optimizer, lambda step: self.factor(step))
 
