@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import itertools
-import re
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -230,92 +229,29 @@ def numeric_columns(source_name: str, frame: pd.DataFrame, excluded: set[str]) -
 
 
 def parse_timestamps(source_name: str, frame: pd.DataFrame, column: str) -> pd.Series:
-    """The time column as datetimes; unparsable cells and mixed time-zone offsets name the row."""
+    """The time column as datetimes in nanoseconds, the unit the panel keeps. What pandas cannot read (a cell that is
+    not a time, offsets that change within the column, a year outside 1677–2262) is one line naming the file and the
+    column, in pandas' words."""
     check_columns_exist(source_name, frame, [column])
-    raw = frame[column]
+    raw, named = frame[column], f"{source_name}: column '{column}'"
     if is_numeric(raw):  # pandas would read numbers as nanoseconds since 1970: Unix seconds would all fall in 1970
         raise InputError(
-            f"{source_name}: column '{column}' holds numbers ({raw.iloc[0]} in row 0), not dates or timestamps; "
-            "write it as dates (pandas.to_datetime(column, unit='s') reads Unix seconds), or leave time_column empty"
+            f"{named} holds numbers ({raw.iloc[0]} in row 0), not dates or timestamps; write it as dates "
+            "(pandas.to_datetime(column, unit='s') reads Unix seconds), or leave time_column empty"
         )
     try:
         with warnings.catch_warnings():  # pandas 2 warns of its pandas 3 behaviour, the refusal below
             warnings.simplefilter("ignore", FutureWarning)
-            parsed = pd.to_datetime(raw, errors="coerce")
-    except (ValueError, TypeError):
-        parsed = None  # pandas refuses a column mixing offsets such as +01:00 and +02:00 (a daylight-saving change)
-    if parsed is not None and not pd.api.types.is_datetime64_any_dtype(parsed):
-        parsed = None  # pandas 2 (which statsforecast's extra installs) keeps such a column as Python objects
-    if parsed is not None and not parsed.isna().any():
-        return _in_nanoseconds(source_name, column, raw, parsed)
-    # pandas takes the first cell's offset (or its lack of one) for the column's and blanks or refuses the cells with
-    # another, so its blanks can be valid timestamps. Each cell's own offset is compared with the first cell's
-    # instead, in growing prefixes: a daylight-saving change in the first week of ten million rows reads a few
-    # thousand of them, and a blank caps the search at its row.
-    end = len(raw) if parsed is None else int(np.flatnonzero(parsed.isna().to_numpy())[0]) + 1
-    reference = _utc_offsets(raw.iloc[:1])[0]
-    start, size = 0, 4096
-    while start < end:
-        stop = min(end, start + size)
-        chunk = raw.iloc[start:stop]
-        offsets = _utc_offsets(chunk)
-        readable = (
-            pd.to_datetime(chunk, format="ISO8601", utc=True, errors="coerce").notna().to_numpy()
-            | ~np.isnan(offsets)
-            | (parsed is not None and parsed.iloc[start:stop].notna().to_numpy())
-        )
-        same_offset = (offsets == reference) | (np.isnan(offsets) & np.isnan(reference))
-        problems = ~readable | ~same_offset
-        if problems.any():
-            row = start + int(np.flatnonzero(problems)[0])
-            if readable[row - start] and row > 0:
-                raise InputError(
-                    f"{source_name}: column '{column}' mixes time-zone offsets (row 0 is {raw.iloc[0]!r}, row {row} "
-                    f"is {raw.iloc[row]!r}); convert the timestamps to UTC or to one offset"
-                )
-            raise InputError(f"{source_name}: column '{column}' must hold timestamps; row {row} has {raw.iloc[row]!r}")
-        start, size = stop, size * 2
-    if parsed is None:  # every cell has the first one's offset, yet pandas refused: zones it tells apart
-        raise InputError(
-            f"{source_name}: column '{column}' mixes time zones (row 0 is {raw.iloc[0]!r}); convert the timestamps "
-            "to UTC or to one offset"
-        )
-    # Readable, with the first row's offset, yet blank to pandas: written in another format or zone than row 0.
-    raise InputError(
-        f"{source_name}: column '{column}' must hold timestamps in one format and time zone; row 0 is "
-        f"{raw.iloc[0]!r}, row {end - 1} is {raw.iloc[end - 1]!r}"
-    )
-
-
-def _in_nanoseconds(source_name: str, column: str, raw: pd.Series, parsed: pd.Series) -> pd.Series:
-    """``parsed`` in nanoseconds, the unit the panel keeps; a time outside the years they span names its row."""
-    try:
-        return parsed.dt.as_unit("ns")
-    except pd.errors.OutOfBoundsDatetime:
-        naive = parsed.dt.tz_convert(None) if parsed.dt.tz is not None else parsed
-        low, high = pd.Timestamp.min, pd.Timestamp.max
-        row = int(np.flatnonzero(((naive < low) | (naive > high)).to_numpy())[0])
-        raise InputError(
-            f"{source_name}: column '{column}' has {raw.iloc[row]!r} at row {row}, outside the years {low.year}–"
-            f"{high.year} that a timestamp in nanoseconds spans"
-        ) from None
-
-
-# A UTC designator after a time of day (``…:00``, ``…:00.123``), so that a date such as ``2020-01-01`` is not read
-# as the offset -01.
-_OFFSET = re.compile(
-    r":\d{2}(?:\.\d+)?\s*(?:(?P<utc>Z|UTC|GMT)|(?P<sign>[+-])(?P<hours>\d{2}):?(?P<minutes>\d{2})?)\s*$"
-)
-
-
-def _utc_offsets(raw: pd.Series) -> np.ndarray:
-    """Each cell's UTC offset in minutes, read from its text (a Timestamp's ends in its offset too); NaN where it
-    has none (a naive time, a missing or unreadable cell)."""
-    parts = raw.astype(str).str.extract(_OFFSET)
-    hours = pd.to_numeric(parts["hours"], errors="coerce").to_numpy(dtype=np.float64)
-    minutes = pd.to_numeric(parts["minutes"], errors="coerce").fillna(0).to_numpy(dtype=np.float64)
-    sign = np.where(parts["sign"].to_numpy(dtype=object) == "-", -1.0, 1.0)
-    return np.where(parts["utc"].notna().to_numpy(), 0.0, sign * (hours * 60 + minutes))
+            parsed = pd.to_datetime(raw)
+        if not pd.api.types.is_datetime64_any_dtype(parsed):  # pandas 2 keeps mixed offsets as Python objects
+            raise ValueError("Mixed timezones detected")
+        parsed = parsed.dt.as_unit("ns")
+    except (ValueError, TypeError) as error:  # pandas' OutOfBoundsDatetime is a ValueError
+        said = " ".join(str(error).split())
+        raise InputError(f"{named} must hold timestamps in one format and time zone: {said}") from None
+    if parsed.isna().any():
+        raise InputError(f"{named} must hold timestamps; row {int(np.flatnonzero(parsed.isna())[0])} is empty")
+    return parsed
 
 
 def check_float32_range(source_name: str, columns: list[str], values: np.ndarray, where: Callable[[int], str]) -> None:
