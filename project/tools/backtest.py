@@ -34,6 +34,7 @@ from torch.utils.data import DataLoader
 from project.checkpoints import built_from_checkpoint
 from project.data.datamodule import WindowDataModule
 from project.data.windows import PanelWindows
+from project.domains import PositiveInt
 from project.errors import InputError, reported_in_one_line
 from project.files import write_atomically
 from project.tools.checkpoint_commands import (
@@ -172,13 +173,13 @@ def main(argv: list[str] | None = None) -> None:
         required=True,
         help="a checkpoint written by fit, or several, whose ensemble forecasts every origin",
     )
-    parser.add_argument("--origins", type=int, default=4, help="forecast origins K in the test period")
-    parser.add_argument("--step", type=int, default=None, help="rows between origins (default: the horizon)")
+    parser.add_argument("--origins", type=PositiveInt, default=4, help="forecast origins K in the test period")
+    parser.add_argument("--step", type=PositiveInt, default=None, help="rows between origins (default: the horizon)")
     parser.add_argument("--source", default=None, help="data file (default: the one the checkpoint was trained on)")
     parser.add_argument(
         "--refit", action="store_true", help="train a fresh model for each origin on the rows before it"
     )
-    parser.add_argument("--refit-epochs", type=int, default=1, help="epochs of each refit")
+    parser.add_argument("--refit-epochs", type=PositiveInt, default=1, help="epochs of each refit")
     parser.add_argument("--output", type=Path, default=None, help="folder (default: <run>/backtest)")
     parser.add_argument("--overwrite", action="store_true", help="replace files already in --output")
     trust_argument(parser)
@@ -187,10 +188,6 @@ def main(argv: list[str] | None = None) -> None:
     output = args.output or args.ckpt_path[0].parent.parent / ("ensemble_backtest" if several else "backtest")
     with reported_in_one_line():
         # Origins step forward from the test period's start, so that no forecast is scored on training rows.
-        counts = (("--origins", args.origins), ("--step", args.step), ("--refit-epochs", args.refit_epochs))
-        for option, value in counts:
-            if value is not None and value < 1:
-                raise InputError(f"{option} must be a positive integer; got {value}")
         if several and args.refit:
             raise InputError(
                 f"--refit takes one checkpoint; got {len(args.ckpt_path)}: a refit trains a fresh model from seed 0, "

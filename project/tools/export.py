@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from project.checkpoints import checkpoint_inputs
+from project.domains import PositiveInt
 from project.errors import InputError, reported_in_one_line
 from project.files import write_atomically
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache
@@ -235,18 +236,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m project.tools.export", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint", type=Path, help="a .ckpt written by `python -m project.cli fit`")
     parser.add_argument("--format", dest="export_format", choices=["onnx", "torch_export"], default="onnx")
-    parser.add_argument("--batch-size", type=int, default=1, help="rows per forecast call (fixed shape)")
-    parser.add_argument("--horizon", type=int, default=None, help="steps to forecast (default: the trained horizon)")
+    parser.add_argument("--batch-size", type=PositiveInt, default=1, help="rows per forecast call (fixed shape)")
+    parser.add_argument(
+        "--horizon", type=PositiveInt, default=None, help="steps to forecast (default: the trained horizon)"
+    )
     parser.add_argument("--output", type=Path, default=None, help="folder to write (default: <run>/export)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output folder")
     parser.add_argument("--benchmark", action="store_true", help="time one batch through the driver and generate")
     trust_argument(parser)
     args = parser.parse_args(argv)
     with reported_in_one_line():
-        for name in ("batch_size", "horizon"):
-            value = getattr(args, name)
-            if value is not None and value < 1:
-                raise InputError(f"--{name.replace('_', '-')} must be a positive integer; got {value}")
         checkpoint, module = load_checkpoint(args.checkpoint, args.trust)
         if not isinstance(module.network, ForecastTransformer):
             network = checkpoint["hyper_parameters"]["network"]["class_path"]

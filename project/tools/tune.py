@@ -31,6 +31,7 @@ from unittest import mock
 
 import yaml
 
+from project.domains import PositiveInt
 from project.errors import InputError, reported_in_one_line
 from project.files import bounded_yaml, check_name_lengths, check_output, write_atomically
 from project.training.callbacks import EXIT_SIGTERM
@@ -328,7 +329,7 @@ def main(argv: list[str] | None = None) -> None:
         default=SEARCH_SPACE,
         help="the search space",
     )
-    parser.add_argument("--trials", type=int, default=20, help="finished trials the study should have")
+    parser.add_argument("--trials", type=PositiveInt, default=20, help="finished trials the study should have")
     parser.add_argument("--study", default="tune", help="study name: its runs log under <logs>/<study>/trial_N")
     parser.add_argument("--storage", default=None, help="Optuna RDB URL (default: sqlite:///<logs>/<study>.db)")
     parser.add_argument("--logs", type=Path, default=Path("lightning_logs"), help="where trials are logged")
@@ -340,8 +341,6 @@ def main(argv: list[str] | None = None) -> None:
     args, extra = parser.parse_known_args(argv)  # anything else goes to every trial's fit
     args.argv = argv  # for the stamp of the config it writes (None: this process's command line)
     with reported_in_one_line():
-        if args.trials < 1:
-            raise InputError(f"--trials must be at least 1; got {args.trials}")
         run(args, extra)
 
 

@@ -273,7 +273,7 @@ def test_a_trial_refused_for_a_bad_option_prints_one_line_not_pages_of_usage(tmp
 
 def test_trials_must_be_at_least_one(tmp_path, capsys):
     assert exit_code("--config", BASE, "--logs", tmp_path, "--trials", "0") == 2
-    assert last_line(capsys.readouterr().err).endswith("error: --trials must be at least 1; got 0")
+    assert last_line(capsys.readouterr().err).endswith("error: argument --trials: invalid PositiveInt value: '0'")
 
 
 @pytest.mark.slow
