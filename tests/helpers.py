@@ -76,7 +76,7 @@ def cli(*arguments: str) -> int:
 
 def users_module(folder: Path, name: str, source: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A user's own module ``name`` written to ``folder`` and importable in this process, as a folder on
-    ``PYTHONPATH`` makes it for ``python -m project.cli`` (tests/test_cli.py runs that once in a fresh process). A
+    ``PYTHONPATH`` makes it for ``python -m project.cli`` (tests/cli/test_cli.py runs that once in a fresh process). A
     module of that name an earlier test imported is dropped from ``sys.modules``, so this test imports its own."""
     (folder / f"{name}.py").write_text(source)
     monkeypatch.syspath_prepend(str(folder))

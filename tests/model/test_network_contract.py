@@ -2,7 +2,7 @@
 
 To check your own network, add one line to NETWORKS: a name, the class and the arguments of a small instance (the
 sizes the data links into it — ``n_targets``, covariate counts, static cardinalities and reals — and its
-``distribution`` are given by the tests). The help test of every network's options (``tests/test_domains.py``)
+``distribution`` are given by the tests). The help test of every network's options (``tests/cli/test_domains.py``)
 reads the same table.
 """
 

@@ -561,7 +561,7 @@ class CheckedCounter(Counter):
 @pytest.mark.parametrize(("callback", "counted"), [("Counter", 2), ("CheckedCounter", 4)])
 def test_a_callback_of_yours_restores_its_state_only_when_it_checks_it(callback, counted, tmp_path):
     folder = tmp_path / "checkpoints"
-    arguments = ["--config", BASE, f"--trainer.callbacks+=tests.test_resume.{callback}", "--trainer.logger=false"]
+    arguments = ["--config", BASE, f"--trainer.callbacks+=tests.cli.test_resume.{callback}", "--trainer.logger=false"]
     arguments += [f"--checkpoint.dirpath={folder}", "--test_after_fit=false", "--trainer.limit_val_batches=1"]
     assert cli("fit", *arguments, "--trainer.max_steps=2") == 0
     with warnings.catch_warnings(record=True) as caught:

@@ -4,7 +4,7 @@ Read from the source, so that a new command (a module with a ``main``) is held t
 added: a file is written only inside a function handed to ``files.write_atomically`` (checked beforehand with
 ``files.check_output`` or the tools' ``check_output_folder``), nothing is deleted, no module but ``project.checkpoints``
 unpickles anything, and no module but ``project.imports`` imports a module by name; and, run, that no command imports
-a module a checkpoint names unless the user named it too (``tests/test_import_policy.py`` tries it at random).
+a module a checkpoint names unless the user named it too (``tests/cli/test_import_policy.py`` tries it at random).
 """
 
 import ast
@@ -19,7 +19,7 @@ import torch
 from project.errors import InputError
 from tests.helpers import exit_code
 
-PACKAGE = Path(__file__).resolve().parents[1] / "project"
+PACKAGE = Path(__file__).resolve().parents[2] / "project"
 EXPERIMENTS = PACKAGE.parent / "experiments"  # the studies' scripts, while the folder is there (read, not imported)
 WRITES = {"write_text", "write_bytes", "to_csv", "to_parquet", "savefig", "save", "dump", "writerows", "touch"}
 DELETES = {"rmtree", "unlink", "rmdir", "os.remove", "os.rename", "os.replace", "shutil.move"}
