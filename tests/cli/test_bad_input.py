@@ -12,8 +12,7 @@ from jsonargparse import get_loader
 
 from project.data import WindowDataModule
 from project.errors import InputError
-from tests.data.test_data import frame_of_row_numbers
-from tests.helpers import BASE, SMALL_MODEL, cli, last_line
+from tests.helpers import BASE, SMALL_MODEL, cli, frame_of_row_numbers, last_line
 
 
 def write(frame: pd.DataFrame, path: Path) -> str:

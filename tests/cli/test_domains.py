@@ -9,7 +9,7 @@ import pytest
 
 from project.cli import LINKED_INTO_NETWORK, LINKED_SETTINGS
 from tests.helpers import BASE, cli, last_line
-from tests.model.test_network_contract import NETWORKS as NETWORK_TABLE
+from tests.helpers import NETWORKS as NETWORK_TABLE
 
 NETWORKS = [f"{cls.__module__}.{cls.__qualname__}" for cls, _ in NETWORK_TABLE.values()]  # the contract's table
 # The sections of the classes this project does not own: they check their own options.

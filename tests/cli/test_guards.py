@@ -14,8 +14,17 @@ import yaml
 from project.cli import cli_main
 from project.errors import InputError
 from project.training.module import Forecaster
-from tests.data.test_data import frame_of_row_numbers
-from tests.helpers import BASE, SMALL_MODEL, cli, config, digests, one_line_error, only_run, quick_fit_arguments
+from tests.helpers import (
+    BASE,
+    SMALL_MODEL,
+    cli,
+    config,
+    digests,
+    frame_of_row_numbers,
+    one_line_error,
+    only_run,
+    quick_fit_arguments,
+)
 
 
 def test_a_checkpoint_that_would_run_code_is_refused_by_the_cli(hostile_checkpoint, capsys):

@@ -10,8 +10,7 @@ import torch
 from project.data import WindowDataModule
 from project.errors import InputError
 from project.files import write_atomically
-from tests.data.test_data import frame_of_row_numbers
-from tests.helpers import BASE, SMALL_MODEL, cli, last_line, quick_fit_arguments
+from tests.helpers import BASE, SMALL_MODEL, cli, frame_of_row_numbers, last_line, quick_fit_arguments
 
 
 @pytest.mark.slow

@@ -7,8 +7,14 @@ import pytest
 import torch
 
 from project.tools import backtest, ensemble, export, figure
-from tests.cli.test_entry_points import assert_refused_without_importing, checkpoint_naming_a_module_beside_it
-from tests.helpers import digests, exit_code, last_line, one_line_error
+from tests.helpers import (
+    assert_refused_without_importing,
+    checkpoint_naming_a_module_beside_it,
+    digests,
+    exit_code,
+    last_line,
+    one_line_error,
+)
 
 
 def test_a_checkpoint_that_would_run_code_is_refused_by_every_tool(hostile_checkpoint, user_run, capsys):
@@ -143,7 +149,7 @@ def test_the_figure_tool_draws_a_bounded_number_of_windows(user_run, tmp_path, c
 
 def test_the_figure_tool_never_replaces_the_data_a_checkpoint_was_trained_on(user_run, tmp_path, capsys):
     """Not even when it draws other data, and not with --overwrite."""
-    from tests.data.test_data import frame_of_row_numbers
+    from tests.helpers import frame_of_row_numbers
 
     _, source, checkpoint = user_run
     other = tmp_path / "other.csv"

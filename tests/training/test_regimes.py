@@ -8,8 +8,16 @@ from project.model.decoding import rollout
 from project.model.network import component_spec
 from project.training import regimes
 from project.training.regimes import REGIMES, FreeRunning, RegimeOptions, ScheduledSampling, TeacherForcing
-from tests.helpers import BASELINE_PATHS, baseline_path, forecaster, relative_difference, small_model, tiny_module
-from tests.model.test_model import COVARIATES, covariates_for
+from tests.helpers import (
+    BASELINE_PATHS,
+    COVARIATES,
+    baseline_path,
+    covariates_for,
+    forecaster,
+    relative_difference,
+    small_model,
+    tiny_module,
+)
 from tests.reference_loops import naive_free_running
 from tests.saved_tensors import SavedTensorsMeter
 
