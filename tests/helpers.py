@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -269,11 +270,29 @@ def digests(*paths: Path) -> dict[Path, str]:
 
 
 def one_line_error(capsys) -> str:
-    """The captured error of a command, checked to end in one ``error: …`` line without a traceback."""
+    """The captured error of a command whose exit code was checked, ending in one ``error: …`` line without a
+    traceback (``assert_refused_in_one_line`` checks the exit code too)."""
     error = capsys.readouterr().err
     assert "Traceback" not in error
     line = last_line(error)
     assert line.startswith("error: ")
+    return line
+
+
+def assert_refused_in_one_line(code_or_callable, capsys, message: str = "") -> str:
+    """A refusal as the user sees it: exit code 2, no traceback, and a last line of stderr that starts ``error: `` and
+    contains ``message`` (or matches it as a regular expression). ``code_or_callable``: the exit code ``cli(…)``
+    returned, or what to call (a tool's ``lambda: main(arguments)``), which must stop with SystemExit. The line."""
+    if callable(code_or_callable):
+        with pytest.raises(SystemExit) as stopped:
+            code_or_callable()
+        code_or_callable = stopped.value.code
+    error = capsys.readouterr().err
+    assert code_or_callable == 2, error[-2000:]
+    assert "Traceback" not in error
+    line = last_line(error)
+    assert line.startswith("error: "), line
+    assert message in line or re.search(message, line), line
     return line
 
 
