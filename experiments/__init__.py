@@ -5,5 +5,5 @@ and a script a reader can rerun (``python -m experiments.etth1``, ``.m4``, ``.de
 which writes every figure and verdict the README and the docs give from those tables.
 
 Nothing in ``project/`` or ``tests/`` imports this folder: delete it and the template and its suite work as before
-(``tests/test_core_without_tools.py`` checks it, in CI too).
+(``tests/cli/test_core_without_tools.py`` checks it, in CI too).
 """

@@ -7,7 +7,7 @@
 # 3. the same training step with the process capped at 4 GB of GPU memory: the posted loop against ours.
 set -euo pipefail
 out=${1:-experiments/results/gpu_h200}
-"${PYTHON:-python}" -m pytest -q -p no:cacheprovider tests/test_model.py -k "cuda_graph or cached_decode_matches_full_decode"
+"${PYTHON:-python}" -m pytest -q -p no:cacheprovider tests/model/test_model.py -k "cuda_graph or cached_decode_matches_full_decode"
 "${PYTHON:-python}" -m project.tools.bench --device cuda --precision 16-mixed --output "$out/16-mixed" --overwrite
 "${PYTHON:-python}" -m project.tools.bench --device cuda --precision bf16-mixed --suite training --output "$out/bf16-mixed" --overwrite
 "${PYTHON:-python}" -m project.tools.bench --device cuda --precision 32 --suite training inference --output "$out/32" --overwrite

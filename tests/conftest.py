@@ -8,8 +8,16 @@ import pytest
 import torch
 from filelock import FileLock
 
-from tests.helpers import BASE, SMALL_MODEL, CreatesAFileWhenUnpickled, cli, config, only_run, quick_fit_arguments
-from tests.test_data import frame_of_row_numbers
+from tests.helpers import (
+    BASE,
+    SMALL_MODEL,
+    CreatesAFileWhenUnpickled,
+    cli,
+    config,
+    frame_of_row_numbers,
+    only_run,
+    quick_fit_arguments,
+)
 
 
 def pytest_configure(config):

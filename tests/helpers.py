@@ -7,6 +7,8 @@ import dataclasses
 import functools
 import hashlib
 import os
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 import torch
 
 from project.cli import cli_main
+from project.model import GRUForecaster
 from project.model.distributions import Normal, PointForecast, Quantiles, StudentT
 from project.model.network import InputSizes
 from project.model.paths import LinearPath, SeasonalNaivePath
@@ -76,7 +79,7 @@ def cli(*arguments: str) -> int:
 
 def users_module(folder: Path, name: str, source: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A user's own module ``name`` written to ``folder`` and importable in this process, as a folder on
-    ``PYTHONPATH`` makes it for ``python -m project.cli`` (tests/test_cli.py runs that once in a fresh process). A
+    ``PYTHONPATH`` makes it for ``python -m project.cli`` (tests/cli/test_cli.py runs that once in a fresh process). A
     module of that name an earlier test imported is dropped from ``sys.modules``, so this test imports its own."""
     (folder / f"{name}.py").write_text(source)
     monkeypatch.syspath_prepend(str(folder))
@@ -267,11 +270,29 @@ def digests(*paths: Path) -> dict[Path, str]:
 
 
 def one_line_error(capsys) -> str:
-    """The captured error of a command, checked to end in one ``error: …`` line without a traceback."""
+    """The captured error of a command whose exit code was checked, ending in one ``error: …`` line without a
+    traceback (``assert_refused_in_one_line`` checks the exit code too)."""
     error = capsys.readouterr().err
     assert "Traceback" not in error
     line = last_line(error)
     assert line.startswith("error: ")
+    return line
+
+
+def assert_refused_in_one_line(code_or_callable, capsys, message: str = "") -> str:
+    """A refusal as the user sees it: exit code 2, no traceback, and a last line of stderr that starts ``error: `` and
+    contains ``message`` (or matches it as a regular expression). ``code_or_callable``: the exit code ``cli(…)``
+    returned, or what to call (a tool's ``lambda: main(arguments)``), which must stop with SystemExit. The line."""
+    if callable(code_or_callable):
+        with pytest.raises(SystemExit) as stopped:
+            code_or_callable()
+        code_or_callable = stopped.value.code
+    error = capsys.readouterr().err
+    assert code_or_callable == 2, error[-2000:]
+    assert "Traceback" not in error
+    line = last_line(error)
+    assert line.startswith("error: "), line
+    assert message in line or re.search(message, line), line
     return line
 
 
@@ -280,3 +301,119 @@ def exit_code(main, arguments: list[str]) -> int:
     with pytest.raises(SystemExit) as stopped:
         main(arguments)
     return stopped.value.code
+
+
+def frame_of_row_numbers(rows: int = 200, n_features: int = 2) -> pd.DataFrame:
+    """Every value is its row number (plus 1000 per channel), so windows show which rows they hold."""
+    values = np.arange(rows, dtype=np.float64)[:, None] + np.arange(n_features)[None] * 1000
+    frame = pd.DataFrame(values, columns=[f"c{i}" for i in range(n_features)])
+    frame.insert(0, "time", pd.date_range("2020-01-01", periods=rows, freq="h"))
+    return frame
+
+
+COVARIATES = dict(n_past_covariates=2, n_future_covariates=3, static_cardinalities=[4, 2], n_static_reals=1)
+
+
+def covariates_for(batch: int, context: int, horizon: int, dtype=torch.float64) -> dict:
+    """Random covariates of a batch, of the sizes COVARIATES gives a network."""
+    return {
+        "past_covariates": torch.randn(batch, context, 2, dtype=dtype),
+        "future_covariates": torch.randn(batch, context + horizon, 3, dtype=dtype),
+        "static_categorical": torch.stack([torch.randint(0, 5, (batch,)), torch.randint(0, 3, (batch,))], dim=1),
+        "static_real": torch.randn(batch, 1, dtype=dtype),
+    }
+
+
+def unroll_by_full_redecoding(model, src, steps):
+    """A free-running forecast of ``steps`` steps that decodes the whole sequence again at each step, no cache."""
+    encoded = model.encode(src)
+    sequence = src[:, -1:]
+    for _ in range(steps):
+        sequence = torch.cat([sequence, model.decode(sequence, encoded)[:, -1:, :, 0]], dim=1)
+    return sequence[:, 1:]
+
+
+# The networks the contract (tests/model/test_network_contract.py) and the help test of their options
+# (tests/cli/test_domains.py) check: add yours here.
+NETWORKS = {  # a name → the class and the arguments of a small instance, besides the sizes the data links
+    "transformer": (
+        ForecastTransformer,
+        dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=2, dim_feedforward=32, dropout=0.0),
+    ),
+    "gru": (GRUForecaster, dict(hidden_size=16, num_layers=2)),
+}
+
+
+IMPORTS_WRITE_A_FILE = "from pathlib import Path\nPath('IMPORTED').write_text('code ran')\n"
+
+
+def checkpoint_naming_a_module_beside_it(named: str, user_run, folder: Path, monkeypatch) -> Path:
+    """A copy of the user's checkpoint whose ``named`` class ("network", "model" or "data") is ``model_utils.Net``,
+    beside a ``model_utils.py`` that writes ``IMPORTED`` when imported, in the working directory and on sys.path."""
+    (folder / "model_utils.py").write_text(IMPORTS_WRITE_A_FILE)
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder))
+    checkpoint = torch.load(user_run[2], weights_only=True)
+    recorded = {"network": checkpoint["hyper_parameters"]["network"], "model": checkpoint["hyper_parameters"]}
+    recorded["data"] = checkpoint["datamodule_hyper_parameters"]
+    recorded[named]["class_path" if named == "network" else "_class_path"] = "model_utils.Net"
+    path = folder / "model.ckpt"
+    torch.save(checkpoint, path)
+    return path
+
+
+def assert_refused_without_importing(commands: dict[str, tuple], folder: Path, capsys) -> None:
+    """Each command (a main function and its arguments) ends in one line saying how to trust the class, exit code
+    2, and the module's code never ran."""
+    for command, (main, arguments) in commands.items():
+        with pytest.raises(SystemExit) as exit:
+            main(arguments)
+        assert exit.value.code == 2, command
+        error = capsys.readouterr().err.strip()
+        assert error.count("\n") == 0, command
+        assert "names model_utils.Net (at " in error, command
+        assert "outside this project; nothing was imported: pass " in error, command
+        assert not (folder / "IMPORTED").exists(), command
+    assert "model_utils" not in sys.modules
+
+
+class Terminate(L.Callback):
+    """Sends this process ``signal_name`` once (or ``times`` in a row: Ctrl-C pressed twice), as a scheduler pre-empting
+    the job would (SIGTERM) or Ctrl-C in the terminal (SIGINT), at ``where`` in the run, at optimizer step ``step``:
+    ``batch_end`` right after the step, ``forward`` or ``backward`` inside the next batch's, ``micro_batch`` between
+    the first two micro-batches of the next step (with ``accumulate_grad_batches`` > 1), ``validation`` inside the
+    validation that follows the step."""
+
+    def __init__(self, step: int, signal_name: str = "SIGTERM", where: str = "batch_end", times: int = 1) -> None:
+        self.step, self.signal, self.where, self.times, self.sent = step, getattr(signal, signal_name), where, times, 0
+
+    def _send(self, *args) -> None:
+        while self.sent < self.times:
+            self.sent += 1
+            os.kill(os.getpid(), self.signal)
+
+    def _here(self, trainer, where: str) -> bool:
+        return self.where == where and trainer.global_step == self.step and not trainer.sanity_checking
+
+    def on_train_batch_start(self, trainer, pl_module, *args):
+        if self._here(trainer, "forward"):  # inside the first layer the batch's forward calls
+
+            def inside_a_layer(*hook_arguments) -> None:  # a pre-hook returning None leaves the layer's input as is
+                self._send()
+                handle.remove()
+
+            handle = torch.nn.modules.module.register_module_forward_pre_hook(inside_a_layer)
+
+    def on_before_backward(self, trainer, pl_module, loss):
+        if self._here(trainer, "backward"):
+            loss.register_hook(lambda gradient: self._send())
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_index):
+        if self._here(trainer, "batch_end") or (
+            self._here(trainer, "micro_batch") and (batch_index + 1) % trainer.accumulate_grad_batches
+        ):
+            self._send()
+
+    def on_validation_batch_start(self, trainer, *args):
+        if self._here(trainer, "validation"):
+            self._send()

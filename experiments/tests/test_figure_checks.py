@@ -26,7 +26,7 @@ NOT_COUNTED = {
     "probabilistic.md": {
         "85%": "the coverage a test asks of a short run (75–85%)",
         "80%": "the default interval",
-        "10%": "the CRPS tolerance of tests/test_probabilistic.py",
+        "10%": "the CRPS tolerance of tests/training/test_probabilistic.py",
     },
     "tracking.md": {"80%": "the default interval"},
     "README.md": {"80%": "the default interval", "5%": "the intermittent panel's recipes, a bound its table shows"},

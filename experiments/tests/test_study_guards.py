@@ -5,8 +5,12 @@ import pytest
 from experiments import m4
 from experiments.results import best_epoch, forecast_split
 from project.errors import InputError
-from tests.helpers import exit_code, one_line_error
-from tests.test_entry_points import assert_refused_without_importing, checkpoint_naming_a_module_beside_it
+from tests.helpers import (
+    assert_refused_without_importing,
+    checkpoint_naming_a_module_beside_it,
+    exit_code,
+    one_line_error,
+)
 
 
 def test_a_checkpoint_that_would_run_code_is_refused_by_the_studies(hostile_checkpoint, user_run, capsys):

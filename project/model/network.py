@@ -1,8 +1,8 @@
 """What the training code asks of a network, the ``ForecastNetwork`` protocol, and what the networks share.
 
 The training code, the decoding (``project.model.decoding``: rollouts, sampling, CUDA graphs, written once for every
-network) and the tools call only what is listed here. ``tests/test_network_contract.py`` checks a class against the
-contract: add yours to its ``NETWORKS`` table.
+network) and the tools call only what is listed here. ``tests/model/test_network_contract.py`` checks a class against
+the contract: add yours to the ``NETWORKS`` table of ``tests/helpers.py``.
 
 Shapes: N series, S context length, T decoder length, F = ``n_targets`` target channels, P = ``patch_length``.
 """

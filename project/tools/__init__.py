@@ -5,5 +5,5 @@ checkpoint's forecasts as a figure (``figure``), what the tools that read a chec
 
 Nothing outside this folder imports it but the studies of ``experiments/``, and it imports nothing from them: delete
 ``project/tools`` and ``tests/tools`` (with ``experiments/``) and the rest of the template and its test suite work as
-before (``tests/test_core_without_tools.py`` checks it, in CI too).
+before (``tests/cli/test_core_without_tools.py`` checks it, in CI too).
 """

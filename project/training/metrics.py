@@ -3,7 +3,7 @@ the results tables and backtesting average), sMAPE as M4 defines it, and the sco
 
 Not torchmetrics' ``ContinuousRankedProbabilityScore``: it forms all K² pairwise differences of the draws (1.7 GB
 for one batch of 64 × 96 × 7 values with 100 paths) and returns only their mean; the sorted form below is
-O(K log K) and per value. ``tests/test_distributions.py`` checks it against ``properscoring`` and torchmetrics.
+O(K log K) and per value. ``tests/model/test_distributions.py`` checks it against ``properscoring`` and torchmetrics.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def teacher_forcing(
 class Regime(ABC):
     """A way of driving the decoder in training: a component given by class_path, as the distribution is
     (``model.regime: {class_path: project.training.FreeRunning, init_args: {gradient: detach}}``). Your own is a
-    subclass in your own module (``tests/test_regimes.py`` trains one from a temporary module).
+    subclass in your own module (``tests/training/test_regimes.py`` trains one from a temporary module).
 
     Attributes:
         scheduled: Whether its share of true previous values follows a schedule over the run (then logged as

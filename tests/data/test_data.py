@@ -14,14 +14,7 @@ from project.data.scaling import Scaler
 from project.data.splits import Dates, Fractions, LastRows, Split
 from project.data.windows import PanelWindows, split_windows
 from project.errors import InputError
-
-
-def frame_of_row_numbers(rows: int = 200, n_features: int = 2) -> pd.DataFrame:
-    """Every value is its row number (plus 1000 per channel), so windows show which rows they hold."""
-    values = np.arange(rows, dtype=np.float64)[:, None] + np.arange(n_features)[None] * 1000
-    frame = pd.DataFrame(values, columns=[f"c{i}" for i in range(n_features)])
-    frame.insert(0, "time", pd.date_range("2020-01-01", periods=rows, freq="h"))
-    return frame
+from tests.helpers import frame_of_row_numbers
 
 
 def row_numbers(datamodule, **overrides) -> WindowDataModule:

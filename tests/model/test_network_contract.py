@@ -1,9 +1,9 @@
 """The contract every network keeps (``project.model.network.ForecastNetwork``), checked for each class in NETWORKS.
 
-To check your own network, add one line to NETWORKS: a name, the class and the arguments of a small instance (the
-sizes the data links into it — ``n_targets``, covariate counts, static cardinalities and reals — and its
-``distribution`` are given by the tests). The help test of every network's options (``tests/test_domains.py``)
-reads the same table.
+To check your own network, add one line to NETWORKS (``tests/helpers.py``): a name, the class and the arguments of a
+small instance (the sizes the data links into it — ``n_targets``, covariate counts, static cardinalities and reals —
+and its ``distribution`` are given by the tests). The help test of every network's options
+(``tests/cli/test_domains.py``) reads the same table.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from project.data import WindowDataModule
-from project.model import ForecastNetwork, ForecastTransformer, GRUForecaster
+from project.model import ForecastNetwork, GRUForecaster
 from project.model.decoding import generate
 from project.training.module import Forecaster
 from project.training.regimes import REGIMES, RegimeOptions, ScheduledSampling
@@ -22,6 +22,8 @@ from project.training.runs import read_scalars
 from tests.helpers import (
     BASE,
     BASELINE_PATHS,
+    COVARIATES,
+    NETWORKS,
     baseline_path,
     cli,
     config,
@@ -36,14 +38,6 @@ from tests.helpers import (
 )
 from tests.reference_loops import naive_free_running
 
-NETWORKS = {  # a name → the class and the arguments of a small instance, besides the sizes the data links
-    "transformer": (
-        ForecastTransformer,
-        dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=2, dim_feedforward=32, dropout=0.0),
-    ),
-    "gru": (GRUForecaster, dict(hidden_size=16, num_layers=2)),
-}
-COVARIATES = dict(n_past_covariates=2, n_future_covariates=3, static_cardinalities=[4, 2], n_static_reals=1)
 TARGETS, CONTEXT, HORIZON = 3, 8, 5
 
 

@@ -8,10 +8,18 @@ from project.model.decoding import rollout
 from project.model.network import component_spec
 from project.training import regimes
 from project.training.regimes import REGIMES, FreeRunning, RegimeOptions, ScheduledSampling, TeacherForcing
-from tests.helpers import BASELINE_PATHS, baseline_path, forecaster, relative_difference, small_model, tiny_module
+from tests.helpers import (
+    BASELINE_PATHS,
+    COVARIATES,
+    baseline_path,
+    covariates_for,
+    forecaster,
+    relative_difference,
+    small_model,
+    tiny_module,
+)
 from tests.reference_loops import naive_free_running
 from tests.saved_tensors import SavedTensorsMeter
-from tests.test_model import COVARIATES, covariates_for
 
 DISTRIBUTIONS = ("normal", "student_t", "quantile")
 
@@ -115,28 +123,16 @@ def test_an_option_exists_only_on_the_regime_it_applies_to():
 
 @pytest.mark.parametrize("path", BASELINE_PATHS)
 @pytest.mark.parametrize("with_covariates", [False, True], ids=["targets-only", "covariates"])
-def test_free_running_detach_has_the_loss_and_gradients_of_the_fully_detached_naive_loop(with_covariates, path):
+@pytest.mark.parametrize("gradient", ["detach", "bptt"])
+def test_free_running_has_the_loss_and_gradients_of_the_naive_loop_detached_as_it_says(gradient, with_covariates, path):
+    """detach: the fully detached naive loop; bptt: the undetached one."""
     model = small_model(**(COVARIATES if with_covariates else {}), baseline_path=baseline_path(path, 12, 6)).train()
     src, target = batch()
     covariates = covariates_for(4, 12, 6) if with_covariates else {}
     assert_same_loss_and_gradients(
         model,
-        lambda: regime(model, src, "free_running_detach", target, covariates),
-        lambda: naive_free_running(model, src, target, "detach", **covariates),
-        target,
-    )
-
-
-@pytest.mark.parametrize("path", BASELINE_PATHS)
-@pytest.mark.parametrize("with_covariates", [False, True], ids=["targets-only", "covariates"])
-def test_free_running_bptt_has_the_loss_and_gradients_of_the_undetached_naive_loop(with_covariates, path):
-    model = small_model(**(COVARIATES if with_covariates else {}), baseline_path=baseline_path(path, 12, 6)).train()
-    src, target = batch()
-    covariates = covariates_for(4, 12, 6) if with_covariates else {}
-    assert_same_loss_and_gradients(
-        model,
-        lambda: regime(model, src, "free_running_bptt", target, covariates),
-        lambda: naive_free_running(model, src, target, "bptt", **covariates),
+        lambda: regime(model, src, f"free_running_{gradient}", target, covariates),
+        lambda: naive_free_running(model, src, target, gradient, **covariates),
         target,
     )
 

@@ -28,7 +28,16 @@ from project.data import WindowDataModule
 from project.errors import InputError
 from project.training.module import Forecaster
 from project.training.resume import restorable
-from tests.helpers import BASE, CreatesAFileWhenUnpickled, cli, digests, last_line, one_line_error, quiet_trainer
+from tests.helpers import (
+    BASE,
+    CreatesAFileWhenUnpickled,
+    assert_refused_in_one_line,
+    cli,
+    digests,
+    last_line,
+    one_line_error,
+    quiet_trainer,
+)
 from tests.saved_tensors import LargestStorage
 
 FIT_CALLBACKS = ("ForecastCheckpoint", "EarlyStopping", "RandomState")
@@ -345,8 +354,7 @@ def test_a_fit_from_someone_elses_weights_starts_fresh_from_them(trained_run, tm
 )
 def test_weights_and_a_resume_are_one_or_the_other(arguments, said, trained_run, capsys):
     source = str(trained_run / "checkpoints" / "last.ckpt")
-    assert cli(*(argument.replace("=W", f"={source}") for argument in arguments)) == 2
-    assert said in one_line_error(capsys)
+    assert_refused_in_one_line(cli(*(argument.replace("=W", f"={source}") for argument in arguments)), capsys, said)
 
 
 def test_a_setting_that_names_a_file_is_refused_naming_the_file_never_quoting_it(trained_run, tmp_path, capsys):
@@ -561,7 +569,7 @@ class CheckedCounter(Counter):
 @pytest.mark.parametrize(("callback", "counted"), [("Counter", 2), ("CheckedCounter", 4)])
 def test_a_callback_of_yours_restores_its_state_only_when_it_checks_it(callback, counted, tmp_path):
     folder = tmp_path / "checkpoints"
-    arguments = ["--config", BASE, f"--trainer.callbacks+=tests.test_resume.{callback}", "--trainer.logger=false"]
+    arguments = ["--config", BASE, f"--trainer.callbacks+=tests.cli.test_resume.{callback}", "--trainer.logger=false"]
     arguments += [f"--checkpoint.dirpath={folder}", "--test_after_fit=false", "--trainer.limit_val_batches=1"]
     assert cli("fit", *arguments, "--trainer.max_steps=2") == 0
     with warnings.catch_warnings(record=True) as caught:

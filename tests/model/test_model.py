@@ -8,7 +8,16 @@ from project.model.cache import attend
 from project.model.decoding import generate
 from project.model.transformer import Encoded
 from project.training import FreeRunning, LastValueNorm, ScheduledSampling
-from tests.helpers import BASELINE_PATHS, baseline_path, forecaster, relative_difference, small_model
+from tests.helpers import (
+    BASELINE_PATHS,
+    COVARIATES,
+    baseline_path,
+    covariates_for,
+    forecaster,
+    relative_difference,
+    small_model,
+    unroll_by_full_redecoding,
+)
 from tests.reference_loops import naive_generate
 
 VARIANTS = {
@@ -17,16 +26,6 @@ VARIANTS = {
     "channel-independent": {"channel_independent": True},
     "patches-channel-independent": {"patch_length": 2, "channel_independent": True},
 }
-COVARIATES = dict(n_past_covariates=2, n_future_covariates=3, static_cardinalities=[4, 2], n_static_reals=1)
-
-
-def covariates_for(batch: int, context: int, horizon: int, dtype=torch.float64) -> dict:
-    return {
-        "past_covariates": torch.randn(batch, context, 2, dtype=dtype),
-        "future_covariates": torch.randn(batch, context + horizon, 3, dtype=dtype),
-        "static_categorical": torch.stack([torch.randint(0, 5, (batch,)), torch.randint(0, 3, (batch,))], dim=1),
-        "static_real": torch.randn(batch, 1, dtype=dtype),
-    }
 
 
 def decode_one_position_at_a_time(model, tgt, encoded):
@@ -181,14 +180,6 @@ def test_differentiable_cached_unroll_runs_under_bf16_autocast():
         loss = generate(model, src, 6).float().pow(2).mean()
     loss.backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters())
-
-
-def unroll_by_full_redecoding(model, src, steps):
-    encoded = model.encode(src)
-    sequence = src[:, -1:]
-    for _ in range(steps):
-        sequence = torch.cat([sequence, model.decode(sequence, encoded)[:, -1:, :, 0]], dim=1)
-    return sequence[:, 1:]
 
 
 def test_gradients_flow_through_the_cache_like_full_redecoding():

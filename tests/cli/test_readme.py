@@ -62,7 +62,7 @@ def test_the_readme_links_every_page_of_the_docs():
         assert f"docs/{page.name}" in readme, f"the README does not link docs/{page.name}"
 
 
-# Every command of the README's code blocks, and where it runs as written: a test of tests/test_cli.py, or CI
+# Every command of the README's code blocks, and where it runs as written: a test of tests/cli/test_cli.py, or CI
 # (a line of .ci/run).
 PANEL_STEPS = "test_the_readme_panel_fit_then_predict_then_runs_commands_work_as_written"
 README_COMMANDS = {
@@ -109,7 +109,8 @@ def test_every_command_of_the_readme_runs_in_a_test_or_in_ci():
         if where == "ci":
             assert re.search(rf"^{re.escape(command)}$", ci, re.MULTILINE), f"{command!r} is not a line of .ci/run"
         else:
-            assert f"def {where}(" in (REPOSITORY / "tests" / "test_cli.py").read_text(), f"{where} does not exist"
+            cli_tests = (REPOSITORY / "tests" / "cli" / "test_cli.py").read_text()
+            assert f"def {where}(" in cli_tests, f"{where} does not exist"
 
 
 def test_the_github_workflow_runs_the_make_targets_of_ci_run():

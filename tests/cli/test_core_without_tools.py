@@ -55,7 +55,7 @@ def test_the_core_imports_no_test_code():
             assert not used, f"{relative} imports {used}"
 
 
-# The README's and the docs' link tests (tests/test_readme.py), the only tests the copy runs.
+# The README's and the docs' link tests (tests/cli/test_readme.py), the only tests the copy runs.
 LINK_TESTS = "test_every_relative_link_of_the_readme or test_the_readme_links_every_page_of_the_docs"
 
 
@@ -63,7 +63,7 @@ LINK_TESTS = "test_every_relative_link_of_the_readme or test_the_readme_links_ev
 @pytest.mark.parametrize("deleted", [("experiments",), ("experiments", "tools")])
 def test_without_what_a_user_may_delete_the_suite_is_collected_and_every_link_leads_to_a_file(deleted, tmp_path):
     """Without experiments/; and without it, project/tools and tests/tools (the studies import the tools). The whole
-    suite is collected, and the link tests of tests/test_readme.py run on the copy."""
+    suite is collected, and the link tests of tests/cli/test_readme.py run on the copy."""
     if "tools" not in deleted and not (REPOSITORY / "project" / "tools").exists():
         pytest.skip("this tree is without project/tools already")
     copy = tmp_path / "clone"

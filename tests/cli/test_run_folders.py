@@ -1,5 +1,5 @@
 """Where a run writes (``project.run_folders``), without training: the end-to-end promises are in
-``tests/test_cli.py`` and ``tests/test_guards.py``."""
+``tests/cli/test_cli.py`` and ``tests/cli/test_guards.py``."""
 
 import pytest
 from lightning.pytorch.callbacks import ModelCheckpoint

@@ -1,7 +1,7 @@
 """Baseline paths (``project.model.paths``): what each shipped one forecasts, its one-line refusals, and a path given
 by class_path from the CLI, a config file and a user's own module. That the regimes, the cache, sampling and
-checkpoints keep their guarantees with every shipped path is tested where they are (``tests/test_regimes.py``,
-``tests/test_network_contract.py``, parametrised over ``BASELINE_PATHS``)."""
+checkpoints keep their guarantees with every shipped path is tested where they are (``tests/training/test_regimes.py``,
+``tests/model/test_network_contract.py``, parametrised over ``BASELINE_PATHS``)."""
 
 import sys
 import textwrap

@@ -405,7 +405,7 @@ def test_a_named_run_resumes_in_its_own_folder_and_keeps_one_best_checkpoint(tmp
 
 @pytest.mark.slow
 def test_sigterm_stops_fit_with_last_ckpt_at_the_current_step_and_a_non_zero_exit(tmp_path):
-    terminate = ["--trainer.callbacks+=tests.test_training.Terminate", "--trainer.callbacks.step=3"]
+    terminate = ["--trainer.callbacks+=tests.helpers.Terminate", "--trainer.callbacks.step=3"]
     arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=6)]
     result = run_cli("fit", "--config", BASE, *arguments, *terminate)
     assert result.returncode == 143
@@ -422,7 +422,7 @@ def test_sigterm_stops_fit_with_last_ckpt_at_the_current_step_and_a_non_zero_exi
 @pytest.mark.slow
 def test_ctrl_c_saves_the_current_step_and_says_how_to_continue(tmp_path):
     interrupt = [
-        "--trainer.callbacks+=tests.test_training.Terminate",
+        "--trainer.callbacks+=tests.helpers.Terminate",
         "--trainer.callbacks.step=3",
         "--trainer.callbacks.signal_name=SIGINT",
     ]
@@ -441,9 +441,9 @@ def test_ctrl_c_saves_the_current_step_and_says_how_to_continue(tmp_path):
 
 def stop_at(step: int, signal_name: str, where: str = "batch_end", times: int = 1) -> list[str]:
     """A callback that sends this run's process ``signal_name`` (``times`` in a row) at ``where`` at optimizer step
-    ``step`` (see ``tests.test_training.Terminate``)."""
+    ``step`` (see ``tests.helpers.Terminate``)."""
     return [
-        "--trainer.callbacks+=tests.test_training.Terminate",
+        "--trainer.callbacks+=tests.helpers.Terminate",
         f"--trainer.callbacks.step={step}",
         f"--trainer.callbacks.signal_name={signal_name}",
         f"--trainer.callbacks.where={where}",
@@ -549,7 +549,7 @@ def test_ctrl_c_with_the_logger_off_advises_the_checkpoints_path_and_that_comman
 
 @pytest.mark.slow
 def test_sigterm_with_checkpointing_off_says_that_no_checkpoint_holds_the_step(tmp_path):
-    terminate = ["--trainer.callbacks+=tests.test_training.Terminate", "--trainer.callbacks.step=2"]
+    terminate = ["--trainer.callbacks+=tests.helpers.Terminate", "--trainer.callbacks.step=2"]
     arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=4), "--trainer.enable_checkpointing=false"]
     result = run_cli("fit", "--config", BASE, *arguments, *terminate)
     assert result.returncode == 143
@@ -618,7 +618,7 @@ def test_reduce_lr_on_plateau_in_a_run_that_validates_across_epochs_is_one_line_
 
 
 def test_a_run_on_a_users_file_is_named_after_it(tmp_path):
-    from tests.test_data import frame_of_row_numbers
+    from tests.helpers import frame_of_row_numbers
 
     path = tmp_path / "my_meters.csv"
     frame_of_row_numbers(400).to_csv(path, index=False)

@@ -16,9 +16,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from project.model.cache import SECOND_DERIVATIVE_REFUSED, LayerCache
 from project.model.decoding import generate, rollout
 from project.training.regimes import REGIMES, RegimeOptions
-from tests.helpers import small_model
+from tests.helpers import small_model, unroll_by_full_redecoding
 from tests.reference_loops import naive_free_running
-from tests.test_model import unroll_by_full_redecoding
 
 REFUSED = r"decoder cache's attention is once_differentiable: it supports first derivatives only"
 

@@ -4,7 +4,7 @@ Read from the source, so that a new command (a module with a ``main``) is held t
 added: a file is written only inside a function handed to ``files.write_atomically`` (checked beforehand with
 ``files.check_output`` or the tools' ``check_output_folder``), nothing is deleted, no module but ``project.checkpoints``
 unpickles anything, and no module but ``project.imports`` imports a module by name; and, run, that no command imports
-a module a checkpoint names unless the user named it too (``tests/test_import_policy.py`` tries it at random).
+a module a checkpoint names unless the user named it too (``tests/cli/test_import_policy.py`` tries it at random).
 """
 
 import ast
@@ -17,9 +17,14 @@ import pytest
 import torch
 
 from project.errors import InputError
-from tests.helpers import exit_code
+from tests.helpers import (
+    IMPORTS_WRITE_A_FILE,
+    assert_refused_without_importing,
+    checkpoint_naming_a_module_beside_it,
+    exit_code,
+)
 
-PACKAGE = Path(__file__).resolve().parents[1] / "project"
+PACKAGE = Path(__file__).resolve().parents[2] / "project"
 EXPERIMENTS = PACKAGE.parent / "experiments"  # the studies' scripts, while the folder is there (read, not imported)
 WRITES = {"write_text", "write_bytes", "to_csv", "to_parquet", "savefig", "save", "dump", "writerows", "touch"}
 DELETES = {"rmtree", "unlink", "rmdir", "os.remove", "os.rename", "os.replace", "shutil.move"}
@@ -142,39 +147,6 @@ def test_only_the_import_rule_imports_modules_by_name(path):
     for call in calls(ast.parse(path.read_text())):
         target = dotted(call.func)
         assert target not in ("importlib.import_module", "__import__"), f"{path.name}:{call.lineno} {target}"
-
-
-IMPORTS_WRITE_A_FILE = "from pathlib import Path\nPath('IMPORTED').write_text('code ran')\n"
-
-
-def checkpoint_naming_a_module_beside_it(named: str, user_run, folder: Path, monkeypatch) -> Path:
-    """A copy of the user's checkpoint whose ``named`` class ("network", "model" or "data") is ``model_utils.Net``,
-    beside a ``model_utils.py`` that writes ``IMPORTED`` when imported, in the working directory and on sys.path."""
-    (folder / "model_utils.py").write_text(IMPORTS_WRITE_A_FILE)
-    monkeypatch.chdir(folder)
-    monkeypatch.syspath_prepend(str(folder))
-    checkpoint = torch.load(user_run[2], weights_only=True)
-    recorded = {"network": checkpoint["hyper_parameters"]["network"], "model": checkpoint["hyper_parameters"]}
-    recorded["data"] = checkpoint["datamodule_hyper_parameters"]
-    recorded[named]["class_path" if named == "network" else "_class_path"] = "model_utils.Net"
-    path = folder / "model.ckpt"
-    torch.save(checkpoint, path)
-    return path
-
-
-def assert_refused_without_importing(commands: dict[str, tuple], folder: Path, capsys) -> None:
-    """Each command (a main function and its arguments) ends in one line saying how to trust the class, exit code
-    2, and the module's code never ran."""
-    for command, (main, arguments) in commands.items():
-        with pytest.raises(SystemExit) as exit:
-            main(arguments)
-        assert exit.value.code == 2, command
-        error = capsys.readouterr().err.strip()
-        assert error.count("\n") == 0, command
-        assert "names model_utils.Net (at " in error, command
-        assert "outside this project; nothing was imported: pass " in error, command
-        assert not (folder / "IMPORTED").exists(), command
-    assert "model_utils" not in sys.modules
 
 
 @pytest.mark.fast_cases(1)

@@ -10,8 +10,7 @@ import torch
 from project.data import WindowDataModule
 from project.errors import InputError
 from project.files import write_atomically
-from tests.helpers import BASE, SMALL_MODEL, cli, last_line, quick_fit_arguments
-from tests.test_data import frame_of_row_numbers
+from tests.helpers import BASE, SMALL_MODEL, cli, frame_of_row_numbers, last_line, quick_fit_arguments
 
 
 @pytest.mark.slow
@@ -103,7 +102,7 @@ def test_loading_a_checkpoint_with_non_finite_weights_is_an_error(tmp_path):
 
 def test_resuming_a_checkpoint_whose_learning_rate_is_nan_is_one_line_before_any_step(trained_run, tmp_path, capsys):
     """The optimizer the model rebuilds from the checkpoint's settings (its state's rates are never taken:
-    tests/test_resume.py)."""
+    tests/cli/test_resume.py)."""
     checkpoint = torch.load(trained_run / "checkpoints" / "last.ckpt", weights_only=False)
     checkpoint["hyper_parameters"]["optimizer"]["init_args"]["lr"] = float("nan")
     path = tmp_path / "nan.ckpt"

@@ -1,8 +1,5 @@
 """The Trainer features the template promises, checked in-process: accumulation, exact resume, mixed precision."""
 
-import os
-import signal
-
 import lightning as L
 import pytest
 import torch
@@ -13,7 +10,15 @@ from project.data import WindowDataModule
 from project.errors import InputError
 from project.training import FreeRunning
 from project.training.callbacks import ForecastCheckpoint, RandomState, ValidateEachEpochAtLeast
-from tests.helpers import adamw, learnable_series, quiet_trainer, relative_difference, tiny_module, warmup_cosine
+from tests.helpers import (
+    Terminate,
+    adamw,
+    learnable_series,
+    quiet_trainer,
+    relative_difference,
+    tiny_module,
+    warmup_cosine,
+)
 
 
 class RecordFirstStep(L.Callback):
@@ -46,48 +51,6 @@ def test_accumulating_four_batches_of_8_equals_one_batch_of_32():
         assert relative_difference(accumulated_gradient, whole_gradient) <= 1e-10
     for accumulated_parameter, whole_parameter in zip(accumulated.parameters, whole.parameters):
         torch.testing.assert_close(accumulated_parameter, whole_parameter, rtol=1e-10, atol=1e-12)
-
-
-class Terminate(L.Callback):
-    """Sends this process ``signal_name`` once (or ``times`` in a row: Ctrl-C pressed twice), as a scheduler pre-empting
-    the job would (SIGTERM) or Ctrl-C in the terminal (SIGINT), at ``where`` in the run, at optimizer step ``step``:
-    ``batch_end`` right after the step, ``forward`` or ``backward`` inside the next batch's, ``micro_batch`` between
-    the first two micro-batches of the next step (with ``accumulate_grad_batches`` > 1), ``validation`` inside the
-    validation that follows the step."""
-
-    def __init__(self, step: int, signal_name: str = "SIGTERM", where: str = "batch_end", times: int = 1) -> None:
-        self.step, self.signal, self.where, self.times, self.sent = step, getattr(signal, signal_name), where, times, 0
-
-    def _send(self, *args) -> None:
-        while self.sent < self.times:
-            self.sent += 1
-            os.kill(os.getpid(), self.signal)
-
-    def _here(self, trainer, where: str) -> bool:
-        return self.where == where and trainer.global_step == self.step and not trainer.sanity_checking
-
-    def on_train_batch_start(self, trainer, pl_module, *args):
-        if self._here(trainer, "forward"):  # inside the first layer the batch's forward calls
-
-            def inside_a_layer(*hook_arguments) -> None:  # a pre-hook returning None leaves the layer's input as is
-                self._send()
-                handle.remove()
-
-            handle = torch.nn.modules.module.register_module_forward_pre_hook(inside_a_layer)
-
-    def on_before_backward(self, trainer, pl_module, loss):
-        if self._here(trainer, "backward"):
-            loss.register_hook(lambda gradient: self._send())
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_index):
-        if self._here(trainer, "batch_end") or (
-            self._here(trainer, "micro_batch") and (batch_index + 1) % trainer.accumulate_grad_batches
-        ):
-            self._send()
-
-    def on_validation_batch_start(self, trainer, *args):
-        if self._here(trainer, "validation"):
-            self._send()
 
 
 def resumable_run(directory, callbacks=(), ckpt_path=None) -> L.LightningModule:
