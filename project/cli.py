@@ -11,6 +11,7 @@ import os
 from dataclasses import asdict
 
 import torch
+from jsonargparse import Namespace
 from jsonargparse.typing import restricted_number_type
 from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
@@ -18,7 +19,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins import CheckpointIO
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
-from project import checkpoints, imports, run_folders
+from project import checkpoints, imports, rules, run_folders
 from project.checkpoints import CheckpointReader
 from project.data import WindowDataModule
 from project.errors import InputError, reported_cause, reported_in_one_line
@@ -61,6 +62,9 @@ LEFT_OUT_OF_THE_DEFAULTS = (
     *(f"network.init_args.{name}" for name in LINKED_INTO_NETWORK),
     *(f"network.init_args.baseline_path.init_args.{name}" for name in ("context_length", "horizon")),
 )
+# The model's own settings the rules read (project.rules).
+MODEL_RULED = ("context_length", "horizon", "predict_horizon", "max_horizon", "num_samples", "prediction_quantiles")
+MODEL_RULED += ("interval", "cuda_graph")
 # This machine's resources and where it caches: this run's choice, never read from a checkpoint.
 THE_RUNS_OWN = ("num_workers", "cache_dir")
 CLI_TRUST = "pass --{setting}={value}"  # how a user of the CLI trusts an import path: the option that names it
@@ -206,11 +210,14 @@ class ForecastCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         """A network's ``patch_length: auto`` made the integer it means for the context length and horizon, before the
-        network is built and the config saved (which records the integer)."""
-        model = self.config[self.subcommand].model.init_args
+        network is built and the config saved (which records the integer); then the rules (``project.rules``) on the
+        parsed config, before any class is built or the data read."""
+        config = self.config[self.subcommand]
+        model = config.model.init_args
         network = model.network.get("init_args")
         if network is not None and network.get("patch_length") is not None:  # a network without patches has none
             network.patch_length = resolved_patch_length(network.patch_length, model.context_length, model.horizon)
+        rules.check(parsed_settings(config))
 
     def instantiate_classes(self) -> None:
         """What a class refuses of its settings, this project's or Lightning's (the Trainer, its callbacks), as one line
@@ -288,6 +295,27 @@ class ForecastCLI(LightningCLI):
             self.trainer.enable_autolog_hparams = False  # the fit logged them all, with the effective batch size
             best = run_folders.best_checkpoint(self.trainer)
             self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
+
+
+def parsed_settings(config: Namespace) -> dict:
+    """The parsed config's settings by the names the rules read: the model's, its components as the classes the parser
+    imported (which declare what the rules read of them), the data's what to read, the naive comparison's."""
+    model, data = config.model.init_args, config.data.init_args
+    network = model.network.get("init_args") or Namespace()
+    distribution, regime = network.get("distribution"), model.get("regime")
+    settings = {f"model.{name}": model.get(name) for name in MODEL_RULED}
+    settings["model.network"] = imports.loaded_class(model.network.class_path)
+    settings["model.network.distribution"] = imports.loaded_class(distribution.class_path) if distribution else None
+    if network.get("patch_length") is not None:
+        settings["model.network.patch_length"] = network.patch_length
+    if isinstance(regime, Namespace):
+        settings["model.regime"] = imports.loaded_class(regime.class_path)
+        arguments = regime.get("init_args") or Namespace()
+        settings |= {f"model.regime.{name}": arguments.get(name) for name in ("feedback", "gradient")}
+    settings |= {f"data.{name}": data.get(name) for name in ("synthetic", "source", "id_columns", "target_columns")}
+    naive = config.get("naive_comparison") or Namespace()
+    settings |= {f"naive_comparison.{name}": naive.get(name) for name in ("enabled", "season")}
+    return settings
 
 
 def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None) -> ForecastCLI | None:

@@ -14,6 +14,7 @@ import torch
 from jsonargparse import ArgumentError, ArgumentParser
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from project import rules
 from project.checkpoints import built_from_checkpoint, read_checkpoint
 from project.data.panel import PanelSettings, build_panel, cached_panel
 from project.data.sampling import EvaluationShard, ResumableLoader, TrainingOrder
@@ -114,8 +115,6 @@ class WindowDataModule(L.LightningDataModule):
         self.hparams["source"] = (
             None if source is None or isinstance(source, pd.DataFrame) else str(Path(source).absolute())
         )
-        if target_columns is not None and not target_columns:
-            raise InputError("target_columns must name at least one column, or be left out to use every numeric one")
         self.context_length, self.horizon = context_length, horizon
         self.predict_horizon = predict_horizon or horizon
         self.stride, self.eval_stride = stride, eval_stride
@@ -129,19 +128,8 @@ class WindowDataModule(L.LightningDataModule):
         if source is None:
             time_column = time_column or ("timestamp" if synthetic == "series" else "date")
             self.source_name = f"synthetic {synthetic}"
-            if synthetic == "panel" and not id_columns:  # its 36 series share their dates
-                raise InputError(
-                    "synthetic panel holds 36 series, one per store and product; set id_columns=[store, product] "
-                    "(configs/panel.yaml does)"
-                )
-        elif synthetic != "series":  # the source named whole: a cut path would name another file
-            named = DATAFRAME_SOURCE if isinstance(source, pd.DataFrame) else self.hparams["source"]
-            raise InputError(f"synthetic chooses the embedded data; data.source={named} is read instead")
-        if calendar_features and time_column is None:
-            raise InputError(
-                "calendar_features=true derives features from the timestamps; set time_column (or leave "
-                "calendar_features empty: on whenever there is a time column)"
-            )
+        given = {**self.hparams, "source": source if isinstance(source, pd.DataFrame) else self.hparams["source"]}
+        rules.check({f"data.{name}": value for name, value in {**given, "time_column": time_column}.items()})
         if calendar_features is None:
             calendar_features = time_column is not None
         settings = PanelSettings(

@@ -29,8 +29,9 @@ from project.errors import InputError, reported_in_one_line
 from project.files import write_atomically
 from project.model.cache import FixedShapeKVCache, FixedShapeLayerCache
 from project.model.transformer import Encoded, ForecastTransformer
+from project.rules import ends_inside_a_patch
 from project.tools.checkpoint_commands import check_output_folder, load_checkpoint, trust_argument
-from project.training.module import Forecaster, ends_inside_a_patch
+from project.training.module import Forecaster
 from project.training.normalisation import InstanceNorm, LastValueNorm
 
 

@@ -17,13 +17,14 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
+from project import rules
 from project.checkpoints import built_from_checkpoint, read_checkpoint
 from project.domains import AtLeastTwo, OpenUnitInterval, PositiveInt, UnitLevels
 from project.errors import InputError, TrainingDiverged
-from project.imports import default_of
 from project.model.decoding import generate
 from project.model.distributions import DEFAULT_QUANTILES, Distribution, check_distribution
 from project.model.network import ForecastNetwork, component_spec, network_spec
+from project.rules import DEFAULT_INTERVAL, DEFAULT_NUM_SAMPLES, longest_forecast
 from project.training.metrics import forecast_scores, score_names, unscale
 from project.training.normalisation import Normalisation
 from project.training.regimes import REGIMES, FreeRunning, Regime
@@ -75,17 +76,6 @@ class ContextNorm:
         return values * self.scale + self.loc if self.enabled else values
 
 
-def longest_forecast(horizon: int, max_horizon: int | None = None) -> int:
-    """The longest forecast a model is set up for: ``max_horizon``, or 4 × the trained horizon when it is empty."""
-    return max_horizon or 4 * horizon
-
-
-def ends_inside_a_patch(horizon: int, patch_length: int, n_future_covariates: int) -> bool:
-    """Whether a forecast of ``horizon`` steps cannot be made with future covariates: it would end inside a patch,
-    whose token holds the covariates of all its steps, beyond the last one asked for."""
-    return bool(n_future_covariates) and horizon % patch_length != 0
-
-
 def longest_sequence(context_length: int, horizon: int, max_horizon: int | None = None) -> int:
     """The longest encoder or decoder sequence a model is asked for: what a positional table must cover."""
     return max(context_length, longest_forecast(horizon, max_horizon))
@@ -135,9 +125,9 @@ class Forecaster(L.LightningModule):
         max_horizon: PositiveInt | None = None,
         normalisation: Normalisation | None = None,
         regime: Regime = DEFAULT_REGIME,
-        num_samples: AtLeastTwo = 100,
+        num_samples: AtLeastTwo = DEFAULT_NUM_SAMPLES,
         prediction_quantiles: UnitLevels | None = None,
-        interval: OpenUnitInterval = 0.8,
+        interval: OpenUnitInterval = DEFAULT_INTERVAL,
         cuda_graph: bool = False,
         optimizer: OptimizerCallable = torch.optim.AdamW,
         lr_scheduler: LRSchedulerCallable | None = WarmupCosine,
@@ -146,7 +136,7 @@ class Forecaster(L.LightningModule):
         check_network(network)
         if not isinstance(regime, Regime):
             raise InputError(f"regime {regime!r} is not a project.training.regimes.Regime")
-        regime.check(network.distribution)
+        regime.check(network.distribution)  # a regime of yours may refuse a distribution; the template's: rules.py
         # The components are recorded as the classes and arguments that rebuild them, never as objects (a checkpoint
         # is read with weights_only); as LightningCLI gives them, or from the objects built in Python.
         self.save_hyperparameters(ignore=["network", "regime", "normalisation"])
@@ -157,7 +147,19 @@ class Forecaster(L.LightningModule):
         self.save_hyperparameters({**self.hparams, **recorded})  # logged with the others
         self.max_horizon = longest_forecast(horizon, max_horizon)
         self.prediction_quantiles = prediction_quantiles or list(DEFAULT_QUANTILES)
-        self._check_rules(network)
+        rules.check(
+            {
+                **{f"model.{name}": value for name, value in self.hparams.items()},
+                "model.prediction_quantiles": prediction_quantiles,
+                "model.network": network,
+                "model.network.patch_length": network.patch_length,
+                "model.network.n_future_covariates": getattr(network, "n_future_covariates", 0),
+                "model.network.distribution": network.distribution,
+                "model.regime": regime,
+                "model.regime.feedback": getattr(regime, "feedback", None),
+                "model.regime.gradient": getattr(regime, "gradient", None),
+            }
+        )
         self.regime, self.normalisation = regime, normalisation
         self.optimizer, self.lr_scheduler = optimizer, lr_scheduler
         self.run_steps: float | None = None  # the run's optimizer steps, once fit starts (on_fit_start)
@@ -202,40 +204,6 @@ class Forecaster(L.LightningModule):
         checkpoint = read_checkpoint(checkpoint_path)
         model = built_from_checkpoint(cls, checkpoint, checkpoint_path, trusted, overrides, hparams_file=hparams_file)
         return model.to(map_location).eval() if isinstance(map_location, (str, torch.device)) else model.eval()
-
-    def _check_rules(self, network: nn.Module) -> None:
-        """Options that cannot mean what they say together, refused in one line. A rule reads what the distribution
-        declares about itself (``probabilistic``), never its name; a component's own rules sit in it."""
-        settings, patch = self.hparams, network.patch_length
-        for name in ("context_length", "horizon"):
-            if settings[name] % patch:
-                raise InputError(f"{name}={settings[name]} must be a multiple of patch_length={patch}")
-        predict_horizon = settings["predict_horizon"]
-        future_covariates = getattr(network, "n_future_covariates", 0)
-        if predict_horizon is not None and ends_inside_a_patch(predict_horizon, patch, future_covariates):
-            raise InputError(
-                f"predict_horizon={predict_horizon} must be a multiple of patch_length={patch} with future "
-                "covariates: a patch's token holds the covariates of all its steps, beyond the last one asked for"
-            )
-        # Set to other than their defaults (the default quantiles, however given, included): they would do nothing.
-        defaults = {name: default_of(Forecaster, name) for name in ("num_samples", "prediction_quantiles", "interval")}
-        defaults["prediction_quantiles"] = DEFAULT_QUANTILES  # the argument's default is empty: these
-        given = {**settings, "prediction_quantiles": tuple(self.prediction_quantiles)}
-        changed = [name for name, default in defaults.items() if given[name] != default]
-        if changed and not network.distribution.probabilistic:
-            raise InputError(
-                f"{', '.join(changed)} apply to the sample paths of a distribution; the network's PointForecast "
-                "forecasts points"
-            )
-        for name in ("horizon", "predict_horizon"):
-            if settings[name] is not None and settings[name] > self.max_horizon:
-                raise InputError(
-                    f"{name}={settings[name]} exceeds max_horizon={self.max_horizon}, the longest forecast the model "
-                    "is set up for; raise max_horizon"
-                )
-        if settings["cuda_graph"] and not hasattr(network, "new_fixed_shape_cache"):
-            network_name = type(network).__name__
-            raise InputError(f"cuda_graph needs a network with new_fixed_shape_cache; {network_name} has none")
 
     def forward(self, batch: dict[str, Tensor] | Tensor, horizon: int | None = None) -> Tensor:
         """Free-running point forecast (N, horizon, F) of a batch (or of a bare context tensor, without covariates)."""

@@ -10,8 +10,8 @@ import lightning as L
 from lightning.pytorch.utilities import rank_zero_only
 from torchmetrics import MeanMetric
 
+from project import rules
 from project.domains import PositiveInt
-from project.errors import InputError
 from project.training.baselines import repeat_last, seasonal_naive
 from project.training.metrics import unscale
 
@@ -39,12 +39,8 @@ class NaiveComparison(L.Callback):
         self.scores = {split: {name: MeanMetric(nan_strategy=math.nan) for name in self.naive} for split in SPLITS}
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        context_length = pl_module.hparams.get("context_length")
-        if self.enabled and self.season and context_length and self.season > context_length:
-            raise InputError(
-                f"naive_comparison.season={self.season} must be at most model.context_length={context_length} (the "
-                "seasonal-naive forecast repeats the context's last season)"
-            )
+        settings = {"naive_comparison.enabled": self.enabled, "naive_comparison.season": self.season}
+        rules.check({**settings, "model.context_length": pl_module.hparams.get("context_length")})
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch: dict, batch_idx: int, dataloader_idx=0):
         if not trainer.sanity_checking:

@@ -70,7 +70,8 @@ class Regime(ABC):
         return {}
 
     def check(self, distribution: Distribution) -> None:  # noqa: B027 (optional: most regimes need nothing)
-        """Refuse, in one line (``InputError``), a network distribution this regime cannot train with."""
+        """Refuse, in one line (``InputError``), a network distribution a regime of yours cannot train with (the
+        template's regimes' rules are in ``project.rules``: ``feedback=sample`` needs a distribution, …)."""
 
     def check_run_length(self, run_steps: float) -> None:  # noqa: B027 (optional: only a schedule sizes itself)
         """Refuse, when fit starts, a run whose optimizer steps (``Trainer.estimated_stepping_batches``, ``inf`` when
@@ -120,14 +121,6 @@ class _FeedsBack(Regime):
         _check_choice(self, "feedback", feedback, ("mean", "sample"))
         self.feedback, self.rollout_dropout = feedback, rollout_dropout
 
-    def check(self, distribution: Distribution) -> None:
-        if self.feedback == "sample" and not distribution.probabilistic:
-            raise InputError(
-                f"{type(self).__name__}: feedback=sample draws from a predicted distribution; give the network a "
-                "probabilistic distribution (model.network.init_args.distribution: Normal, StudentT, Quantiles or "
-                "yours)"
-            )
-
     def options(self, step=0, run_steps=None, cuda_graph=False) -> RegimeOptions:
         options = super().options(step, run_steps, cuda_graph)
         return replace(options, feedback_value=self.feedback, rollout_dropout=self.rollout_dropout)
@@ -161,15 +154,6 @@ class FreeRunning(_FeedsBack):
     @property
     def init_args(self) -> dict[str, Any]:
         return {"gradient": self.gradient, "feedback": self.feedback, "rollout_dropout": self.rollout_dropout}
-
-    def check(self, distribution: Distribution) -> None:
-        super().check(distribution)
-        if self.gradient == "bptt" and self.feedback == "sample" and not distribution.reparameterised:
-            raise InputError(
-                f"{type(self).__name__}: gradient=bptt with feedback=sample differentiates through the draws, which "
-                f"{type(distribution).__name__} cannot (no reparameterisation); use Normal or StudentT, or "
-                "feedback=mean"
-            )
 
     def forecast(self, network, encoded, start, target, options):
         if self.gradient == "bptt":
