@@ -41,6 +41,7 @@ from experiments.results import (
     markdown_table,
     mean_forecast,
     mean_std,
+    opened,
     per_seed_lines,
     preset_datamodule,
     seed_runs,
@@ -50,7 +51,6 @@ from experiments.results import (
     write_table,
 )
 from experiments.statistical import STATISTICAL_MODELS, split_forecasts, statistical_label, statistical_model
-from project.checkpoints import read_checkpoint
 from project.data import WindowDataModule
 from project.errors import reported_in_one_line
 from project.files import check_output
@@ -193,11 +193,11 @@ def train_and_test(
     row = _row(title, [seconds for _, seconds in runs])
     row["seeds"], row["best_epoch"] = args.seeds, [best_epoch(best_checkpoint(run)) for run, _ in runs]
     row["runs"] = [run for run, _ in runs]
-    settings = read_checkpoint(best_checkpoint(row["runs"][0]))["hyper_parameters"]
+    settings = opened(best_checkpoint(row["runs"][0]))[0]["hyper_parameters"]
     row["interval"] = settings.get("interval") if distribution_name(settings) else None
     for run, _ in runs:
         if row["interval"] is not None:  # the factor validation calibrated the intervals by (1: not calibrated)
-            state = read_checkpoint(best_checkpoint(run))["state_dict"]
+            state = opened(best_checkpoint(run))[0]["state_dict"]
             row.setdefault("interval_scale", []).append(float(state["interval_scale"]))
         mse, mae = forecast_errors(forecast_split(best_checkpoint(run), windows, "val"))
         row["val_mse"].append(mse)

@@ -39,6 +39,7 @@ from experiments.results import (
     markdown_table,
     mean_forecast,
     mean_std,
+    opened,
     per_seed_lines,
     preset_datamodule,
     run_seconds,
@@ -47,7 +48,7 @@ from experiments.results import (
     write_table,
 )
 from experiments.statistical import STATISTICAL_MODELS, split_forecasts, statistical_label, statistical_model
-from project.checkpoints import checkpoint_inputs, read_checkpoint
+from project.checkpoints import checkpoint_inputs
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output
@@ -243,7 +244,7 @@ def score_checkpoints(
     interval scale calibrated on validation, on test) of checkpoints of one configuration: one row, over the
     checkpoints, and with several checkpoints a second row for the mean of their forecasts (each checkpoint
     forecasts once per split)."""
-    settings = read_checkpoint(checkpoints[0])["hyper_parameters"]
+    settings = opened(checkpoints[0])[0]["hyper_parameters"]
     name = (regime_name(settings["regime"]) or settings["regime"]["class_path"]).replace("_", " ")
     distribution = distribution_name(settings)
     if distribution:
@@ -263,7 +264,7 @@ def score_checkpoints(
         if "crps" in forecasts:
             for score in ("crps", "covered", "width"):
                 row.setdefault(score, []).append(float(forecasts[score].mean()))
-            state = read_checkpoint(checkpoint)["state_dict"]
+            state = opened(checkpoint)[0]["state_dict"]
             row.setdefault("interval_scale", []).append(float(state["interval_scale"]))
     if len(checkpoints) == 1:
         return [row]

@@ -10,6 +10,7 @@ A page names a table with a line ``<!-- experiments/results/NAME.md -->``; the t
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -28,13 +29,13 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 from torch.utils.data import DataLoader
 
-from project.checkpoints import read_checkpoint
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
 from project.tools.checkpoint_commands import load_checkpoint
 from project.tools.stamp import run_commit, stamp
 from project.training.metrics import forecast_scores, unscale
+from project.training.module import Forecaster
 from project.training.runs import find_runs, read_scalars
 
 REPOSITORY = Path(__file__).resolve().parents[1]  # the studies read this repository's configs from any folder
@@ -235,8 +236,20 @@ def best_checkpoint(run: Path) -> Path:
     return found[0]
 
 
+def opened(checkpoint: str | Path) -> tuple[dict, Forecaster]:
+    """The checkpoint and its model, read once in a study's process (a file rewritten since is read again): its epoch,
+    settings, weights and forecasts all come from here."""
+    path = Path(checkpoint).resolve()
+    return _read_once(path, path.stat().st_mtime_ns if path.is_file() else None)
+
+
+@functools.cache
+def _read_once(path: Path, modified: int | None) -> tuple[dict, Forecaster]:
+    return load_checkpoint(path)
+
+
 def best_epoch(checkpoint: Path) -> int:
-    return int(read_checkpoint(checkpoint)["epoch"]) + 1
+    return int(opened(checkpoint)[0]["epoch"]) + 1
 
 
 def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 256) -> dict[str, torch.Tensor]:
@@ -244,7 +257,7 @@ def forecast_split(checkpoint: Path, datamodule, split: str, batch_size: int = 2
     units (windows, …), ``series`` (windows,) and ``scale`` (windows, 1, F); for a model with a distribution also,
     per value and on scaled values, ``crps``, ``covered`` (inside the model's central ``interval``) and ``width``
     (of that interval)."""
-    model = load_checkpoint(checkpoint)[1]
+    model = opened(checkpoint)[1]
     parts: dict[str, list] = {}
     with torch.no_grad():
         for batch in DataLoader(datamodule.split(split), batch_size=batch_size):

@@ -167,3 +167,18 @@ def test_a_table_from_reused_runs_names_how_each_was_trained(tmp_path, monkeypat
     line = (tmp_path / "table.md").read_text().splitlines()[2]
     assert "a_seed0 at trained before runs were stamped" in line
     assert "a_seed1 at commit 38fd896, config " in line
+
+
+def test_a_study_reads_each_checkpoint_once_for_its_epoch_settings_weights_and_forecasts(user_run, monkeypatch):
+    checkpoint, reads, load = user_run[2], [], torch.load
+
+    def counted(path, *arguments, **options):
+        reads.append(path)
+        return load(path, *arguments, **options)
+
+    monkeypatch.setattr(torch, "load", counted)
+    results._read_once.cache_clear()  # another test of this process may have read it
+    assert results.best_epoch(checkpoint) == results.best_epoch(checkpoint)
+    settings, model = results.opened(checkpoint)
+    assert settings["state_dict"].keys() == model.state_dict().keys()
+    assert len(reads) == 1
