@@ -63,8 +63,16 @@ LEFT_OUT_OF_THE_DEFAULTS = (
     *(f"network.init_args.baseline_path.init_args.{name}" for name in ("context_length", "horizon")),
 )
 # The model's own settings the rules read (project.rules).
-MODEL_RULED = ("context_length", "horizon", "predict_horizon", "max_horizon", "num_samples", "prediction_quantiles")
-MODEL_RULED += ("interval", "cuda_graph")
+MODEL_RULED = (
+    "context_length",
+    "horizon",
+    "predict_horizon",
+    "max_horizon",
+    "num_samples",
+    "prediction_quantiles",
+    "interval",
+    "cuda_graph",
+)
 # This machine's resources and where it caches: this run's choice, never read from a checkpoint.
 THE_RUNS_OWN = ("num_workers", "cache_dir")
 CLI_TRUST = "pass --{setting}={value}"  # how a user of the CLI trusts an import path: the option that names it
