@@ -242,5 +242,4 @@ HUBER_DELTA = "--model.network.init_args.distribution.init_args.huber_delta"
 )
 def test_a_distributions_or_callbacks_option_is_refused_in_one_line_before_training(option, message, tmp_path, capsys):
     quick = ["--trainer.logger=false", "--trainer.max_steps=1", f"--checkpoint.dirpath={tmp_path}"]
-    assert cli("fit", "--config", BASE, *quick, option) == 2
-    assert message in last_line(capsys.readouterr().err)
+    assert_refused_in_one_line(cli("fit", "--config", BASE, *quick, option), capsys, message)

@@ -10,7 +10,15 @@ import torch
 from project.data import WindowDataModule
 from project.errors import InputError
 from project.files import write_atomically
-from tests.helpers import BASE, SMALL_MODEL, cli, frame_of_row_numbers, last_line, quick_fit_arguments
+from tests.helpers import (
+    BASE,
+    SMALL_MODEL,
+    assert_refused_in_one_line,
+    cli,
+    frame_of_row_numbers,
+    last_line,
+    quick_fit_arguments,
+)
 
 
 @pytest.mark.slow
@@ -109,9 +117,8 @@ def test_resuming_a_checkpoint_whose_learning_rate_is_nan_is_one_line_before_any
     torch.save(checkpoint, path)
     folder = tmp_path / "checkpoints"
     fit = ["fit", f"--ckpt_path={path}", "--trainer.logger=false", f"--checkpoint.dirpath={folder}"]
-    assert cli(*fit, f"--trainer.max_steps={checkpoint['global_step'] + 2}") == 2
-    expected = f"error: {path}: model.optimizer: Invalid learning rate: nan"
-    assert last_line(capsys.readouterr().err) == expected
+    code = cli(*fit, f"--trainer.max_steps={checkpoint['global_step'] + 2}")
+    assert assert_refused_in_one_line(code, capsys) == f"error: {path}: model.optimizer: Invalid learning rate: nan"
     assert not folder.exists() or not list(folder.iterdir())
 
 

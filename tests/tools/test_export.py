@@ -78,7 +78,7 @@ def test_an_export_into_an_existing_folder_keeps_its_other_files_and_an_earlier_
 
 def test_export_refuses_another_network_in_one_line_before_writing(tmp_path, capsys):
     from project.model import GRUForecaster
-    from tests.helpers import exit_code, one_line_error, quiet_trainer
+    from tests.helpers import assert_refused_in_one_line, quiet_trainer
 
     module = Forecaster(
         GRUForecaster(InputSizes(n_targets=2), hidden_size=8, num_layers=1), context_length=8, horizon=4
@@ -87,9 +87,10 @@ def test_export_refuses_another_network_in_one_line_before_writing(tmp_path, cap
     trainer.strategy.connect(module)
     trainer.save_checkpoint(tmp_path / "gru.ckpt")
     output = tmp_path / "export"
-    assert exit_code(export.main, [str(tmp_path / "gru.ckpt"), "--output", str(output)]) == 2
-    assert "export supports the ForecastTransformer network; this checkpoint's is project.model.gru.GRUForecaster" in (
-        one_line_error(capsys)
+    assert_refused_in_one_line(
+        lambda: export.main([str(tmp_path / "gru.ckpt"), "--output", str(output)]),
+        capsys,
+        "export supports the ForecastTransformer network; this checkpoint's is project.model.gru.GRUForecaster",
     )
     assert not output.exists()
 
