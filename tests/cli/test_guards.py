@@ -186,13 +186,23 @@ def test_a_foreign_checkpoint_is_refused_in_one_line(user_run, tmp_path, capsys,
 
 
 def test_training_with_the_logger_off_writes_no_file_unless_a_checkpoint_folder_is_named(tmp_path, capsys):
-    arguments = [a for a in quick_fit_arguments(tmp_path) if "logger" not in a]
-    assert cli("fit", "--config", BASE, *SMALL_MODEL, *arguments, "--trainer.logger=false") == 0
+    """Named, the folder holds the checkpoints and nothing else is written: no monitors, figures, hparams.yaml,
+    config.yaml (not even in the working directory) or event files."""
+    arguments = [
+        *SMALL_MODEL,
+        *[a for a in quick_fit_arguments(tmp_path) if "logger" not in a],
+        "--trainer.logger=false",
+    ]
+    assert cli("fit", "--config", BASE, *arguments) == 0
     written = [p for p in tmp_path.rglob("*") if p.is_file() and ".cache" not in p.parts]
     assert written == []
-    asked = ["--trainer.logger=false", "--trainer.enable_checkpointing=true"]
-    code = cli("fit", "--config", BASE, *SMALL_MODEL, *arguments, *asked)
+    code = cli("fit", "--config", BASE, *arguments, "--trainer.enable_checkpointing=true")
     assert_refused_in_one_line(code, capsys, "needs a folder for the checkpoints: set --checkpoint.dirpath")
+    assert cli("fit", "--config", BASE, *arguments, f"--checkpoint.dirpath={tmp_path / 'checkpoints'}") == 0
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+    assert not [
+        p for p in tmp_path.rglob("*") if p.is_file() and "checkpoints" not in p.parts and ".cache" not in p.parts
+    ]
 
 
 def test_a_prediction_table_is_written_whole(user_run, tmp_path):
