@@ -1,6 +1,5 @@
 """Hyperparameter search (an optional tool: it goes with project/tools)."""
 
-import hashlib
 import os
 import shutil
 import signal
@@ -13,7 +12,7 @@ import pytest
 import yaml
 
 from project.tools import tune
-from tests.helpers import BASE, REPOSITORY, SMALL_MODEL, assert_refused_in_one_line, cli, config, last_line
+from tests.helpers import BASE, REPOSITORY, SMALL_MODEL, assert_refused_in_one_line, cli, config, digests, last_line
 
 TINY_TRIALS = [
     "--model.network.init_args.nhead=2",
@@ -47,10 +46,6 @@ def exit_code(*arguments):
     with pytest.raises(SystemExit) as stopped:
         tune.main([str(argument) for argument in arguments])
     return stopped.value.code
-
-
-def sha256(path):
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.mark.slow
@@ -229,20 +224,20 @@ def test_an_output_that_is_an_input_is_refused_even_with_overwrite_and_stays_as_
     database.parent.mkdir(exist_ok=True)
     optuna.create_study(study_name="tiny", storage=f"sqlite:///{database}")
     path = {"search space": space, "config": base}.get(output, database)
-    before = sha256(path)
+    before = digests(path)
     arguments = ["--config", base, "--search", space, "--logs", tmp_path / "logs", "--study", "tiny"]
     if output == "database of --storage":
         arguments += ["--storage", f"sqlite:///{database}"]
     code = exit_code(*arguments, "--output", path, "--overwrite")
     assert_refused_in_one_line(code, capsys, f"the output would replace the input {path}")
-    assert sha256(path) == before
+    assert digests(path) == before
 
 
 @pytest.mark.parametrize("given", ["on the command line", "in a config", "in a section file", "in the search space"])
 def test_the_data_the_trials_read_is_never_the_output_even_with_overwrite(tmp_path, capsys, given):
     data = tmp_path / "data.csv"
     data.write_text("timestamp,a\n2020-01-01,1\n")
-    before = sha256(data)
+    before = digests(data)
     source, space = [f"--data.source={data}"], float_space(tmp_path)
     if given == "in a config":
         (tmp_path / "data.yaml").write_text(f"data:\n  source: {data}\n")
@@ -256,7 +251,7 @@ def test_the_data_the_trials_read_is_never_the_output_even_with_overwrite(tmp_pa
     arguments = ["--config", BASE, *source, "--search", space, "--logs", tmp_path / "logs"]
     refused = assert_refused_in_one_line(exit_code(*arguments, "--output", data, "--overwrite"), capsys)
     assert refused.endswith(f"the output would replace the input {data}; choose another output path")
-    assert sha256(data) == before
+    assert digests(data) == before
 
 
 def test_a_trial_refused_for_a_bad_option_prints_one_line_not_pages_of_usage(tmp_path, capsys):
