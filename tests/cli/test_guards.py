@@ -311,15 +311,17 @@ def test_predict_from_another_folder_forecasts_the_file_the_checkpoint_was_train
 
 
 def test_the_data_a_checkpoint_was_trained_on_is_never_an_output(user_run, tmp_path, capsys):
-    """Not even when the run reads other data, and not with --overwrite (the figure tool's: tests/tools)."""
+    """Not with --overwrite, and not even when the run reads other data (the figure tool's: tests/tools)."""
     _, source, checkpoint = user_run
     other = tmp_path / "other.csv"
     frame_of_row_numbers(400).to_csv(other, index=False)
     before = digests(source)
-    arguments = [f"--data.source={other}", f"--predictions.output={source}", "--overwrite=true"]
-    code = cli("predict", f"--ckpt_path={checkpoint}", *arguments, "--trainer.logger=false")
-    line = assert_refused_in_one_line(code, capsys)
-    assert line.endswith(f"the output would replace the input {source}; choose another output path")
+    for given in ([], ["--overwrite=true"], [f"--data.source={other}", "--overwrite=true"]):
+        code = cli(
+            "predict", f"--ckpt_path={checkpoint}", f"--predictions.output={source}", *given, "--trainer.logger=false"
+        )
+        line = assert_refused_in_one_line(code, capsys)
+        assert line.endswith(f"the output would replace the input {source}; choose another output path")
     assert digests(source) == before
 
 
