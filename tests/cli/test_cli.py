@@ -155,21 +155,26 @@ def test_the_readme_pre_commit_command_installs_the_hook(tmp_path):
     assert (tmp_path / ".git" / "hooks" / "pre-commit").is_file()
 
 
-def test_test_from_a_checkpoint_restores_the_model_and_data_settings(trained_run, tmp_path):
+@pytest.mark.parametrize("naive_comparison", ["true", "false"])
+def test_test_from_a_checkpoint_restores_its_settings_and_the_naive_comparison_is_removed_in_one_config_line(
+    naive_comparison, trained_run, tmp_path, capfd
+):
+    """No model or data settings: they come from the checkpoint, not from the parser's defaults."""
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
-    # No model or data settings: they come from the checkpoint, not from the parser's defaults.
-    assert (
-        cli(
-            "test",
-            f"--ckpt_path={checkpoint}",
-            f"--trainer.default_root_dir={tmp_path}",
-            "--trainer.limit_test_batches=2",
-        )
-        == 0
-    )
+    arguments = [
+        f"--ckpt_path={checkpoint}",
+        f"--trainer.default_root_dir={tmp_path}",
+        "--trainer.limit_test_batches=2",
+    ]
+    assert cli("test", *arguments, f"--naive_comparison.enabled={naive_comparison}") == 0
     metrics = read_scalars(only_run(tmp_path, "lightning_logs"))
-    assert {"test/mse", "test/mae", "test/smape", "test/loss_teacher_forced"} <= set(metrics)
-    assert {"test/mse_original_units", "test/mae_original_units", "test/mae_repeat_last_original_units"} <= set(metrics)
+    assert {"test/mse", "test/mae", "test/smape", "test/loss_teacher_forced", "test/mae_original_units"} <= set(metrics)
+    naive = [name for name in metrics if "naive" in name or "repeat_last" in name]
+    if naive_comparison == "true":
+        assert {"test/mse_original_units", "test/mae_repeat_last_original_units"} <= set(metrics)
+    else:
+        assert not naive
+        assert "MAE in original units" not in capfd.readouterr().err
 
 
 @pytest.mark.slow
@@ -191,24 +196,6 @@ def test_test_and_validate_print_the_model_beside_the_naive_forecasts_in_origina
         for name in ("mae_original_units", "mae_repeat_last_original_units", "mae_seasonal_naive_original_units"):
             assert f"{metrics[f'{split}/{name}'].iloc[-1]:.6g}" in line
         assert "seasonal naive (season 12)" in line
-
-
-def test_the_naive_comparison_is_removed_in_one_config_line(trained_run, tmp_path, capfd):
-    checkpoint = trained_run / "checkpoints" / "last.ckpt"
-    assert (
-        cli(
-            "test",
-            f"--ckpt_path={checkpoint}",
-            f"--trainer.default_root_dir={tmp_path}",
-            "--trainer.limit_test_batches=2",
-            "--naive_comparison.enabled=false",
-        )
-        == 0
-    )
-    metrics = read_scalars(only_run(tmp_path, "lightning_logs"))
-    assert "test/mae_original_units" in metrics
-    assert not [name for name in metrics if "naive" in name or "repeat_last" in name]
-    assert "MAE in original units" not in capfd.readouterr().err
 
 
 def test_a_season_longer_than_the_context_is_refused_in_one_line(trained_run, tmp_path, capsys):
