@@ -269,16 +269,6 @@ def digests(*paths: Path) -> dict[Path, str]:
     return {f: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
 
 
-def one_line_error(capsys) -> str:
-    """The captured error of a command whose exit code was checked, ending in one ``error: …`` line without a
-    traceback (``assert_refused_in_one_line`` checks the exit code too)."""
-    error = capsys.readouterr().err
-    assert "Traceback" not in error
-    line = last_line(error)
-    assert line.startswith("error: ")
-    return line
-
-
 def assert_refused_in_one_line(code_or_callable, capsys, message: str = "") -> str:
     """A refusal as the user sees it: exit code 2, no traceback, and a last line of stderr that starts ``error: `` and
     contains ``message`` (or matches it as a regular expression). ``code_or_callable``: the exit code ``cli(…)``

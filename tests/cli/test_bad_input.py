@@ -12,7 +12,7 @@ from jsonargparse import get_loader
 
 from project.data import WindowDataModule
 from project.errors import InputError
-from tests.helpers import BASE, SMALL_MODEL, assert_refused_in_one_line, cli, frame_of_row_numbers, last_line
+from tests.helpers import BASE, SMALL_MODEL, assert_refused_in_one_line, cli, frame_of_row_numbers
 
 
 def write(frame: pd.DataFrame, path: Path) -> str:
@@ -298,15 +298,15 @@ def test_bad_input_ends_in_one_line_and_exit_code_2(case, tmp_path, checkpoint, 
 
 def test_a_bad_split_date_names_the_setting_and_the_checkpoint(checkpoint, tmp_path, capsys):
     dates = '{class_path: project.data.Dates, init_args: {val_start: "x", test_start: "2020-01-14"}}'
-    assert cli("fit", "--config", BASE, f"--data.split={dates}") == 2
-    assert last_line(capsys.readouterr().err) == "error: val_start must be a date or timestamp; got 'x'"
+    refused = assert_refused_in_one_line(cli("fit", "--config", BASE, f"--data.split={dates}"), capsys)
+    assert refused == "error: val_start must be a date or timestamp; got 'x'"
     recorded = torch.load(checkpoint, weights_only=True)
     recorded["datamodule_hyper_parameters"]["split"] = {
         "class_path": "project.data.Dates",
         "init_args": {"val_start": "not-a-date", "test_start": "2020-01-14"},
     }
     path = saved(recorded, tmp_path / "dated.ckpt")
-    assert cli("predict", f"--ckpt_path={path}", f"--predictions.output={tmp_path / 'out.csv'}") == 2
-    assert last_line(capsys.readouterr().err) == (
+    code = cli("predict", f"--ckpt_path={path}", f"--predictions.output={tmp_path / 'out.csv'}")
+    assert assert_refused_in_one_line(code, capsys) == (
         f"error: {path}: val_start must be a date or timestamp; got 'not-a-date'"
     )

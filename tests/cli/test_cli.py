@@ -30,10 +30,10 @@ from tests.helpers import (
     REPOSITORY,
     SMALL_MODEL,
     assert_ok,
+    assert_refused_in_one_line,
     cli,
     config,
     last_line,
-    one_line_error,
     only_run,
     quick_fit_arguments,
     run_cli,
@@ -155,21 +155,26 @@ def test_the_readme_pre_commit_command_installs_the_hook(tmp_path):
     assert (tmp_path / ".git" / "hooks" / "pre-commit").is_file()
 
 
-def test_test_from_a_checkpoint_restores_the_model_and_data_settings(trained_run, tmp_path):
+@pytest.mark.parametrize("naive_comparison", ["true", "false"])
+def test_test_from_a_checkpoint_restores_its_settings_and_the_naive_comparison_is_removed_in_one_config_line(
+    naive_comparison, trained_run, tmp_path, capfd
+):
+    """No model or data settings: they come from the checkpoint, not from the parser's defaults."""
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
-    # No model or data settings: they come from the checkpoint, not from the parser's defaults.
-    assert (
-        cli(
-            "test",
-            f"--ckpt_path={checkpoint}",
-            f"--trainer.default_root_dir={tmp_path}",
-            "--trainer.limit_test_batches=2",
-        )
-        == 0
-    )
+    arguments = [
+        f"--ckpt_path={checkpoint}",
+        f"--trainer.default_root_dir={tmp_path}",
+        "--trainer.limit_test_batches=2",
+    ]
+    assert cli("test", *arguments, f"--naive_comparison.enabled={naive_comparison}") == 0
     metrics = read_scalars(only_run(tmp_path, "lightning_logs"))
-    assert {"test/mse", "test/mae", "test/smape", "test/loss_teacher_forced"} <= set(metrics)
-    assert {"test/mse_original_units", "test/mae_original_units", "test/mae_repeat_last_original_units"} <= set(metrics)
+    assert {"test/mse", "test/mae", "test/smape", "test/loss_teacher_forced", "test/mae_original_units"} <= set(metrics)
+    naive = [name for name in metrics if "naive" in name or "repeat_last" in name]
+    if naive_comparison == "true":
+        assert {"test/mse_original_units", "test/mae_repeat_last_original_units"} <= set(metrics)
+    else:
+        assert not naive
+        assert "MAE in original units" not in capfd.readouterr().err
 
 
 @pytest.mark.slow
@@ -193,36 +198,12 @@ def test_test_and_validate_print_the_model_beside_the_naive_forecasts_in_origina
         assert "seasonal naive (season 12)" in line
 
 
-def test_the_naive_comparison_is_removed_in_one_config_line(trained_run, tmp_path, capfd):
-    checkpoint = trained_run / "checkpoints" / "last.ckpt"
-    assert (
-        cli(
-            "test",
-            f"--ckpt_path={checkpoint}",
-            f"--trainer.default_root_dir={tmp_path}",
-            "--trainer.limit_test_batches=2",
-            "--naive_comparison.enabled=false",
-        )
-        == 0
-    )
-    metrics = read_scalars(only_run(tmp_path, "lightning_logs"))
-    assert "test/mae_original_units" in metrics
-    assert not [name for name in metrics if "naive" in name or "repeat_last" in name]
-    assert "MAE in original units" not in capfd.readouterr().err
-
-
 def test_a_season_longer_than_the_context_is_refused_in_one_line(trained_run, tmp_path, capsys):
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
-    assert (
-        cli(
-            "test",
-            f"--ckpt_path={checkpoint}",
-            f"--trainer.default_root_dir={tmp_path}",
-            "--naive_comparison.season=13",
-        )
-        == 2
+    code = cli(
+        "test", f"--ckpt_path={checkpoint}", f"--trainer.default_root_dir={tmp_path}", "--naive_comparison.season=13"
     )
-    assert one_line_error(capsys) == (
+    assert assert_refused_in_one_line(code, capsys) == (
         "error: naive_comparison.season=13 must be at most model.context_length=12 (the seasonal-naive forecast "
         "repeats the context's last season)"
     )
@@ -252,8 +233,7 @@ def test_a_checkpoint_used_with_an_incompatible_config_fails_with_one_line(train
         "--data.horizon=24",
         *quick_fit_arguments(tmp_path),
     )
-    assert code == 2
-    line = last_line(capsys.readouterr().err)
+    line = assert_refused_in_one_line(code, capsys)
     assert line.startswith(f"error: {checkpoint} was trained with other settings than the config:")
     assert "model.network.init_args.d_model=64 (checkpoint: 16)" in line
     assert "data.horizon=24 (checkpoint: 12)" in line
@@ -262,11 +242,10 @@ def test_a_checkpoint_used_with_an_incompatible_config_fails_with_one_line(train
 def test_a_setting_given_explicitly_at_its_default_value_is_compared_too(trained_run, tmp_path, capsys):
     checkpoint = trained_run / "checkpoints" / "last.ckpt"
     # 128 is the default d_model; the checkpoint has 16. Set on purpose, it is a mismatch all the same.
-    assert (
-        cli("predict", f"--ckpt_path={checkpoint}", "--model.network.init_args.d_model=128", "--trainer.logger=false")
-        == 2
+    code = cli(
+        "predict", f"--ckpt_path={checkpoint}", "--model.network.init_args.d_model=128", "--trainer.logger=false"
     )
-    assert "model.network.init_args.d_model=128 (checkpoint: 16)" in last_line(capsys.readouterr().err)
+    assert_refused_in_one_line(code, capsys, "model.network.init_args.d_model=128 (checkpoint: 16)")
 
 
 @pytest.mark.slow
@@ -283,8 +262,8 @@ def test_patch_length_auto_trains_with_the_integer_it_resolves_to_and_the_config
     assert Forecaster.load_from_checkpoint(checkpoint).network.patch_length == 3
     testing = [*base, f"--ckpt_path={checkpoint}", "--trainer.logger=false"]
     assert cli("test", *testing, "--trainer.limit_test_batches=2") == 0
-    assert cli("test", *testing, "--model.network.init_args.patch_length=2") == 2
-    assert "model.network.init_args.patch_length=2 (checkpoint: 3)" in last_line(capsys.readouterr().err)
+    code = cli("test", *testing, "--model.network.init_args.patch_length=2")
+    assert_refused_in_one_line(code, capsys, "model.network.init_args.patch_length=2 (checkpoint: 3)")
 
 
 def test_predict_with_only_a_checkpoint_forecasts_the_data_it_was_trained_on_in_original_units(trained_run, tmp_path):
@@ -366,72 +345,46 @@ def test_predict_forecasts_beyond_the_trained_horizon_up_to_max_horizon(trained_
     arguments = [f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false"]
     assert cli("predict", *arguments, "--data.predict_horizon=30") == 0  # trained on 12, max_horizon 4 × 12
     assert pd.read_csv(output)["step"].max() == 30
-    assert cli("predict", *arguments, "--data.predict_horizon=60") == 2
-    assert "predict_horizon=60 exceeds max_horizon=48" in last_line(capsys.readouterr().err)
+    code = cli("predict", *arguments, "--data.predict_horizon=60")
+    assert_refused_in_one_line(code, capsys, "predict_horizon=60 exceeds max_horizon=48")
 
 
 @pytest.mark.slow
-def test_resuming_the_last_run_continues_at_the_saved_step_in_the_same_folder(tmp_path):
+@pytest.mark.parametrize("version", ["version_0", "seed_0"], ids=["the-newest-run", "a-named-run"])
+def test_resuming_the_last_run_continues_at_the_saved_step_in_the_same_folder(version, tmp_path):
+    """docs/tools.md's seeds loop names each run (``version=seed_0``): ``--ckpt_path last`` continues that run, not
+    the newest ``version_N``, and its ``last.ckpt`` knows the best checkpoint, which the resumed run replaces."""
     arguments = [*SMALL_MODEL, "--trainer.log_every_n_steps=1", *quick_fit_arguments(tmp_path, steps=4)]
+    arguments += [
+        "--test_after_fit=false",
+        *([] if version == "version_0" else [f"--trainer.logger.init_args.version={version}"]),
+    ]
     assert cli("fit", "--config", BASE, *arguments) == 0
     run = only_run(tmp_path)
-    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 4
+    assert run.name == version
+    last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert last["global_step"] == 4
+    assert any(state.get("best_k_models") for state in last["callbacks"].values())  # saved after the epoch's best
     longer = [a.replace("max_steps=4", "max_steps=8") for a in arguments]
     assert cli("fit", "--config", BASE, "--ckpt_path=last", *longer) == 0
     assert only_run(tmp_path) == run  # continued in its own folder, not a new version
-    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 8
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 8
     logged = list(read_scalars(run)["train/loss"].index)
     assert len(logged) == 8  # one point per optimizer step, in one curve: the second run went on, not over
     assert logged == sorted(set(logged))
-
-
-@pytest.mark.slow
-def test_a_named_run_resumes_in_its_own_folder_and_keeps_one_best_checkpoint(tmp_path):
-    """docs/tools.md's seeds loop names each run (``version=seed_0``): ``--ckpt_path last`` continues that run, not
-    the newest ``version_N``, and its ``last.ckpt`` knows the best checkpoint, which the resumed run replaces."""
-    arguments = [*SMALL_MODEL, "--test_after_fit=false", *quick_fit_arguments(tmp_path, steps=2)]
-    arguments.append("--trainer.logger.init_args.version=seed_0")
-    assert cli("fit", "--config", BASE, *arguments) == 0
-    run = only_run(tmp_path)
-    assert run.name == "seed_0"
-    best = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["callbacks"]
-    assert any(state.get("best_k_models") for state in best.values())  # saved after the epoch's best, not before
-    longer = [a.replace("max_steps=2", "max_steps=6") for a in arguments]
-    assert cli("fit", "--config", BASE, "--ckpt_path=last", *longer) == 0
-    assert only_run(tmp_path) == run
-    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] > 2  # went on
     assert len(list((run / "checkpoints").glob("best-*.ckpt"))) == 1
 
 
 @pytest.mark.slow
-def test_sigterm_stops_fit_with_last_ckpt_at_the_current_step_and_a_non_zero_exit(tmp_path):
-    terminate = ["--trainer.callbacks+=tests.helpers.Terminate", "--trainer.callbacks.step=3"]
+@pytest.mark.parametrize(("signal_name", "exit_code", "said"), [("SIGINT", 130, "Ctrl-C"), ("SIGTERM", 143, "SIGTERM")])
+def test_ctrl_c_or_sigterm_saves_the_current_step_and_says_how_to_continue(signal_name, exit_code, said, tmp_path):
+    """In a fresh process; exit code 128 + the signal, as a shell reports a job stopped by it."""
     arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=6)]
-    result = run_cli("fit", "--config", BASE, *arguments, *terminate)
-    assert result.returncode == 143
+    result = run_cli("fit", "--config", BASE, *arguments, *stop_at(3, signal_name))
+    assert result.returncode == exit_code
     run = only_run(tmp_path)
     assert last_line(result.stderr) == (
-        f"error: stopped by SIGTERM; {run / 'checkpoints' / 'last.ckpt'} holds the current step; continue with "
-        "--ckpt_path last"
-    )
-    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 3
-    assert_ok(run_cli("fit", "--config", BASE, *arguments, "--ckpt_path=last"))
-    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 6
-
-
-@pytest.mark.slow
-def test_ctrl_c_saves_the_current_step_and_says_how_to_continue(tmp_path):
-    interrupt = [
-        "--trainer.callbacks+=tests.helpers.Terminate",
-        "--trainer.callbacks.step=3",
-        "--trainer.callbacks.signal_name=SIGINT",
-    ]
-    arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=6)]
-    result = run_cli("fit", "--config", BASE, *arguments, *interrupt)
-    assert result.returncode == 130  # 128 + SIGINT, as a shell reports a job stopped by Ctrl-C
-    run = only_run(tmp_path)
-    assert last_line(result.stderr) == (
-        f"error: stopped by Ctrl-C; {run / 'checkpoints' / 'last.ckpt'} holds the current step; continue with "
+        f"error: stopped by {said}; {run / 'checkpoints' / 'last.ckpt'} holds the current step; continue with "
         "--ckpt_path last"
     )
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 3
@@ -549,32 +502,11 @@ def test_ctrl_c_with_the_logger_off_advises_the_checkpoints_path_and_that_comman
 
 @pytest.mark.slow
 def test_sigterm_with_checkpointing_off_says_that_no_checkpoint_holds_the_step(tmp_path):
-    terminate = ["--trainer.callbacks+=tests.helpers.Terminate", "--trainer.callbacks.step=2"]
     arguments = [*SMALL_MODEL, *quick_fit_arguments(tmp_path, steps=4), "--trainer.enable_checkpointing=false"]
-    result = run_cli("fit", "--config", BASE, *arguments, *terminate)
+    result = run_cli("fit", "--config", BASE, *arguments, *stop_at(2, "SIGTERM"))
     assert result.returncode == 143
     assert last_line(result.stderr) == "error: stopped by SIGTERM; no checkpoint holds the current step"
     assert not list(tmp_path.rglob("*.ckpt"))
-
-
-def test_training_with_the_logger_turned_off_runs_without_monitors_figures_or_files(tmp_path):
-    arguments = [a for a in quick_fit_arguments(tmp_path) if "logger" not in a]
-    assert (
-        cli(
-            "fit",
-            "--config",
-            BASE,
-            *SMALL_MODEL,
-            *arguments,
-            "--trainer.logger=false",
-            f"--checkpoint.dirpath={tmp_path / 'checkpoints'}",
-        )
-        == 0
-    )
-    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
-    assert not list(tmp_path.rglob("hparams.yaml"))
-    assert not list(tmp_path.rglob("config.yaml"))  # not even in the working directory
-    assert not list(tmp_path.rglob("events.out.tfevents.*"))
 
 
 def test_training_with_checkpointing_turned_off_tests_the_last_weights_and_says_so(tmp_path, caplog):
@@ -609,8 +541,8 @@ def test_reduce_lr_on_plateau_in_a_run_that_validates_across_epochs_is_one_line_
     across epochs would step it on the same score epoch after epoch."""
     across = ["--trainer.check_val_every_n_epoch=null", "--trainer.val_check_interval=4"]
     plateau = "--model.lr_scheduler=torch.optim.lr_scheduler.ReduceLROnPlateau"
-    assert cli("fit", "--config", BASE, *quick_fit_arguments(tmp_path), *across, plateau) == 2
-    assert one_line_error(capsys) == (
+    code = cli("fit", "--config", BASE, *quick_fit_arguments(tmp_path), *across, plateau)
+    assert assert_refused_in_one_line(code, capsys) == (
         "error: model.lr_scheduler ReduceLROnPlateau is stepped after each epoch, and this run validates every "
         "trainer.val_check_interval=4 batches across epochs (check_val_every_n_epoch: null, base.yaml's budget); set "
         "trainer.check_val_every_n_epoch=1 and trainer.val_check_interval=1.0 to use it"

@@ -120,12 +120,16 @@ def test_what_lightning_refuses_of_its_own_options_is_one_line(option, message, 
 
 
 SGD = ["--model.optimizer=torch.optim.SGD", "--model.optimizer.init_args.lr=0.1"]
+HUBER_DELTA = "model.network.init_args.distribution.init_args.huber_delta"
 
 
-@pytest.mark.fast_cases(4)
+@pytest.mark.fast_cases(7)
 @pytest.mark.parametrize(
     ("options", "line"),
     [
+        ([f"--{HUBER_DELTA}=-1"], f'Parser key "{HUBER_DELTA}": Not of type PositiveFloat'),
+        (["--naive_comparison.season=13"], "naive_comparison.season=13 must be at most model.context_length=12"),
+        (["--checkpoint.save_last=link"], "checkpoint.save_last=link would make last.ckpt a link"),
         (
             ["--model.optimizer.init_args.lr=-0.01"],
             "model.optimizer: Invalid learning rate: -0.01",
@@ -165,6 +169,9 @@ SGD = ["--model.optimizer=torch.optim.SGD", "--model.optimizer.init_args.lr=0.1"
         ),
     ],
     ids=[
+        "negative-huber-delta",
+        "season-past-the-context",
+        "save-last-link",
         "negative-lr",
         "negative-momentum",
         "abstract-scheduler",
@@ -180,6 +187,7 @@ SGD = ["--model.optimizer=torch.optim.SGD", "--model.optimizer.init_args.lr=0.1"
 def test_an_optimizer_schedule_or_accumulation_that_cannot_train_is_one_line_before_training(
     options, line, tmp_path, capsys
 ):
+    """And a distribution's or a callback's option."""
     quick = ["--trainer.logger=false", "--trainer.max_steps=1", f"--checkpoint.dirpath={tmp_path}"]
     assert assert_refused_in_one_line(cli("fit", "--config", BASE, *quick, *options), capsys).startswith(
         f"error: {line}"
@@ -227,20 +235,3 @@ def test_an_accelerator_this_machine_lacks_is_refused_in_one_line(capsys):
     assert_refused_in_one_line(
         cli("fit", "--config", BASE, "--trainer.logger=false", "--trainer.accelerator=gpu"), capsys
     )
-
-
-HUBER_DELTA = "--model.network.init_args.distribution.init_args.huber_delta"
-
-
-@pytest.mark.parametrize(
-    ("option", "message"),
-    [
-        (f"{HUBER_DELTA}=-1", f'Parser key "{HUBER_DELTA[2:]}": Not of type PositiveFloat'),
-        ("--naive_comparison.season=13", "naive_comparison.season=13 must be at most model.context_length=12"),
-        ("--checkpoint.save_last=link", "checkpoint.save_last=link would make last.ckpt a link"),
-    ],
-)
-def test_a_distributions_or_callbacks_option_is_refused_in_one_line_before_training(option, message, tmp_path, capsys):
-    quick = ["--trainer.logger=false", "--trainer.max_steps=1", f"--checkpoint.dirpath={tmp_path}"]
-    assert cli("fit", "--config", BASE, *quick, option) == 2
-    assert message in last_line(capsys.readouterr().err)

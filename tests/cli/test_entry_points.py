@@ -181,13 +181,6 @@ def test_the_python_api_imports_nothing_a_checkpoint_names_beside_it(named, user
     assert "model_utils" not in sys.modules
 
 
-def test_the_python_api_still_loads_a_checkpoint_of_the_projects_classes(user_run):
-    from project.training.module import Forecaster
-
-    model = Forecaster.load_from_checkpoint(user_run[2], map_location="cpu")
-    assert type(model).__name__ == "Forecaster"
-
-
 def _lambda_scheduler(function: str) -> dict:
     return {"class_path": "torch.optim.lr_scheduler.LambdaLR", "init_args": {"lr_lambda": function}}
 

@@ -136,10 +136,11 @@ EXAMPLES = settings(
 )
 
 
+@pytest.mark.parametrize("hparams_file", [False, True], ids=["in-the-checkpoint", "in-an-hparams-file"])
 @EXAMPLES
 @given(data=st.data())
-def test_the_python_api_imports_nothing_a_checkpoint_names_whatever_its_spelling(
-    recorded, beside_a_marker_module, data
+def test_the_python_api_imports_nothing_a_checkpoint_or_an_hparams_file_names_whatever_its_spelling(
+    hparams_file, recorded, beside_a_marker_module, data
 ):
     from project.data import WindowDataModule
     from project.training.module import Forecaster
@@ -147,22 +148,12 @@ def test_the_python_api_imports_nothing_a_checkpoint_names_whatever_its_spelling
     folder = beside_a_marker_module()
     path, section = hostile_copy(recorded, folder, data)
     loads = Forecaster if section == "hyper_parameters" else WindowDataModule
-    assert_one_line_naming(refusal(lambda: loads.load_from_checkpoint(path)), path)
-    assert not (folder / "IMPORTED").exists(), (folder / "IMPORTED").read_text()
-
-
-@EXAMPLES
-@given(data=st.data())
-def test_an_hparams_file_imports_nothing_it_names_whatever_its_spelling(recorded, beside_a_marker_module, data):
-    from project.data import WindowDataModule
-    from project.training.module import Forecaster
-
-    folder = beside_a_marker_module()
-    path, section = hostile_copy(recorded, folder, data)
-    hparams = folder / "hparams.yaml"
-    hparams.write_text(yaml.safe_dump(torch.load(path, weights_only=True)[section]))
-    loads = Forecaster if section == "hyper_parameters" else WindowDataModule
-    assert_one_line_naming(refusal(lambda: loads.load_from_checkpoint(recorded, hparams_file=hparams)), recorded)
+    if hparams_file:  # the recorded checkpoint, the hostile settings beside it
+        hparams = folder / "hparams.yaml"
+        hparams.write_text(yaml.safe_dump(torch.load(path, weights_only=True)[section]))
+        assert_one_line_naming(refusal(lambda: loads.load_from_checkpoint(recorded, hparams_file=hparams)), recorded)
+    else:
+        assert_one_line_naming(refusal(lambda: loads.load_from_checkpoint(path)), path)
     assert not (folder / "IMPORTED").exists(), (folder / "IMPORTED").read_text()
 
 

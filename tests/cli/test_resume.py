@@ -35,7 +35,6 @@ from tests.helpers import (
     cli,
     digests,
     last_line,
-    one_line_error,
     quiet_trainer,
 )
 from tests.saved_tensors import LargestStorage
@@ -248,10 +247,7 @@ def test_a_malformed_entry_of_the_state_a_fit_resumes_is_one_line_before_any_ste
     change, said, trained_run, tmp_path, capsys
 ):
     path = tampered(trained_run / "checkpoints" / "last.ckpt", tmp_path, change)
-    assert resume(path, tmp_path) == 2
-    line = one_line_error(capsys)
-    assert line.startswith(f"error: {path}")
-    assert said in line
+    assert assert_refused_in_one_line(resume(path, tmp_path), capsys, said).startswith(f"error: {path}")
     assert not (tmp_path / "checkpoints").exists() or not list((tmp_path / "checkpoints").iterdir())
 
 
@@ -289,11 +285,28 @@ def test_a_checkpoint_path_outside_the_run_folder_is_never_fetched_read_or_delet
     assert not fetched
 
 
-def test_a_checkpoint_read_from_a_url_is_refused_in_one_line(tmp_path, capsys):
-    assert cli("predict", "--ckpt_path=http://127.0.0.1:9/best.ckpt") == 2
-    assert one_line_error(capsys) == (
-        "error: http://127.0.0.1:9/best.ckpt: a checkpoint is read from a file on this machine, never from a URL"
-    )
+@pytest.mark.parametrize(
+    ("arguments", "refused"),
+    [
+        (
+            ["predict", "--ckpt_path=http://127.0.0.1:9/best.ckpt"],
+            "error: http://127.0.0.1:9/best.ckpt: a checkpoint is read from a file on this machine, never from a URL",
+        ),
+        (
+            ["fit", "--config", BASE, "--trainer.plugins=lightning.pytorch.plugins.TorchCheckpointIO"],
+            "error: trainer.plugins gives a CheckpointIO; the CLI reads checkpoints through "
+            "project.checkpoints.CheckpointReader (local files only, checked): subclass it to change how",
+        ),
+        (  # Lightning's --weights_only chooses how its own loader unpickles: false could only mislead
+            ["predict", "--weights_only=false", "--ckpt_path=x.ckpt"],
+            "error: --weights_only=false would let predict unpickle a checkpoint's code; every checkpoint is read with "
+            "weights_only=True (project.checkpoints.read_checkpoint)",
+        ),
+    ],
+    ids=["url", "checkpoint-io", "weights-only-false"],
+)
+def test_a_checkpoint_read_from_a_url_or_by_another_reader_is_refused_in_one_line(arguments, refused, capsys):
+    assert assert_refused_in_one_line(cli(*arguments), capsys) == refused
 
 
 def test_a_tensor_stored_as_a_view_of_few_values_is_refused_before_it_is_expanded(trained_run, tmp_path):
@@ -323,8 +336,8 @@ def test_settings_that_would_build_a_model_larger_than_its_weights_are_refused_b
     with LargestStorage() as largest, pytest.raises(InputError, match="its weights do not fit the settings it records"):
         Forecaster.load_from_checkpoint(path)
     assert largest.bytes < 10**6
-    assert cli("predict", f"--ckpt_path={path}", f"--predictions.output={tmp_path / 'out.csv'}") == 2
-    assert "its weights do not fit the settings it records" in last_line(capsys.readouterr().err)
+    code = cli("predict", f"--ckpt_path={path}", f"--predictions.output={tmp_path / 'out.csv'}")
+    assert_refused_in_one_line(code, capsys, "its weights do not fit the settings it records")
     assert not (tmp_path / "out.csv").exists()
 
 
@@ -365,8 +378,7 @@ def test_a_setting_that_names_a_file_is_refused_naming_the_file_never_quoting_it
         checkpoint["hyper_parameters"]["network"]["init_args"]["distribution"] = str(secret)
 
     path = tampered(trained_run / "checkpoints" / "last.ckpt", tmp_path, change)
-    assert cli("predict", f"--ckpt_path={path}") == 2
-    line = one_line_error(capsys)
+    line = assert_refused_in_one_line(cli("predict", f"--ckpt_path={path}"), capsys)
     assert line.startswith(f'error: {path}: Parser key "model.network.init_args.distribution": ')
     assert "hunter2" not in line
 
@@ -383,16 +395,15 @@ def test_the_machines_resources_are_the_runs_own_never_a_checkpoints(trained_run
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     too_many = max(2, cores) + 1
     devices = ["--trainer.accelerator=cpu", f"--trainer.devices={too_many}", "--trainer.logger=false"]
-    assert cli("fit", "--config", BASE, *devices) == 2
-    assert one_line_error(capsys) == (
+    assert assert_refused_in_one_line(cli("fit", "--config", BASE, *devices), capsys) == (
         f"error: trainer.devices={too_many} on the CPU starts that many processes; this machine gives this run "
         f"{cores} cores: at most one process each (or two, to try DDP on one core)"
     )
 
 
 def test_a_seed_lightning_would_refuse_is_refused_by_the_parser_under_its_key(capsys):
-    assert cli("fit", "--config", BASE, "--seed_everything=-1") == 2
-    assert one_line_error(capsys).startswith('error: Parser key "seed_everything": ')
+    line = assert_refused_in_one_line(cli("fit", "--config", BASE, "--seed_everything=-1"), capsys)
+    assert line.startswith('error: Parser key "seed_everything": ')
 
 
 # The Lightning state a checkpoint carries beside its weights and settings, where the property test places values.
@@ -603,8 +614,8 @@ def test_a_plateau_schedules_counters_and_lowered_rates_are_restored_within_the_
         checkpoint["lr_schedulers"][0]["_last_lr"] = [5.0, 5.0]
 
     path = tampered(last, tmp_path, raised, "raised")
-    assert cli("fit", "--config", BASE, *resumed, f"--ckpt_path={path}") == 2
-    assert one_line_error(capsys).endswith(
+    code = cli("fit", "--config", BASE, *resumed, f"--ckpt_path={path}")
+    assert assert_refused_in_one_line(code, capsys).endswith(
         f"{path}: its ReduceLROnPlateau state: _last_lr must be a finite number in [0, 0.001]; got 5.0"
     )
 
@@ -672,21 +683,3 @@ def test_a_checkpoint_of_lists_that_share_or_hold_themselves_is_read_at_once(tra
     wide = tampered(path, tmp_path, lambda checkpoint: checkpoint["callbacks"].update(wide=list(range(200))), "wide")
     with pytest.raises(InputError, match=f"{wide}: it holds more than 100 values; is it a checkpoint"):
         read_checkpoint(wide)
-
-
-def test_a_checkpoint_reader_of_your_own_is_one_line_not_two_readers(capsys):
-    assert cli("fit", "--config", BASE, "--trainer.plugins=lightning.pytorch.plugins.TorchCheckpointIO") == 2
-    assert one_line_error(capsys) == (
-        "error: trainer.plugins gives a CheckpointIO; the CLI reads checkpoints through "
-        "project.checkpoints.CheckpointReader (local files only, checked): subclass it to change how"
-    )
-
-
-def test_lightnings_weights_only_false_is_refused_not_ignored(capsys):
-    """Lightning's ``--weights_only`` chooses how its own loader unpickles; the CLI's reader reads every checkpoint
-    with ``weights_only=True``, so ``false`` could only mislead."""
-    assert cli("predict", "--weights_only=false", "--ckpt_path=x.ckpt") == 2
-    assert one_line_error(capsys) == (
-        "error: --weights_only=false would let predict unpickle a checkpoint's code; every checkpoint is read with "
-        "weights_only=True (project.checkpoints.read_checkpoint)"
-    )

@@ -67,16 +67,8 @@ def test_no_validation_or_test_target_row_is_a_training_target():
     assert first_val_context[:, 0].tolist() == [135, 136, 137, 138, 139]
 
 
-def test_scaler_statistics_equal_those_of_the_training_rows_alone():
-    frame = frame_of_row_numbers()
-    datamodule = row_numbers(frame)
-    datamodule.setup("fit")
-    training_rows = frame[["c0", "c1"]].to_numpy()[:140]
-    np.testing.assert_allclose(datamodule.scaler.loc[0], training_rows.mean(0))
-    np.testing.assert_allclose(datamodule.scaler.scale[0], training_rows.std(0))
-
-
 def test_scaler_never_sees_test_rows():
+    """Its statistics are those of the training rows alone, and stay the same whatever the later rows hold."""
     frame = frame_of_row_numbers()
     changed = frame.copy()
     changed.loc[140:, ["c0", "c1"]] *= 1000
@@ -85,6 +77,9 @@ def test_scaler_never_sees_test_rows():
         datamodule = row_numbers(data)
         datamodule.setup("fit")
         scalers.append(datamodule.scaler)
+    training_rows = frame[["c0", "c1"]].to_numpy()[:140]
+    np.testing.assert_allclose(scalers[0].loc[0], training_rows.mean(0))
+    np.testing.assert_allclose(scalers[0].scale[0], training_rows.std(0))
     np.testing.assert_array_equal(scalers[0].loc, scalers[1].loc)
     np.testing.assert_array_equal(scalers[0].scale, scalers[1].scale)
 
@@ -155,16 +150,16 @@ def test_a_series_too_short_to_forecast_is_named_in_one_warning():
         datamodule.predict_dataset()
 
 
-def test_split_by_timestamps():
-    datamodule = row_numbers(
-        frame_of_row_numbers(), split=Dates("2020-01-05 00:00", "2020-01-06 00:00", "2020-01-07 00:00")
-    )
-    assert datamodule.split_rows.tolist() == [[96, 120, 144]]
-
-
-def test_split_by_sizes_takes_the_last_rows():
-    datamodule = row_numbers(frame_of_row_numbers(), split=LastRows(val_size=10, test_size=6))
-    assert datamodule.split_rows.tolist() == [[184, 194, 200]]
+@pytest.mark.parametrize(
+    ("split", "rows"),
+    [
+        (Dates("2020-01-05 00:00", "2020-01-06 00:00", "2020-01-07 00:00"), [96, 120, 144]),
+        (LastRows(val_size=10, test_size=6), [184, 194, 200]),  # the last rows
+    ],
+    ids=["by-timestamps", "by-sizes"],
+)
+def test_a_split_by_timestamps_or_sizes_ends_each_split_at_its_row(split, rows):
+    assert row_numbers(frame_of_row_numbers(), split=split).split_rows.tolist() == [rows]
 
 
 def test_a_split_is_recorded_as_its_class_and_arguments_and_rebuilt_from_them():

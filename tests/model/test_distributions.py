@@ -171,7 +171,7 @@ class Laplace(Distribution):
 
 @pytest.mark.slow
 def test_a_users_own_distribution_trains_through_the_cli_and_its_checkpoint_predicts(tmp_path, monkeypatch, capsys):
-    from tests.helpers import BASE, cli, last_line, quick_fit_arguments, users_module
+    from tests.helpers import BASE, assert_refused_in_one_line, cli, quick_fit_arguments, users_module
 
     users_module(tmp_path, "userdist", USER_DISTRIBUTION, monkeypatch)
     logs, named = tmp_path / "logs", "--model.network.init_args.distribution=userdist.Laplace"
@@ -184,8 +184,7 @@ def test_a_users_own_distribution_trains_through_the_cli_and_its_checkpoint_pred
     predict = ["predict", f"--ckpt_path={checkpoint}", f"--predictions.output={output}", "--trainer.logger=false"]
     capsys.readouterr()
     monkeypatch.delitem(sys.modules, "userdist")  # as in a new process: imported only if trusted
-    assert cli(*predict) == 2  # the checkpoint alone names no code
-    assert last_line(capsys.readouterr().err).endswith(
+    assert assert_refused_in_one_line(cli(*predict), capsys).endswith(  # the checkpoint alone names no code
         "outside this project; nothing was imported: pass --model.network.init_args.distribution=userdist.Laplace "
         "to trust it"
     )

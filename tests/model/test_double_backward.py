@@ -63,41 +63,29 @@ def assert_second_derivative_refused(penalty, inputs):
     assert "\n" not in str(refusal.value)
 
 
-def second_derivative_targets(model, src):
-    """What a second derivative may be taken with respect to: the parameters, the context, or everything."""
-    return {"parameters": list(model.parameters()), "context": [src], "backward": None}
-
-
 @pytest.mark.parametrize("with_respect_to", ["parameters", "context", "backward"])
-def test_a_rollout_with_gradients_keeps_its_first_derivative_and_refuses_a_second_one(with_respect_to):
-    model = one_plus_one_layer_model()
+@pytest.mark.parametrize("unroll", ["rollout", "bptt"])
+def test_a_rollout_or_the_bptt_unroll_keeps_its_first_derivative_and_refuses_a_second_one(unroll, with_respect_to):
+    """A rollout with gradients against full re-decoding (the bug report's model), and the BPTT regime against the
+    naive loop (dropout 0: training mode computes the same function)."""
+    model = one_plus_one_layer_model() if unroll == "rollout" else small_model().train()
     src = torch.randn(3, 12, 5, dtype=torch.float64, requires_grad=True)
     target = torch.randn(3, 4, 5, dtype=torch.float64)
+    if unroll == "rollout":
+        cached = rollout(model, model.encode(src), model.start_of(src), 4)[1]
+        full = unroll_by_full_redecoding(model, src, 4)
+        torch.testing.assert_close(cached, full, rtol=1e-12, atol=1e-14)
+        loss = lambda forecast: (forecast - target).pow(2).mean()  # noqa: E731
+    else:
+        encoded, start = model.encode(src), model.start_of(src)
+        cached = REGIMES["free_running_bptt"].forecast(model, encoded, start, target, RegimeOptions())
+        full = naive_free_running(model, src, target, "bptt")
+        loss = lambda forecast: model.distribution.loss(forecast, target)  # noqa: E731
     inputs = [*model.parameters(), src]
-    cached = rollout(model, model.encode(src), model.start_of(src), 4)[1]
-    full = unroll_by_full_redecoding(model, src, 4)
-    torch.testing.assert_close(cached, full, rtol=1e-12, atol=1e-14)
-    cached_gradients = first_derivative((cached - target).pow(2).mean(), inputs)
-    full_gradients = first_derivative((full - target).pow(2).mean(), inputs)
-    assert_same(cached_gradients, full_gradients)
-    targets = second_derivative_targets(model, src)
+    cached_gradients = first_derivative(loss(cached), inputs)
+    assert_same(cached_gradients, first_derivative(loss(full), inputs))
+    targets = {"parameters": list(model.parameters()), "context": [src], "backward": None}
     assert_second_derivative_refused(gradient_penalty(cached_gradients), targets[with_respect_to])
-
-
-@pytest.mark.parametrize("with_respect_to", ["parameters", "context", "backward"])
-def test_the_bptt_unroll_keeps_its_first_derivative_and_refuses_a_second_one(with_respect_to):
-    model = small_model().train()  # dropout 0: training mode computes the same function
-    src = torch.randn(2, 12, 5, dtype=torch.float64, requires_grad=True)
-    target = torch.randn(2, 4, 5, dtype=torch.float64)
-    inputs = [*model.parameters(), src]
-    encoded, start = model.encode(src), model.start_of(src)
-    bptt = REGIMES["free_running_bptt"].forecast(model, encoded, start, target, RegimeOptions())
-    full = naive_free_running(model, src, target, "bptt")
-    bptt_gradients = first_derivative(model.distribution.loss(bptt, target), inputs)
-    full_gradients = first_derivative(model.distribution.loss(full, target), inputs)
-    assert_same(bptt_gradients, full_gradients)
-    targets = second_derivative_targets(model, src)
-    assert_second_derivative_refused(gradient_penalty(bptt_gradients), targets[with_respect_to])
 
 
 @pytest.mark.parametrize("prefix", ["with gradients", "without gradients"])

@@ -264,10 +264,21 @@ class MyNetwork(nn.Module):
 
 
 @pytest.mark.slow
-def test_a_users_own_network_trains_through_the_cli(tmp_path, monkeypatch):
-    users_module(tmp_path, "usermod", textwrap.dedent(USER_NETWORK), monkeypatch)
+@pytest.mark.parametrize("only_sizes", [False, True], ids=["with-options", "only-the-linked-sizes"])
+def test_a_users_own_network_trains_through_the_cli_even_with_the_linked_sizes_as_its_only_argument(
+    only_sizes, tmp_path, monkeypatch
+):
+    source, own = textwrap.dedent(USER_NETWORK), ["--model.network.class_path=usermod.MyNetwork"]
+    if only_sizes:
+        arguments = "sizes: InputSizes = ONE_TARGET, distribution: Distribution | None = None, scale: float = 1.0"
+        source = source.replace(arguments, "sizes: InputSizes").replace(
+            "distribution or PointForecast()", "PointForecast()"
+        )
+        own.append("--test_after_fit=false")
+    else:
+        own.append("--model.network.init_args.scale=2.0")
+    users_module(tmp_path, "usermod", source, monkeypatch)
     logs = tmp_path / "logs"
-    own = ["--model.network.class_path=usermod.MyNetwork", "--model.network.init_args.scale=2.0"]
     assert cli("fit", "--config", BASE, *own, *quick_fit_arguments(logs)) == 0
     (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
     spec = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]
@@ -276,44 +287,16 @@ def test_a_users_own_network_trains_through_the_cli(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_network_whose_only_argument_is_the_linked_sizes_trains_through_the_cli(tmp_path, monkeypatch):
-    only_targets = (
-        textwrap.dedent(USER_NETWORK)
-        .replace(
-            "(self, sizes: InputSizes = ONE_TARGET, distribution: Distribution | None = None, scale: float = 1.0)",
-            "(self, sizes: InputSizes)",
-        )
-        .replace("distribution or PointForecast()", "PointForecast()")
-    )
-    users_module(tmp_path, "usermod", only_targets, monkeypatch)
-    logs = tmp_path / "logs"
-    own = ["--model.network.class_path=usermod.MyNetwork", "--test_after_fit=false"]
-    assert cli("fit", "--config", BASE, *own, *quick_fit_arguments(logs)) == 0
-    (checkpoint,) = logs.glob("*/version_0/checkpoints/last.ckpt")
-    sizes = torch.load(checkpoint, weights_only=True)["hyper_parameters"]["network"]["init_args"]["sizes"]
-    assert sizes["n_targets"] == 5
-
-
-@pytest.mark.slow
-def test_the_gru_config_stacks_on_base_yaml_as_its_header_says(tmp_path):
-    """base.yaml's transformer-only settings (patch_length: auto, channel_independent) drop with the class choice."""
-    network = ["--model.network.init_args.hidden_size=8", "--model.network.init_args.num_layers=1"]
-    arguments = ["--config", config("base.yaml"), "--config", config("networks/gru.yaml"), *network]
-    assert cli("fit", *arguments, *quick_fit_arguments(tmp_path / "logs")) == 0
-    (checkpoint,) = (tmp_path / "logs").glob("*/version_0/checkpoints/last.ckpt")
-    assert type(Forecaster.load_from_checkpoint(checkpoint).network) is GRUForecaster
-
-
-@pytest.mark.slow
 def test_the_gru_config_trains_tests_and_predicts_through_the_cli_and_its_checkpoint_restores_a_gru(tmp_path):
+    """Stacked on configs/base.yaml, as its header says: base.yaml's transformer-only settings (patch_length: auto,
+    channel_independent) drop with the class choice. fit tests the best checkpoint after training, as `make train`
+    does."""
     logs, network = (
         tmp_path / "logs",
         ["--model.network.init_args.hidden_size=8", "--model.network.init_args.num_layers=1"],
     )
-    # fit tests the best checkpoint after training (test_after_fit), as `make train` does
-    assert (
-        cli("fit", "--config", BASE, "--config", config("networks/gru.yaml"), *network, *quick_fit_arguments(logs)) == 0
-    )
+    arguments = ["--config", config("base.yaml"), "--config", config("networks/gru.yaml"), *network]
+    assert cli("fit", *arguments, *quick_fit_arguments(logs)) == 0
     run = only_run(logs)
     assert "test/mse" in read_scalars(run)
     checkpoint = run / "checkpoints" / "last.ckpt"

@@ -13,7 +13,7 @@ from project.errors import InputError
 from project.model import ForecastTransformer, InputSizes, LinearPath, NoPath, SeasonalNaivePath
 from project.model.network import network_spec
 from project.training.module import Forecaster
-from tests.helpers import BASE, TINY, cli, one_line_error, quick_fit_arguments, users_module
+from tests.helpers import BASE, TINY, assert_refused_in_one_line, cli, quick_fit_arguments, users_module
 
 
 def test_seasonal_naive_repeats_the_last_season_of_the_context():
@@ -79,8 +79,8 @@ def test_a_path_refuses_a_bad_value_in_one_line(build, message):
 def test_a_season_longer_than_the_context_is_refused_in_one_line_from_the_cli(tmp_path, capsys):
     path = ["--model.network.init_args.baseline_path=project.model.SeasonalNaivePath"]
     path.append("--model.network.init_args.baseline_path.season=13")
-    assert cli("fit", "--config", BASE, *path, *quick_fit_arguments(tmp_path / "logs")) == 2
-    assert one_line_error(capsys) == (
+    code = cli("fit", "--config", BASE, *path, *quick_fit_arguments(tmp_path / "logs"))
+    assert assert_refused_in_one_line(code, capsys) == (
         "error: SeasonalNaivePath: season=13 must be at most context_length=12 (the path repeats the context's last "
         "season)"
     )

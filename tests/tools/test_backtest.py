@@ -7,7 +7,7 @@ import pytest
 
 from project.tools import backtest
 from project.training.runs import read_scalars
-from tests.helpers import assert_close_in_float32, cli, only_run
+from tests.helpers import assert_close_in_float32, assert_refused_in_one_line, cli, only_run
 
 
 @pytest.fixture
@@ -67,7 +67,5 @@ def test_refitting_trains_a_model_per_origin_on_the_rows_before_it(trained, tmp_
 
 def test_too_many_origins_is_a_one_line_error(trained, tmp_path, capsys):
     _, checkpoint = trained
-    with pytest.raises(SystemExit) as stopped:
-        backtest.main(["--ckpt_path", str(checkpoint), "--origins", "9", "--output", str(tmp_path)])
-    assert stopped.value.code == 2
-    assert "leaves no series room for a forecast" in capsys.readouterr().err
+    arguments = ["--ckpt_path", str(checkpoint), "--origins", "9", "--output", str(tmp_path)]
+    assert_refused_in_one_line(lambda: backtest.main(arguments), capsys, "leaves no series room for a forecast")

@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from project.tools import bench
+from tests.helpers import assert_refused_in_one_line
 
 
 def test_the_benchmark_writes_its_tables(tmp_path, capsys):
@@ -34,10 +35,8 @@ def test_the_benchmark_skips_a_naive_loop_it_cannot_afford(tmp_path):
 def test_the_benchmark_does_not_replace_earlier_results_without_overwrite(tmp_path, capsys):
     (tmp_path / "training.csv").write_text("earlier\n")
     arguments = ["--suite", "training", "--horizons", "2", "--batch-size", "2", "--d-model", "16", "--repeats", "1"]
-    with pytest.raises(SystemExit) as stopped:
-        bench.main([*arguments, "--output", str(tmp_path)])
-    assert stopped.value.code == 2
-    assert "training.csv already exists" in capsys.readouterr().err
+    arguments += ["--output", str(tmp_path)]
+    assert_refused_in_one_line(lambda: bench.main(arguments), capsys, "training.csv already exists")
     assert (tmp_path / "training.csv").read_text() == "earlier\n"
 
 

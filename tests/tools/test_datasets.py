@@ -7,6 +7,7 @@ import pytest
 
 from project.errors import InputError
 from project.tools import datasets
+from tests.helpers import assert_refused_in_one_line
 
 
 def test_a_download_is_verified_before_it_is_written(tmp_path):
@@ -37,10 +38,8 @@ def test_the_m4_converter_writes_each_series_training_then_test_values(tmp_path)
 def test_the_datasets_command_writes_from_a_local_copy_and_keeps_what_exists(data_dir, tmp_path, capsys):
     datasets.main(["etth1", "--from", str(data_dir), "--dir", str(tmp_path)])
     assert (tmp_path / "ETTh1.csv").read_bytes() == (data_dir / "ETTh1.csv").read_bytes()
-    with pytest.raises(SystemExit) as stopped:
-        datasets.main(["etth1", "--from", str(data_dir), "--dir", str(tmp_path)])
-    assert stopped.value.code == 2
-    assert "already exists" in capsys.readouterr().err
+    again = ["etth1", "--from", str(data_dir), "--dir", str(tmp_path)]
+    assert_refused_in_one_line(lambda: datasets.main(again), capsys, "already exists")
     datasets.main(["m4_hourly", "--from", str(data_dir / "m4-hourly"), "--dir", str(tmp_path)])
     frame = pd.read_csv(tmp_path / "m4_hourly.csv")
     assert frame["series"].nunique() == 414

@@ -2,6 +2,7 @@
 members are the suite's trained panel checkpoints and copies of them whose biases are shifted, so that every member
 forecasts differently without training another model."""
 
+import functools
 import io
 import shutil
 from pathlib import Path
@@ -15,7 +16,7 @@ from project.tools import backtest, ensemble
 from project.tools.checkpoint_commands import datamodule_from_checkpoint, load_checkpoint
 from project.training.metrics import unscale
 from project.training.predictions import ForecastWriter, forecast_frame
-from tests.helpers import assert_close_in_float32, digests, exit_code, one_line_error, quiet_trainer
+from tests.helpers import assert_close_in_float32, assert_refused_in_one_line, digests, quiet_trainer
 
 SHIFTS = (0.0, 0.05, 0.1)  # added to every bias of the trained model: one member each
 
@@ -115,8 +116,7 @@ def test_predict_writes_into_the_first_runs_folder_by_default_and_never_over_an_
     ensemble.main(arguments)
     written = point_members[0].parents[1] / "ensemble_predictions.csv"
     before = digests(written)
-    assert exit_code(ensemble.main, arguments) == 2
-    assert one_line_error(capsys) == (
+    assert assert_refused_in_one_line(lambda: ensemble.main(arguments), capsys) == (
         f"error: {written} already exists; choose another output path or pass --overwrite to replace it"
     )
     assert digests(written) == before
@@ -216,8 +216,7 @@ def test_members_that_do_not_fit_together_are_refused_in_one_line(
     output = tmp_path / "output"
     for paths, options, message in refusals:
         main, arguments = command_line(command, paths, output, *options)
-        assert exit_code(main, arguments) == 2, message
-        assert one_line_error(capsys) == f"error: {message}"
+        assert assert_refused_in_one_line(functools.partial(main, arguments), capsys) == f"error: {message}"
         assert not output.exists()
     assert digests(tmp_path) == before  # nothing written, nothing changed
 
@@ -225,8 +224,7 @@ def test_members_that_do_not_fit_together_are_refused_in_one_line(
 def test_an_output_that_would_replace_any_member_is_refused(point_members, capsys):
     before = digests(*point_members)
     main, arguments = command_line("predict", point_members, point_members[2], "--overwrite")
-    assert exit_code(main, arguments) == 2
-    assert one_line_error(capsys) == (
+    assert assert_refused_in_one_line(lambda: main(arguments), capsys) == (
         f"error: {point_members[2]}: the output would replace the input {point_members[2]}; choose another output path"
     )
     assert digests(*point_members) == before

@@ -12,7 +12,7 @@ from project.errors import InputError
 from project.model import InputSizes
 from project.tools import export
 from project.training.module import Forecaster
-from tests.helpers import REPOSITORY, tiny_module
+from tests.helpers import REPOSITORY, assert_refused_in_one_line, tiny_module
 
 
 @pytest.fixture
@@ -68,17 +68,15 @@ def test_an_export_into_an_existing_folder_keeps_its_other_files_and_an_earlier_
     export.main([str(checkpoint), "--format", "torch_export", "--output", str(folder)])
     assert sorted(p.name for p in folder.iterdir()) == ["decoder_step.pt2", "encoder.pt2", "mine.txt", "model.json"]
     earlier = (folder / "model.json").read_bytes()
-    with pytest.raises(SystemExit) as stopped:  # the files of an earlier export are replaced only with --overwrite
-        export.main([str(checkpoint), "--format", "torch_export", "--output", str(folder), "--horizon", "7"])
-    assert stopped.value.code == 2
-    assert "already exists" in capsys.readouterr().err
+    again = [str(checkpoint), "--format", "torch_export", "--output", str(folder), "--horizon", "7"]
+    assert_refused_in_one_line(lambda: export.main(again), capsys, "already exists")  # replaced only with --overwrite
     assert (folder / "model.json").read_bytes() == earlier
     assert (folder / "mine.txt").read_text() == "keep me"
 
 
 def test_export_refuses_another_network_in_one_line_before_writing(tmp_path, capsys):
     from project.model import GRUForecaster
-    from tests.helpers import exit_code, one_line_error, quiet_trainer
+    from tests.helpers import quiet_trainer
 
     module = Forecaster(
         GRUForecaster(InputSizes(n_targets=2), hidden_size=8, num_layers=1), context_length=8, horizon=4
@@ -87,9 +85,10 @@ def test_export_refuses_another_network_in_one_line_before_writing(tmp_path, cap
     trainer.strategy.connect(module)
     trainer.save_checkpoint(tmp_path / "gru.ckpt")
     output = tmp_path / "export"
-    assert exit_code(export.main, [str(tmp_path / "gru.ckpt"), "--output", str(output)]) == 2
-    assert "export supports the ForecastTransformer network; this checkpoint's is project.model.gru.GRUForecaster" in (
-        one_line_error(capsys)
+    assert_refused_in_one_line(
+        lambda: export.main([str(tmp_path / "gru.ckpt"), "--output", str(output)]),
+        capsys,
+        "export supports the ForecastTransformer network; this checkpoint's is project.model.gru.GRUForecaster",
     )
     assert not output.exists()
 

@@ -14,7 +14,6 @@ from tests.helpers import (
     digests,
     exit_code,
     last_line,
-    one_line_error,
 )
 
 
@@ -64,8 +63,10 @@ def test_an_export_into_a_folder_of_the_users_files_replaces_none_of_them(user_r
 def test_an_export_aimed_at_an_existing_file_is_refused_and_leaves_no_partial_folder(user_run, tmp_path, capsys):
     target = tmp_path / "notes.txt"
     target.write_text("mine\n")
-    assert exit_code(export.main, [str(user_run[2]), "--output", str(target), "--overwrite"]) == 2
-    assert one_line_error(capsys) == f"error: {target} is a file; expected a folder to write encoder.onnx, " + (
+    refused = assert_refused_in_one_line(
+        lambda: export.main([str(user_run[2]), "--output", str(target), "--overwrite"]), capsys
+    )
+    assert refused == f"error: {target} is a file; expected a folder to write encoder.onnx, " + (
         "decoder_step.onnx, model.json into"
     )
     assert target.read_text() == "mine\n"
@@ -83,8 +84,7 @@ def test_a_backtest_never_replaces_the_training_data_in_its_output_folder(user_r
     folder, source, checkpoint = user_run
     before = digests(source)
     arguments = ["--ckpt_path", str(checkpoint), "--output", str(folder), "--overwrite"]
-    assert exit_code(backtest.main, arguments) == 2
-    assert one_line_error(capsys) == (
+    assert assert_refused_in_one_line(lambda: backtest.main(arguments), capsys) == (
         f"error: {source}: the output would replace the input {source}; choose another output path"
     )
     assert digests(source) == before
@@ -104,7 +104,7 @@ def test_a_backtest_never_replaces_the_training_data_in_its_output_folder(user_r
 )
 def test_a_tools_count_outside_its_domain_is_refused_by_its_parser(tool, arguments, refused, capsys):
     """A parser type (project/domains.py), before any file is read: the checkpoint named need not exist."""
-    assert exit_code(tool.main, arguments) == 2
+    assert exit_code(tool.main, arguments) == 2  # argparse's line: "python -m project.tools.…: error: argument …"
     assert refused in last_line(capsys.readouterr().err)
 
 
@@ -143,8 +143,9 @@ def test_the_figure_tool_never_replaces_the_data_a_checkpoint_was_trained_on(use
     frame_of_row_numbers(400).to_csv(other, index=False)
     before = digests(source)
     arguments = [str(checkpoint), "--source", str(other), "--output", str(source), "--overwrite"]
-    assert exit_code(figure.main, arguments) == 2
-    assert one_line_error(capsys).endswith(f"the output would replace the input {source}; choose another output path")
+    assert assert_refused_in_one_line(lambda: figure.main(arguments), capsys).endswith(
+        f"the output would replace the input {source}; choose another output path"
+    )
     assert digests(source) == before
 
 
