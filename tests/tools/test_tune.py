@@ -212,9 +212,7 @@ def test_a_study_whose_every_trial_is_refused_ends_in_one_line_naming_the_first_
 def test_a_study_refused_for_a_union_option_names_the_option_and_value_not_the_union(refused, named, tmp_path, capsys):
     arguments = ["--config", BASE, "--search", float_space(tmp_path), "--logs", tmp_path / "logs", "--study", "tiny"]
     line = assert_refused_in_one_line(exit_code(*arguments, "--trials", "1", refused), capsys)
-    assert line.startswith(
-        f"error: all 1 trials of study 'tiny' failed; the first failure, trial 0: {named}"
-    )
+    assert line.startswith(f"error: all 1 trials of study 'tiny' failed; the first failure, trial 0: {named}")
 
 
 @pytest.mark.parametrize("output", ["search space", "database", "database of --storage", "config"])
