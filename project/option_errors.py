@@ -18,8 +18,8 @@ from project.errors import InputError
 from project.files import bounded_yaml
 
 # The words of jsonargparse's messages that readable_error reads, each pinned by a test.
-# `Parser key "model":` opens the error of one option; an inner parser's error, made readable, has its reason after it
-# a callable's argument closes the line of why the callable was refused: `… a callable class: Parser key "lr":`
+# `Parser key "model":` opens the error of one option. An inner parser's error, already made readable, has its reason
+# on the same line; a callable's argument closes the line of why the callable was refused (`…: Parser key "lr":`).
 KEY = re.compile(r'^(?:- )?(.*: )?Parser key "(.+?)":(.*)$')
 CLASS_PROBLEM = re.compile(r"^(?:- )?Problem with given class_path '[^']+':$")  # the next key is the class's argument
 NESTING = ("Does not validate against any of the Union subtypes", "Subtypes:", "Errors:")
