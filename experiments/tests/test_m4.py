@@ -47,13 +47,12 @@ def test_seasonal_naive_reproduces_the_published_m4_scores_on_the_same_windows(m
 
 
 def test_a_checkpoint_trained_on_other_data_is_refused_in_one_line(m4_data, user_run, tmp_path, monkeypatch, capsys):
-    from tests.helpers import REPOSITORY, exit_code, one_line_error
+    from tests.helpers import REPOSITORY, assert_refused_in_one_line, exit_code
 
     monkeypatch.chdir(REPOSITORY)  # the script reads configs/
     arguments = ["--data", str(m4_data), "--ckpt_path", str(user_run[2]), "--output", str(tmp_path / "m4.md")]
     arguments.append("--statistical")  # none: the baselines extra need not be installed
-    assert exit_code(m4.main, arguments) == 2
-    assert one_line_error(capsys) == (
+    assert assert_refused_in_one_line(exit_code(m4.main, arguments), capsys) == (
         f"error: {user_run[2]} was not trained on these M4 Hourly windows: its targets 2 (M4 Hourly here: 1), "
         "horizon 12 (M4 Hourly here: 48), context_length 12 (M4 Hourly here: 168); pass checkpoints of "
         "`python -m project.cli fit` with experiments/configs/m4_hourly.yaml"

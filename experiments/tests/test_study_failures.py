@@ -11,7 +11,7 @@ from experiments import depth, etth1, intermittent, m4, results, your_data
 from experiments.results import RunFailed
 from experiments.tests.test_depth import etth1_shaped  # noqa: F401  (a fixture: ETTh1's columns, synthetic values)
 from project.tools import tune
-from tests.helpers import exit_code, one_line_error
+from tests.helpers import assert_refused_in_one_line, exit_code
 
 
 @pytest.fixture
@@ -49,8 +49,7 @@ def test_a_failed_training_run_ends_in_one_line_naming_it_and_no_table(etth1_sha
         raise RunFailed(f"the run {name} failed (exit status 1; its error is above), logged in {logs}")
 
     monkeypatch.setattr(depth, "fit", failing)
-    assert exit_code(depth.main, depth_arguments(etth1_shaped, tmp_path)) == 2
-    line = one_line_error(capsys)
+    line = assert_refused_in_one_line(exit_code(depth.main, depth_arguments(etth1_shaped, tmp_path)), capsys)
     assert "1 of 1 runs failed" in line
     assert "etth1_teacher_forcing_D32_seed0 failed (exit status 1" in line
     assert not (tmp_path / "depth.md").exists()
@@ -60,8 +59,9 @@ def test_a_failed_training_run_ends_in_one_line_naming_it_and_no_table(etth1_sha
 def test_a_run_that_exits_without_its_test_is_a_failure_not_a_row(etth1_shaped, tmp_path, monkeypatch, capsys):  # noqa: F811
     monkeypatch.setattr(depth, "measure_baselines", lambda windows: [])
     monkeypatch.setattr(depth, "fit", lambda *args, **kwargs: None)  # "succeeds" and logs nothing
-    assert exit_code(depth.main, depth_arguments(etth1_shaped, tmp_path)) == 2
-    assert "etth1_teacher_forcing_D32_seed0 did not reach its test" in one_line_error(capsys)
+    assert "etth1_teacher_forcing_D32_seed0 did not reach its test" in assert_refused_in_one_line(
+        exit_code(depth.main, depth_arguments(etth1_shaped, tmp_path)), capsys
+    )
     assert not (tmp_path / "depth.md").exists()
 
 
@@ -88,8 +88,7 @@ def test_seeds_lightning_would_not_take_are_refused_in_one_line_before_any_work(
         "intermittent": (intermittent.main, ["--data", str(tmp_path / "panel.csv"), *common]),
         "your_data": (your_data.main, ["--data_dir", str(tmp_path), *common]),
     }[tool]
-    assert exit_code(main, arguments) == 2
-    line = one_line_error(capsys)
+    line = assert_refused_in_one_line(exit_code(main, arguments), capsys)
     assert line.startswith("error: --seeds ")
     assert ("names a seed twice" in line) if seeds == ["0", "0"] else (f"got {seeds[0]}" in line)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["data.csv"]  # no log, no table, no data written
@@ -137,8 +136,7 @@ def test_tabulating_trained_runs_missing_from_the_logs_names_the_folder_and_the_
         str(tmp_path / "etth1.md"),
         "--statistical",
     ]
-    assert exit_code(etth1.main, arguments) == 2
-    line = one_line_error(capsys)
+    line = assert_refused_in_one_line(exit_code(etth1.main, arguments), capsys)
     assert f"{logs}: no run teacher_forcing_seed0 logged there" in line
     assert not (tmp_path / "etth1.md").exists()
 
@@ -152,8 +150,9 @@ def test_an_output_that_is_another_output_of_the_same_command_is_refused(
     table.write_text("the user's table\n")
     figure = "depth.md" if spelling == "same" else "./depth.md"
     arguments = ["etth1", "--data", str(any_file), "--output", str(table), "--figure", figure, "--overwrite"]
-    assert exit_code(depth.main, arguments) == 2
-    assert "--figure and --output are the same file" in one_line_error(capsys)
+    assert "--figure and --output are the same file" in assert_refused_in_one_line(
+        exit_code(depth.main, arguments), capsys
+    )
     assert table.read_text() == "the user's table\n"
 
 

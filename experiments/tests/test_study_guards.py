@@ -6,10 +6,10 @@ from experiments import m4
 from experiments.results import best_epoch, forecast_split
 from project.errors import InputError
 from tests.helpers import (
+    assert_refused_in_one_line,
     assert_refused_without_importing,
     checkpoint_naming_a_module_beside_it,
     exit_code,
-    one_line_error,
 )
 
 
@@ -17,8 +17,7 @@ def test_a_checkpoint_that_would_run_code_is_refused_by_the_studies(hostile_chec
     path, marker = hostile_checkpoint
     output = path.parent / "out.md"
     arguments = ["--data", str(user_run[1]), "--ckpt_path", str(path), "--output", str(output)]
-    assert exit_code(m4.main, arguments) == 2
-    assert "cannot read the checkpoint" in one_line_error(capsys)
+    assert "cannot read the checkpoint" in assert_refused_in_one_line(exit_code(m4.main, arguments), capsys)
     for read in (best_epoch, lambda p: forecast_split(p, None, "test")):
         with pytest.raises(InputError, match="cannot read the checkpoint"):
             read(path)
