@@ -5,23 +5,11 @@ from pathlib import Path
 import pytest
 
 from experiments import baseline_path
+from experiments.tests.helpers import WITHOUT, your_data_file
 from project.errors import InputError
 from tests.helpers import REPOSITORY
 
-WITHOUT = "python -m experiments.your_data --seeds 0 1 2"
 LINEAR = f"{WITHOUT} --model.network.init_args.baseline_path=project.model.LinearPath"
-
-
-def your_data_file(path: Path, validation: dict[str, list[float]], command: str = WITHOUT) -> Path:
-    """A results file as experiments.your_data writes its stamp (``command``: NoPath's runs unless it names a path)
-    and its per-seed lines (test MAE: the validation MAE plus 1)."""
-    lines = [f"Written by `{command}` at commit x.", ""]
-    for dataset, values in validation.items():
-        for split, offset in (("validation", 0.0), ("test", 1.0)):
-            seeds = ", ".join(f"seed {seed}: {value + offset:.3f}" for seed, value in enumerate(values))
-            lines.append(f"- {dataset}, {split} model MAE: {seeds}")
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 SIX = [f"data {n}" for n in range(6)]

@@ -3,8 +3,6 @@
 import argparse
 import re
 
-import numpy as np
-import pandas as pd
 import pytest
 
 from experiments import depth
@@ -15,19 +13,6 @@ from tests.helpers import BASE, REPOSITORY, cli, only_run, quick_fit_arguments
 @pytest.fixture
 def in_repository(monkeypatch):
     monkeypatch.chdir(REPOSITORY)  # the tool reads configs/
-
-
-@pytest.fixture
-def etth1_shaped(tmp_path):
-    """A CSV with ETTh1's columns and dates (a daily cycle and noise): enough for the preset's split."""
-    hours = pd.date_range("2016-07-01", periods=17420, freq="h")
-    noise = np.random.default_rng(0).normal(size=(len(hours), 7))
-    values = np.sin(2 * np.pi * np.arange(len(hours)) / 24)[:, None] + 0.1 * noise
-    frame = pd.DataFrame(values, columns=["HUFL", "HULL", "MUFL", "MULL", "LUFL", "LULL", "OT"])
-    frame.insert(0, "date", hours.strftime("%Y-%m-%d %H:%M:%S"))
-    path = tmp_path / "ETTh1.csv"
-    frame.to_csv(path, index=False)
-    return path
 
 
 def fabricated_cell(level: float) -> dict:

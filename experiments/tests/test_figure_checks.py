@@ -14,7 +14,7 @@ from experiments.figure_checks import (
     spread_mismatches,
     verdict_mismatches,
 )
-from experiments.tests.test_pages import PROSE_WITH_RESULTS, RESULTS_PAGE, cited_results
+from experiments.tests.helpers import PROSE_WITH_RESULTS, RESULTS_PAGE, cited_results
 from tests.helpers import REPOSITORY
 
 RESULTS = REPOSITORY / "experiments" / "results"

@@ -9,9 +9,9 @@ import pytest
 
 from experiments import figure_checks, report
 from experiments.figure_checks import misplaced_figures
+from experiments.tests.helpers import PROSE_WITH_RESULTS, RESULTS_PAGE, cited_results
 from tests.helpers import REPOSITORY
 
-RESULTS_PAGE = REPOSITORY / "experiments" / "README.md"
 PAGES = [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("*.md")), RESULTS_PAGE]
 
 
@@ -24,20 +24,6 @@ def test_every_relative_link_of_the_pages_leads_to_a_file():
 
 DECIMAL = figure_checks.DECIMAL
 TARGETS = figure_checks.TARGETS
-PROSE_WITH_RESULTS = [RESULTS_PAGE, REPOSITORY / "docs" / "benchmark.md"]
-
-
-def cited_results(page: Path) -> list[Path]:
-    """The files under experiments/results/ that a page links to (a folder: every file in it) or embeds as a table
-    block."""
-    text, root = page.read_text(), (REPOSITORY / "experiments" / "results").resolve()
-    targets = [page.parent / t for t in re.findall(r"\]\(([^)#]+?)(?:#[^)]*)?\)", text) if "://" not in t]
-    targets += [REPOSITORY / name for name in re.findall(r"<!-- (experiments/results/[\w./-]+) -->", text)]
-    files = []
-    for target in (t.resolve() for t in targets):
-        if target.is_relative_to(root):
-            files += sorted(f for f in target.rglob("*") if f.is_file()) if target.is_dir() else [target]
-    return files
 
 
 def test_a_figure_moved_to_another_row_of_its_table_fails_the_prose_check(tmp_path):

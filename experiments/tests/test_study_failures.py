@@ -9,7 +9,6 @@ import pytest
 
 from experiments import depth, etth1, intermittent, m4, results, your_data
 from experiments.results import RunFailed
-from experiments.tests.test_depth import etth1_shaped  # noqa: F401  (a fixture: ETTh1's columns, synthetic values)
 from project.tools import tune
 from tests.helpers import assert_refused_in_one_line, exit_code
 
@@ -42,7 +41,7 @@ def depth_arguments(data: Path, tmp_path: Path) -> list[str]:
     ]
 
 
-def test_a_failed_training_run_ends_in_one_line_naming_it_and_no_table(etth1_shaped, tmp_path, monkeypatch, capsys):  # noqa: F811
+def test_a_failed_training_run_ends_in_one_line_naming_it_and_no_table(etth1_shaped, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(depth, "measure_baselines", lambda windows: [])  # the runs are what this is about
 
     def failing(configs, arguments, logs, name, threads=None):
@@ -56,7 +55,7 @@ def test_a_failed_training_run_ends_in_one_line_naming_it_and_no_table(etth1_sha
     assert not (tmp_path / "depth.png").exists()
 
 
-def test_a_run_that_exits_without_its_test_is_a_failure_not_a_row(etth1_shaped, tmp_path, monkeypatch, capsys):  # noqa: F811
+def test_a_run_that_exits_without_its_test_is_a_failure_not_a_row(etth1_shaped, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(depth, "measure_baselines", lambda windows: [])
     monkeypatch.setattr(depth, "fit", lambda *args, **kwargs: None)  # "succeeds" and logs nothing
     assert "etth1_teacher_forcing_D32_seed0 did not reach its test" in assert_refused_in_one_line(
@@ -94,7 +93,7 @@ def test_seeds_lightning_would_not_take_are_refused_in_one_line_before_any_work(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["data.csv"]  # no log, no table, no data written
 
 
-def test_the_tools_read_the_repositorys_configs_from_any_folder(etth1_shaped, tmp_path, monkeypatch):  # noqa: F811
+def test_the_tools_read_the_repositorys_configs_from_any_folder(etth1_shaped, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     configs = [
         results.BASE_CONFIG,
@@ -114,7 +113,7 @@ def test_the_tools_read_the_repositorys_configs_from_any_folder(etth1_shaped, tm
 
 
 def test_tabulating_trained_runs_missing_from_the_logs_names_the_folder_and_the_run(
-    etth1_shaped,  # noqa: F811
+    etth1_shaped,
     tmp_path,
     monkeypatch,
     capsys,

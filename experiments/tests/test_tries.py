@@ -5,7 +5,7 @@ import shlex
 import pytest
 
 from experiments import tries, your_data
-from experiments.tests.test_baseline_path import your_data_file
+from experiments.tests.helpers import your_data_file
 from tests.helpers import REPOSITORY
 
 # Labels as experiments.your_data writes them, so that a change to its format is a change here too.
