@@ -11,7 +11,6 @@ name. A rule about one class's own arguments sits in that class (``Fractions``' 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -143,12 +142,11 @@ def _some_target_columns(target_columns: list | None) -> str | None:
     return "target_columns must name at least one column, or be left out to use every numeric one"
 
 
-def _embedded_or_a_source(synthetic: str, source: Any) -> str | None:
-    """The source named whole: a cut path would name another file."""
+def _embedded_or_a_source(synthetic: str, source: str | None) -> str | None:
+    """``source``: the name of what is read (a path, named whole: a cut one would name another file)."""
     if source is None or synthetic == "series":
         return None
-    named = source if isinstance(source, (str, os.PathLike)) else "the DataFrame"
-    return f"synthetic chooses the embedded data; data.source={named} is read instead"
+    return f"synthetic chooses the embedded data; data.source={source} is read instead"
 
 
 def _embedded_panel_needs_its_ids(synthetic: str, source: Any, id_columns: list | None) -> str | None:
@@ -181,6 +179,7 @@ RULES = (
         ("model.num_samples", "model.prediction_quantiles", "model.interval", "model.network.distribution"),
         _sampling_without_a_distribution,
     ),
+    # The horizon twice: the length checked, and what an empty max_horizon is sized from.
     Rule(("model.horizon", "model.horizon", "model.max_horizon"), _within_max_horizon("horizon")),
     Rule(("model.predict_horizon", "model.horizon", "model.max_horizon"), _within_max_horizon("predict_horizon")),
     Rule(("model.cuda_graph", "model.network"), _cuda_graph_needs_a_fixed_shape_cache),

@@ -128,7 +128,8 @@ class WindowDataModule(L.LightningDataModule):
         if source is None:
             time_column = time_column or ("timestamp" if synthetic == "series" else "date")
             self.source_name = f"synthetic {synthetic}"
-        given = {**self.hparams, "source": source if isinstance(source, pd.DataFrame) else self.hparams["source"]}
+        named = DATAFRAME_SOURCE if isinstance(source, pd.DataFrame) else self.hparams["source"]
+        given = {**self.hparams, "source": named}
         rules.check({f"data.{name}": value for name, value in {**given, "time_column": time_column}.items()})
         if calendar_features is None:
             calendar_features = time_column is not None
