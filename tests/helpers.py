@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from project.cli import cli_main
+from project.errors import InputError
 from project.model import GRUForecaster
 from project.model.distributions import Normal, PointForecast, Quantiles, StudentT
 from project.model.network import InputSizes
@@ -284,6 +285,16 @@ def assert_refused_in_one_line(code_or_callable, capsys, message: str = "") -> s
     assert line.startswith("error: "), line
     assert message in line or re.search(message, line), line
     return line
+
+
+def refusal_of(build, refused: type[Exception] = InputError) -> str:
+    """A refusal as a class built in Python raises it: ``build()`` raises ``refused`` with a one-line message, which
+    is returned. The command-line twin: ``assert_refused_in_one_line``."""
+    with pytest.raises(refused) as raised:
+        build()
+    message = str(raised.value)
+    assert "\n" not in message, message
+    return message
 
 
 def exit_code(main, arguments: list[str]) -> int:

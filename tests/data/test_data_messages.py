@@ -9,6 +9,7 @@ import pytest
 
 from project.data import WindowDataModule, table
 from project.errors import InputError
+from tests.helpers import refusal_of
 
 ROWS = 30
 
@@ -47,10 +48,7 @@ def one_series(tmp_path: Path, times: list[str]) -> str:
 def error_of(source: str, tmp_path: Path, **columns) -> str:
     """The message with which reading ``source`` and setting up for fit fails."""
     arguments = dict(context_length=4, horizon=2, calendar_features=False, cache_dir=str(tmp_path / "cache"))
-    with pytest.raises(InputError) as raised:
-        WindowDataModule(source=source, **{**arguments, **columns}).setup("fit")
-    message = str(raised.value)
-    assert "\n" not in message
+    message = refusal_of(lambda: WindowDataModule(source=source, **{**arguments, **columns}).setup("fit"))
     assert message.startswith(source)
     return message
 
