@@ -194,25 +194,9 @@ CLI_CASES = {  # name → (arguments given the test folder and a trained checkpo
         lambda t, c: ["--model.network.init_args.d_model=30", "--model.network.init_args.nhead=4"],
         r"d_model must be divisible by nhead; got d_model=30, nhead=4",
     ),
-    "patch not dividing the horizon": (
-        lambda t, c: ["--model.network.init_args.patch_length=5"],
-        r"context_length=12 must be a multiple of patch_length=5",
-    ),
     "bptt without the rollout's dropout": (
         lambda t, c: ["--model.regime.gradient=bptt", "--model.regime.rollout_dropout=false"],
         r"FreeRunning: rollout_dropout=false applies to the no-grad rollout of gradient=detach",
-    ),
-    "sampled feedback from a point forecast": (
-        lambda t, c: ["--model.regime.feedback=sample"],
-        r"FreeRunning: feedback=sample draws from a predicted distribution",
-    ),
-    "sample paths of a point forecast": (
-        lambda t, c: ["--model.num_samples=50", "--model.interval=0.9"],
-        r"num_samples, interval apply to the sample paths of a distribution; the network's PointForecast",
-    ),
-    "embedded-data options with a source": (
-        lambda t, c: data(t, None, "--data.synthetic=panel"),
-        r"synthetic chooses the embedded data; data.source=.*series.csv is read instead",
     ),
     "calendar features without a time column": (
         lambda t, c: [*data(t), "--data.time_column=null", "--data.calendar_features=true"],

@@ -19,7 +19,10 @@ CASES = {  # a rule → the options that break it, and the line
         ["--data.context_length=10", "--model.network.init_args.patch_length=5"],
         "horizon=12 must be a multiple of patch_length=5",
     ),
-    "sampling settings on a point forecast": (["--model.num_samples=10"], "num_samples apply to the sample paths"),
+    "sampling settings on a point forecast": (
+        ["--model.num_samples=50", "--model.interval=0.9"],
+        "num_samples, interval apply to the sample paths of a distribution; the network's PointForecast",
+    ),
     "horizon within max_horizon": (["--model.max_horizon=6"], "horizon=12 exceeds max_horizon=6"),
     "predict_horizon within max_horizon": (["--data.predict_horizon=60"], "predict_horizon=60 exceeds max_horizon=48"),
     "cuda_graph on a network without a fixed-shape cache": (
@@ -35,7 +38,10 @@ CASES = {  # a rule → the options that break it, and the line
         "FreeRunning: gradient=bptt with feedback=sample differentiates through the draws, which Quantiles cannot",
     ),
     "target_columns empty": (["--data.target_columns=[]"], "target_columns must name at least one column"),
-    "the embedded data and a file": (["--data.synthetic=panel"], "synthetic chooses the embedded data; data.source="),
+    "the embedded data and a file": (
+        ["--data.synthetic=panel"],
+        r"synthetic chooses the embedded data; data.source=.*never-read\.csv is read instead",
+    ),
     "the naive comparison's season within the context": (
         ["--naive_comparison.season=13"],
         "naive_comparison.season=13 must be at most model.context_length=12",
