@@ -14,7 +14,7 @@ import torch
 from jsonargparse import Namespace
 from jsonargparse.typing import restricted_number_type
 from lightning.pytorch.accelerators import CPUAccelerator
-from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
+from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins import CheckpointIO
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
@@ -29,6 +29,7 @@ from project.training.calibration import IntervalCalibration
 from project.training.callbacks import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
+    AnnealThenStop,
     CtrlCBetweenSteps,
     ForecastCheckpoint,
     RandomState,
@@ -78,7 +79,7 @@ THE_RUNS_OWN = ("num_workers", "cache_dir")
 CLI_TRUST = "pass --{setting}={value}"  # how a user of the CLI trusts an import path: the option that names it
 CALLBACKS = {  # the default callbacks, by the config section that sets each
     "checkpoint": ForecastCheckpoint,
-    "early_stopping": EarlyStopping,
+    "early_stopping": AnnealThenStop,
     "lr_monitor": LearningRateMonitor,
     "forecast_figures": ForecastFigures,
     "predictions": ForecastWriter,

@@ -4,7 +4,7 @@ normalisations and the learning-rate schedule are importable from here, as a con
 
 from project.training.normalisation import InstanceNorm, LastValueNorm, Normalisation
 from project.training.regimes import FreeRunning, Regime, ScheduledSampling, TeacherForcing
-from project.training.schedules import WarmupCosine
+from project.training.schedules import WarmupCosine, WarmupStableDecay
 
 __all__ = [
     "FreeRunning",
@@ -15,4 +15,5 @@ __all__ = [
     "ScheduledSampling",
     "TeacherForcing",
     "WarmupCosine",
+    "WarmupStableDecay",
 ]

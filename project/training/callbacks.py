@@ -15,7 +15,8 @@ from typing import NoReturn
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project.errors import InputError
@@ -78,6 +79,45 @@ class ValidateEachEpochAtLeast(L.Callback):
             trainer.val_check_batch = int(epoch)
             for stopping in trainer.early_stopping_callbacks:
                 stopping.patience = math.ceil(stopping.patience * interval / epoch)
+
+
+def decaying_schedule(trainer: L.Trainer) -> object | None:
+    """The run's learning-rate schedule that decays when told to (``start_decay``, as ``WarmupStableDecay``), or None."""
+    configs = trainer.lr_scheduler_configs if trainer.lightning_module is not None else []
+    return next((c.scheduler for c in configs if hasattr(c.scheduler, "start_decay")), None)
+
+
+class AnnealThenStop(EarlyStopping):
+    """Early stopping that anneals before it stops: when the monitored score has not improved for ``patience``
+    validations, the learning-rate schedule's decay starts (a schedule with ``start_decay``, as the default
+    ``WarmupStableDecay``), and the run stops when the rate reaches zero, after a last validation; the best checkpoint
+    is then taken at a rate that has decayed, not at the peak. With another schedule, or none, it stops at once, as
+    ``EarlyStopping`` does. The arguments are ``EarlyStopping``'s."""
+
+    _schedule: object | None = None  # the run's decaying schedule, found when training starts
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        self._schedule = decaying_schedule(trainer)
+
+    def _evaluate_stopping_criteria(self, current: torch.Tensor) -> tuple[bool, str | None]:
+        should_stop, reason = super()._evaluate_stopping_criteria(current)
+        schedule = self._schedule
+        if not (should_stop and self.stopping_reason == EarlyStoppingReason.PATIENCE_EXHAUSTED and schedule):
+            return should_stop, reason
+        self.stopping_reason = EarlyStoppingReason.NOT_STOPPED  # the decay's end stops the run
+        if schedule.decay_start is not None:
+            return False, None
+        schedule.start_decay()
+        return (
+            False,
+            f"{reason.split(' Signaling')[0]} The learning rate decays to zero over {schedule.decay_steps()[1]} steps.",
+        )
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args) -> None:
+        if self._schedule is not None and self._schedule.decayed() and not trainer.should_stop:
+            trainer.should_stop = True  # Lightning validates once more before it stops
+            self.stopped_epoch = trainer.current_epoch
 
 
 class StoppedBetweenSteps(KeyboardInterrupt):

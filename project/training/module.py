@@ -29,7 +29,7 @@ from project.training.metrics import forecast_scores, score_names, unscale
 from project.training.normalisation import Normalisation
 from project.training.regimes import REGIMES, FreeRunning, Regime
 from project.training.resume import optimizer_state, replay_schedule, restorable
-from project.training.schedules import WarmupCosine
+from project.training.schedules import WarmupStableDecay
 
 DEFAULT_REGIME = FreeRunning()  # free-running detach: immutable, so one instance serves every model
 COVARIATES = ("past_covariates", "future_covariates", "static_categorical", "static_real")
@@ -130,7 +130,7 @@ class Forecaster(L.LightningModule):
         interval: OpenUnitInterval = DEFAULT_INTERVAL,
         cuda_graph: bool = False,
         optimizer: OptimizerCallable = torch.optim.AdamW,
-        lr_scheduler: LRSchedulerCallable | None = WarmupCosine,
+        lr_scheduler: LRSchedulerCallable | None = WarmupStableDecay,
     ) -> None:
         super().__init__()
         check_network(network)
@@ -378,7 +378,7 @@ class Forecaster(L.LightningModule):
         optimizer.register_load_state_dict_pre_hook(
             lambda optimizer, saved: optimizer_state(optimizer, saved, self.trainer.ckpt_path)
         )
-        if isinstance(scheduler, WarmupCosine):  # it decays to zero at the run's last optimizer step
+        if hasattr(scheduler, "set_run_steps"):  # it decays to zero by the run's last optimizer step
             scheduler.set_run_steps(self._estimated_steps())
         if scheduler is None:
             return optimizer

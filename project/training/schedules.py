@@ -1,4 +1,5 @@
-"""The learning-rate schedule of the default optimiser setup: linear warm-up, then cosine decay to zero."""
+"""Learning-rate schedules: warm-up, then a decay to zero that starts when validation stops improving (the default),
+or a cosine over a run of known length."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Literal
 
 import torch
 
-from project.domains import NonNegativeInt, PositiveInt
+from project.domains import Fraction, NonNegativeInt, PositiveInt
 
 
 class WarmupCosine(torch.optim.lr_scheduler.LambdaLR):
@@ -46,4 +47,61 @@ class WarmupCosine(torch.optim.lr_scheduler.LambdaLR):
         if self.decay == "constant" or self.run_steps is None or not math.isfinite(self.run_steps):
             return 1.0
         progress = min(1.0, (step - self.warmup_steps) / max(1, self.run_steps - self.warmup_steps))
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+class WarmupStableDecay(torch.optim.lr_scheduler.LambdaLR):
+    """Linear warm-up, the peak rate for as long as the model improves, then a cosine decay to zero over a fifth
+    (``decay_share``) of the steps trained before it (warmup-stable-decay; Hägele et al., 2024), stepped once per
+    optimizer step.
+
+    The decay starts when validation stops improving (``start_decay``, called by ``AnnealThenStop``, the CLI's early
+    stopping, which then ends the run when the rate reaches zero), or where a run of known length (``max_steps``) has
+    just room for it, whichever comes first: a run ends annealed, and the schedule needs no budget. Where the decay
+    started is the schedule's progress, kept in checkpoints; its settings are the config's.
+
+    Args:
+        optimizer: The optimizer whose rate it scales (given by ``configure_optimizers``, not by a config).
+        warmup_steps: Optimizer steps of linear warm-up from zero.
+        decay_share: The decay's length, as a share of the optimizer steps before it.
+    """
+
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, warmup_steps: NonNegativeInt = 100, decay_share: Fraction = 0.2
+    ) -> None:
+        # Plain numbers (the parser gives its types): the state_dict is every attribute, read back with weights_only.
+        self.warmup_steps, self.decay_share = int(warmup_steps), float(decay_share)
+        self.decay_start: int | None = None  # the step the decay started at, once validation stopped improving
+        self.run_steps: float = math.inf  # the run's optimizer steps, where known (set_run_steps)
+        # A function, not the bound method: LambdaLR's state_dict skips functions.
+        super().__init__(optimizer, lambda step: self.factor(step))
+
+    def set_run_steps(self, run_steps: float) -> None:
+        """The run's optimizer steps (``inf``: unknown), set by ``Forecaster`` when fit starts: the decay ends there
+        at the latest."""
+        self.run_steps = run_steps
+
+    def start_decay(self) -> None:
+        """Start the decay at the current step, unless it has started."""
+        if self.decay_start is None:
+            self.decay_start = self.last_epoch
+
+    def decay_steps(self) -> tuple[float, float]:
+        """The first step of the decay and its length: from where validation stopped improving, else from where the
+        run's last step ends it (``inf`` for a run of unknown length)."""
+        start = max(self.warmup_steps, self.run_steps / (1 + self.decay_share))
+        start = start if self.decay_start is None else min(self.decay_start, start)
+        return start, max(1, round(self.decay_share * start)) if math.isfinite(start) else math.inf
+
+    def decayed(self) -> bool:
+        """Whether the rate has reached zero: the run has nothing left to learn."""
+        start, length = self.decay_steps()
+        return self.last_epoch >= start + length
+
+    def factor(self, step: int) -> float:
+        """The share of the peak learning rate at optimizer step ``step``."""
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        start, length = self.decay_steps()
+        progress = min(1.0, max(0.0, (step - start) / length)) if math.isfinite(start) else 0.0
         return 0.5 * (1.0 + math.cos(math.pi * progress))
