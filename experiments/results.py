@@ -29,6 +29,7 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 from torch.utils.data import DataLoader
 
+from project.cli import datamodule_from_config
 from project.data import WindowDataModule
 from project.errors import InputError, reported_in_one_line
 from project.files import check_output, write_atomically
@@ -207,7 +208,7 @@ def preset_datamodule(preset: Path | None, data: Path | None, **overrides) -> Wi
         settings.update(yaml.safe_load(preset.read_text())["data"])
     if data is not None:
         settings["source"] = str(data)
-    windows = WindowDataModule.from_config({**settings, **overrides})
+    windows = datamodule_from_config({**settings, **overrides})
     windows.setup("test")
     return windows
 

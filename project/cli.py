@@ -1,8 +1,8 @@
 """Command line: ``python -m project.cli {fit,validate,test,predict} --config configs/base.yaml``.
 
 LightningCLI builds the Trainer, model and data from the configs; this file wires them: the links, the default
-callbacks, a checkpoint's settings as the parser's defaults, ``patch_length: auto`` made an integer. Where a run writes:
-``project.run_folders``; checkpoints: ``project.checkpoints``; what the parser may import: ``project.imports``.
+callbacks, a checkpoint's settings as the parser's defaults, ``patch_length: auto`` made an integer, the rules on the
+parsed config. Where a run writes: ``project.run_folders``; everything about checkpoints: ``project.checkpoints``.
 """
 
 from __future__ import annotations
@@ -10,21 +10,28 @@ from __future__ import annotations
 import os
 from dataclasses import asdict
 
-import torch
-from jsonargparse import Namespace
+from jsonargparse import ArgumentError, ArgumentParser
 from jsonargparse.typing import restricted_number_type
 from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
-from lightning.pytorch.plugins import CheckpointIO
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
-from project import checkpoints, imports, rules, run_folders
-from project.checkpoints import CheckpointReader
+from project import rules, run_folders
+from project.checkpoints import CheckpointGuard, checkpoint_inputs, imports, read_checkpoint
+from project.checkpoints.settings import (
+    check_checkpoint_fits,
+    checkpoint_config,
+    load_data_state,
+    model_on_meta,
+    parsed_settings,
+    section_parser,
+    way_in,
+)
 from project.data import WindowDataModule
 from project.errors import InputError, reported_cause, reported_in_one_line
 from project.model import resolved_patch_length
-from project.option_errors import ForecastArgumentParser
+from project.option_errors import ForecastArgumentParser, bounded_yaml_loading, one_line
 from project.training.calibration import IntervalCalibration
 from project.training.callbacks import (
     EXIT_SIGINT,
@@ -54,28 +61,13 @@ DEFAULT_CLASSES = {
         "init_args": {"split": {"class_path": "project.data.Fractions"}},
     },
 }
-# The network's arguments that are linked (from the data or the model's own options), never set by the user.
-LINKED_INTO_NETWORK = ("sizes", "max_length")
-# A checkpoint's model settings as the parser's defaults, less what the links give (a link's target is never a
-# default).
-LEFT_OUT_OF_THE_DEFAULTS = (
-    *LINKED_SETTINGS,
-    *(f"network.init_args.{name}" for name in LINKED_INTO_NETWORK),
-    *(f"network.init_args.baseline_path.init_args.{name}" for name in ("context_length", "horizon")),
+LINKED_INTO_NETWORK = ("sizes", "max_length")  # the network's arguments a link gives, never the user
+# The settings a link gives (from the data, or the model's own options): never a default taken from a checkpoint.
+LINKED = (
+    *(f"model.init_args.{name}" for name in LINKED_SETTINGS),
+    *(f"model.init_args.network.init_args.{name}" for name in LINKED_INTO_NETWORK),
+    *(f"model.init_args.network.init_args.baseline_path.init_args.{name}" for name in ("context_length", "horizon")),
 )
-# The model's own settings the rules read (project.rules).
-MODEL_RULED = (
-    "context_length",
-    "horizon",
-    "predict_horizon",
-    "max_horizon",
-    "num_samples",
-    "prediction_quantiles",
-    "interval",
-    "cuda_graph",
-)
-# This machine's resources and where it caches: this run's choice, never read from a checkpoint.
-THE_RUNS_OWN = ("num_workers", "cache_dir")
 CLI_TRUST = "pass --{setting}={value}"  # how a user of the CLI trusts an import path: the option that names it
 CALLBACKS = {  # the default callbacks, by the config section that sets each
     "checkpoint": ForecastCheckpoint,
@@ -108,7 +100,7 @@ class ForecastCLI(LightningCLI):
 
     checkpoint: dict | None = None  # the one --ckpt_path (or fit's --weights) names, read once parsed
     inputs: tuple | list = ()  # the files the run reads, never replaced by its outputs
-    reader: CheckpointReader  # how the Trainer reads a checkpoint: the one the CLI read is handed over
+    guard: CheckpointGuard  # how the Trainer reads a checkpoint: the one the CLI read is handed over
 
     def add_default_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_argument(
@@ -150,45 +142,47 @@ class ForecastCLI(LightningCLI):
 
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
         """The user's configs and flags are parsed with jsonargparse's default denylist enforced. With
-        ``--ckpt_path``, the checkpoint's model and data settings are parsed as a config while the import policy
-        allows only this project, torch's optimizers and the classes and callables the user named
-        (``project.imports``); what it parsed becomes the parser's defaults, and the arguments are parsed again:
-        jsonargparse's own precedence (defaults < config files < command line) decides what wins, and
-        ``check_checkpoint_fits`` refuses what the weights cannot take."""
+        ``--ckpt_path`` (or fit's ``--weights``), the checkpoint's settings that the command takes
+        (``project.checkpoints.TAKEN``) are parsed once, while the import policy allows only this project, torch's
+        optimizers and the classes and callables the user named; its model is built on the meta device and checked
+        against its weights; the settings become the parser's defaults, and the arguments are parsed again:
+        jsonargparse's own precedence (defaults < config files < command line) decides what wins."""
         imports.enforce_default_denylist()
         super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
         if subcommand is None:
             return
-        self.reader = CheckpointReader()
-        if self.config[subcommand].get("weights_only") is False:  # Lightning's option, which the reader never takes
-            raise InputError(
-                f"--weights_only=false would let {subcommand} unpickle a checkpoint's code; every checkpoint is read "
-                "with weights_only=True (project.checkpoints.read_checkpoint)"
-            )
+        self.guard = CheckpointGuard()
         run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
         ckpt_path = self.config[subcommand].get("ckpt_path") or self._weights(subcommand)
         if ckpt_path:
-            self.checkpoint = checkpoints.read_checkpoint(ckpt_path)
-            named = imports.named_imports(self.config[subcommand])  # the user's classes and callables
-            config = self._checkpoint_config(subcommand)
-            recorded = {"_class_path": config["model"]["class_path"], **config["model"]["init_args"]}
-            with torch.device("meta"):  # its settings against its weights, before any memory is taken
-                settings = {**self.checkpoint, "hyper_parameters": recorded}
-                checkpoints.built_from_checkpoint(
-                    Forecaster, settings, ckpt_path, trusted=named, how_to_trust=CLI_TRUST, weights=False
-                )
-            parsed = checkpoints.parsed_checkpoint(self._parser(subcommand), config, ckpt_path, named, CLI_TRUST)
-            defaults = {section: parsed[section].as_dict() for section in config}
-            checkpoints.without(defaults["model"]["init_args"], LEFT_OUT_OF_THE_DEFAULTS)
-            self._parser(subcommand).set_defaults(defaults)
+            self.checkpoint = read_checkpoint(ckpt_path)
+            self._parser(subcommand).set_defaults(self._checkpoint_defaults(subcommand, ckpt_path))
             super().parse_arguments(parser, args)
             run_folders.place_the_run(self.config[subcommand], resume_last=subcommand == "fit")
             if not self._weights(subcommand):  # Lightning restores from the checkpoint read here, not from the file
-                self.reader.read_once(ckpt_path, self.checkpoint)
-        config = self.config[subcommand]
-        run_folders.check_writable_folders(config)
-        self.inputs = checkpoints.checkpoint_inputs(ckpt_path, self.checkpoint, *run_folders.input_files(self.config))
+                self.guard.hand_over(ckpt_path, self.checkpoint)
+        run_folders.check_writable_folders(self.config[subcommand])
+        self.inputs = checkpoint_inputs(ckpt_path, self.checkpoint, *run_folders.input_files(self.config))
+
+    def _checkpoint_defaults(self, subcommand: str, ckpt_path: str) -> dict:
+        """The checkpoint's settings the command takes, parsed once and checked on the meta device, as the parser's
+        defaults: less what a link gives, and less the embedded data's ``synthetic`` when the command reads a file."""
+        left_out = way_in(subcommand, bool(self._weights(subcommand))).settings_left_out
+        config = {
+            section: checkpoint_config(self.checkpoint, section, default, left_out)
+            for section, default in (("model", Forecaster), ("data", WindowDataModule))
+        }
+        if self.config[subcommand].data.init_args.get("source") is not None:
+            config["data"]["init_args"].pop("synthetic", None)
+        trusted = imports.named_imports(self.config[subcommand])  # the user's classes and callables
+        parser = section_parser(model=Forecaster, data=WindowDataModule)
+        parsed = parsed_settings(parser, config, ckpt_path, trusted, CLI_TRUST)
+        model_on_meta(parsed, self.checkpoint, ckpt_path, trusted, CLI_TRUST)
+        for name in LINKED:
+            if name in parsed:
+                del parsed[name]
+        return {section: parsed[section].as_dict() for section in config}
 
     def _weights(self, subcommand: str) -> str | None:
         """fit's ``--weights``, refused beside ``--ckpt_path`` and outside fit (whose ``--ckpt_path`` takes weights)."""
@@ -197,22 +191,6 @@ class ForecastCLI(LightningCLI):
             why = "give one" if subcommand == "fit" else f"{subcommand} reads a checkpoint's weights with --ckpt_path"
             raise InputError(f"--weights starts a fit from a checkpoint's weights, --ckpt_path resumes a run: {why}")
         return config.get("weights")
-
-    def _checkpoint_config(self, subcommand: str) -> dict:
-        """The checkpoint's model and data sections as a config. Only ``fit --ckpt_path`` resumes training: the other
-        commands (and ``fit --weights``) leave its optimizer and scheduler unread; how many workers load the data and
-        where it is cached are this run's choice, and so is the embedded data's ``synthetic`` when the command reads a
-        file of its own."""
-        config = {
-            name: checkpoints.checkpoint_config(self.checkpoint, name, DEFAULT_CLASSES[name]["class_path"])
-            for name in ("model", "data")
-        }
-        if subcommand != "fit" or self._weights(subcommand):  # a fresh optimizer and schedule, as this run's config has
-            checkpoints.without(config["model"]["init_args"], checkpoints.OPTIMIZATION)
-        if self.config[subcommand].data.init_args.get("source") is not None:
-            checkpoints.without(config["data"]["init_args"], ["synthetic"])
-        checkpoints.without(config["data"]["init_args"], THE_RUNS_OWN)
-        return config
 
     def _parse_ckpt_path(self) -> None:  # the checkpoint's settings are the parser's defaults already
         pass
@@ -226,7 +204,7 @@ class ForecastCLI(LightningCLI):
         network = model.network.get("init_args")
         if network is not None and network.get("patch_length") is not None:  # a network without patches has none
             network.patch_length = resolved_patch_length(network.patch_length, model.context_length, model.horizon)
-        rules.check(parsed_settings(config))
+        rules.check(rules.options(model=model, data=config.data.init_args, naive_comparison=config.naive_comparison))
 
     def instantiate_classes(self) -> None:
         """What a class refuses of its settings, this project's or Lightning's (the Trainer, its callbacks), as one line
@@ -241,26 +219,10 @@ class ForecastCLI(LightningCLI):
     def after_instantiate_classes(self) -> None:  # before any subcommand loads weights
         if self.checkpoint is not None:
             ckpt_path = self.config[self.subcommand].ckpt_path or self._weights(self.subcommand)
-            checkpoints.check_checkpoint_fits(ckpt_path, self.checkpoint, self.model, self.datamodule)
-            checkpoints.check_weights_fit(ckpt_path, self.checkpoint, self.model)
+            check_checkpoint_fits(ckpt_path, self.checkpoint, self.model, self.datamodule)
             if self._weights(self.subcommand):  # the weights, and the data's scaling and vocabularies they read
                 self.model.load_state_dict(self.checkpoint["state_dict"])
-                checkpoints.load_data_state(self.datamodule, self.checkpoint, ckpt_path, training_order=False)
-
-    def _run_subcommand(self, subcommand: str) -> None:
-        """The subcommand; with a checkpoint, a model or data setting refused while it runs (the optimizer, built when
-        fit resumes) may be the checkpoint's: the line names the checkpoint, as ``instantiate_classes`` does. What
-        Lightning refuses of a run's configuration (a restored epoch past ``max_epochs``) is one line in its words."""
-        ckpt_path = self.config[subcommand].get("ckpt_path")
-        try:
-            super()._run_subcommand(subcommand)
-        except InputError as error:
-            if self.checkpoint is None or not str(error).startswith(("model.", "data.")):
-                raise
-            raise InputError(f"{ckpt_path}: {error}") from None
-        except MisconfigurationException as error:
-            named = f"{ckpt_path}: " if self.checkpoint is not None and ckpt_path else ""
-            raise InputError(named + " ".join(str(error).split())) from None
+                load_data_state(self.datamodule, self.checkpoint, ckpt_path, training_order=False)
 
     def _dump_config(self) -> None:
         super()._dump_config()
@@ -270,18 +232,11 @@ class ForecastCLI(LightningCLI):
             network["init_args"] = network.get("init_args") or {}
 
     def instantiate_trainer(self, **kwargs):
-        """The Trainer with the default callbacks, less those whose Trainer feature the user turned off."""
+        """The Trainer with the default callbacks, less those whose Trainer feature the user turned off, and the
+        checkpoint guard (``project.checkpoints.CheckpointGuard``: how it reads and restores a checkpoint)."""
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         callbacks = [self._get(self.config_init, key) for key in self._parser(self.subcommand).callback_keys]
-        callbacks = run_folders.callbacks_in_use(trainer_config, callbacks)
-        plugins = trainer_config.get("plugins") or []
-        plugins = plugins if isinstance(plugins, list) else [plugins]
-        if any(isinstance(plugin, CheckpointIO) for plugin in plugins):
-            raise InputError(
-                "trainer.plugins gives a CheckpointIO; the CLI reads checkpoints through "
-                "project.checkpoints.CheckpointReader (local files only, checked): subclass it to change how"
-            )
-        trainer_config["plugins"] = [*plugins, self.reader]
+        callbacks = [*run_folders.callbacks_in_use(trainer_config, callbacks), self.guard]
         trainer = self._instantiate_trainer(trainer_config, callbacks)
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         if isinstance(trainer.accelerator, CPUAccelerator) and trainer.num_devices > max(2, cores):
@@ -306,32 +261,22 @@ class ForecastCLI(LightningCLI):
             self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
 
 
-def parsed_settings(config: Namespace) -> dict:
-    """The parsed config's settings by the names the rules read: the model's, its components as the classes the parser
-    imported (which declare what the rules read of them), the data's what to read, the naive comparison's."""
-    model, data = config.model.init_args, config.data.init_args
-    network = model.network.get("init_args") or Namespace()
-    distribution, regime = network.get("distribution"), model.get("regime")
-    settings = {f"model.{name}": model.get(name) for name in MODEL_RULED}
-    settings["model.network"] = imports.loaded_class(model.network.class_path)
-    settings["model.network.distribution"] = imports.loaded_class(distribution.class_path) if distribution else None
-    if network.get("patch_length") is not None:
-        settings["model.network.patch_length"] = network.patch_length
-    if isinstance(regime, Namespace):
-        settings["model.regime"] = imports.loaded_class(regime.class_path)
-        arguments = regime.get("init_args") or Namespace()
-        settings |= {f"model.regime.{name}": arguments.get(name) for name in ("feedback", "gradient")}
-    settings |= {f"data.{name}": data.get(name) for name in ("synthetic", "source", "id_columns", "target_columns")}
-    naive = config.get("naive_comparison") or Namespace()
-    settings |= {f"naive_comparison.{name}": naive.get(name) for name in ("enabled", "season")}
-    return settings
+def datamodule_from_config(settings: dict) -> WindowDataModule:
+    """The data module a config's ``data`` section describes (as YAML reads it: a split as ``class_path`` and
+    ``init_args``), parsed and built by jsonargparse as the CLI would; a refusal is one line naming the option."""
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_class_arguments(WindowDataModule, "data", fail_untyped=False)
+    try:
+        return parser.instantiate(parser.parse_object({"data": settings})).data
+    except (ArgumentError, ValueError) as error:  # a class's own refusal, or the parser's
+        raise reported_cause(error) or InputError(one_line(str(error))) from None
 
 
 def cli_main(args: list[str] | None = None, extra_callbacks: list | None = None) -> ForecastCLI | None:
     """The CLI; ``extra_callbacks`` are added to the Trainer as objects, for callers that build them in Python (a
     hyperparameter search's pruning callback)."""
     try:
-        with reported_in_one_line(), imports.import_policy_kept():
+        with reported_in_one_line(), imports.import_policy_kept(), bounded_yaml_loading():
             return ForecastCLI(
                 Forecaster,
                 WindowDataModule,

@@ -6,6 +6,8 @@ import contextlib
 import sys
 from collections.abc import Iterator
 
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
+
 EXIT_ERROR = 2
 
 
@@ -32,11 +34,12 @@ def reported_in_one_line() -> Iterator[None]:
         raise SystemExit(EXIT_ERROR) from None
 
 
-def reported_cause(error: BaseException) -> InputError | TrainingDiverged | None:
-    """``error`` if it is one the user should read, or the one it was raised from: jsonargparse builds the model and
-    the data of the command line inside its type checks, and raises their error as the cause of its own."""
+def reported_cause(error: BaseException) -> Exception | None:
+    """``error`` if it is one the user should read (the template's, or Lightning's refusal of a run's settings, as a
+    restored epoch past ``max_epochs``), or the one it was raised from: jsonargparse builds the model and the data of
+    the command line inside its type checks, and raises their error as the cause of its own."""
     while error is not None:
-        if isinstance(error, (InputError, TrainingDiverged)):
+        if isinstance(error, (InputError, TrainingDiverged, MisconfigurationException)):
             return error
         error = error.__cause__
     return None

@@ -8,8 +8,10 @@ type PositiveInt: 0 does not conform to restriction v>0``. ``tests/cli/test_opti
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 
 from jsonargparse import get_loader, set_loader
 from lightning.pytorch.cli import LightningArgumentParser
@@ -36,17 +38,21 @@ NETWORK_OPTIONS = (
 )
 
 
-_load_yaml = get_loader("yaml")
+@contextlib.contextmanager
+def bounded_yaml_loading() -> Iterator[None]:
+    """While it holds, jsonargparse reads YAML (configs, inline configs, values) within ``bounded_yaml``'s bounds, each
+    file named in the message; its own loader is back afterwards (nothing stays installed in jsonargparse)."""
+    load_yaml = get_loader("yaml")
 
+    def bounded(text: str, path: object = None) -> object:
+        # jsonargparse gives a file's name and reads it from the file's own folder (its rule for relative paths)
+        return bounded_yaml(text, source=os.path.abspath(path) if path else "a config", load=load_yaml)
 
-def _bounded_config(text: str, path: object = None) -> object:
-    """jsonargparse's YAML loader with ``bounded_yaml``'s bounds, naming the file jsonargparse read it from (a
-    ``--config`` file; inline configs and values have none)."""
-    # jsonargparse gives a file's name and reads it from the file's own folder (its rule for relative paths)
-    return bounded_yaml(text, source=os.path.abspath(path) if path else "a config", load=_load_yaml)
-
-
-set_loader("yaml", _bounded_config)  # configs, inline configs and values
+    set_loader("yaml", bounded)
+    try:
+        yield
+    finally:
+        set_loader("yaml", load_yaml)
 
 
 class ForecastArgumentParser(LightningArgumentParser):

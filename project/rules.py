@@ -1,16 +1,18 @@
 """Options that cannot mean what they say together: the template's rules, in one table.
 
 A rule reads settings by the names a config gives them (``model.context_length``, ``model.network``) and says in one
-line why they cannot go together. ``check`` runs the table on whatever settings are known, skipping a rule whose
-settings are not all there: the CLI runs it on the parsed config before any class is built (a bad combination is
-refused before the data is read), and ``Forecaster``, ``WindowDataModule`` and ``NaiveComparison`` run it on their own
-arguments, for a class built in Python. A component (a network, a distribution, a regime) is given as its class or
-the object: a rule reads only what it declares about itself (``probabilistic``, ``new_fixed_shape_cache``), never its
-name. A rule about one class's own arguments sits in that class (``Fractions``' shares, ``Quantiles``' levels).
+line why they cannot go together. ``options`` is the one mapping from the sections' arguments to those names: the CLI
+gives it the parsed config and runs every rule before any class is built or the data read; ``Forecaster``,
+``WindowDataModule`` and ``NaiveComparison`` give it their own arguments, for a class built in Python, and ``check``
+skips a rule whose settings one class does not know. A component (a network, a distribution, a regime) is the class
+the parser imported or the object: a rule reads only what it declares about itself (``probabilistic``,
+``new_fixed_shape_cache``), never its name. A rule about one class's own arguments sits in that class (``Fractions``'
+shares, ``Quantiles``' levels, the ``Forecaster``'s predict horizon against its network's patches).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,19 +57,10 @@ def name_of(component: Any) -> str:
 
 
 def _multiple_of_patch(name: str) -> Callable[[int, int], str | None]:
-    def refusal(length: int, patch: int) -> str | None:
-        return f"{name}={length} must be a multiple of patch_length={patch}" if length % patch else None
+    def refusal(length: int, patch: int | None) -> str | None:  # None: a network without patches
+        return f"{name}={length} must be a multiple of patch_length={patch}" if patch and length % patch else None
 
     return refusal
-
-
-def _predict_horizon_in_patches(predict_horizon: int | None, patch: int, n_future_covariates: int) -> str | None:
-    if predict_horizon is None or not ends_inside_a_patch(predict_horizon, patch, n_future_covariates):
-        return None
-    return (
-        f"predict_horizon={predict_horizon} must be a multiple of patch_length={patch} with future covariates: a "
-        "patch's token holds the covariates of all its steps, beyond the last one asked for"
-    )
 
 
 def _sampling_without_a_distribution(
@@ -158,8 +151,9 @@ def _embedded_panel_needs_its_ids(synthetic: str, source: Any, id_columns: list 
     )
 
 
-def _calendar_needs_a_time_column(calendar_features: bool | None, time_column: str | None) -> str | None:
-    if not calendar_features or time_column is not None:
+def _calendar_needs_a_time_column(calendar_features: bool | None, time_column: str | None, source: Any) -> str | None:
+    """``source`` None: the embedded data, which brings its own time column."""
+    if not calendar_features or time_column is not None or source is None:
         return None
     return (
         "calendar_features=true derives features from the timestamps; set time_column (or leave calendar_features "
@@ -171,10 +165,6 @@ RULES = (
     # The model: its lengths, sampling settings and decoding against its network and distribution.
     Rule(("model.context_length", "model.network.patch_length"), _multiple_of_patch("context_length")),
     Rule(("model.horizon", "model.network.patch_length"), _multiple_of_patch("horizon")),
-    Rule(
-        ("model.predict_horizon", "model.network.patch_length", "model.network.n_future_covariates"),
-        _predict_horizon_in_patches,
-    ),
     Rule(
         ("model.num_samples", "model.prediction_quantiles", "model.interval", "model.network.distribution"),
         _sampling_without_a_distribution,
@@ -195,10 +185,78 @@ RULES = (
     Rule(("data.target_columns",), _some_target_columns),
     Rule(("data.synthetic", "data.source"), _embedded_or_a_source),
     Rule(("data.synthetic", "data.source", "data.id_columns"), _embedded_panel_needs_its_ids),
-    Rule(("data.calendar_features", "data.time_column"), _calendar_needs_a_time_column),
+    Rule(("data.calendar_features", "data.time_column", "data.source"), _calendar_needs_a_time_column),
     # A callback against the model.
     Rule(
         ("naive_comparison.enabled", "naive_comparison.season", "model.context_length"),
         _seasonal_naive_within_the_context,
     ),
 )
+
+
+def options(model: Any = None, data: Any = None, naive_comparison: Any = None) -> dict[str, Any]:
+    """The settings the rules read, named as a config names them, from each section's arguments (a mapping, a
+    ``jsonargparse.Namespace`` or an object): the parsed config's, where a component is a ``class_path`` and its
+    ``init_args`` and the rules read the class the parser imported; or a class's own in Python, where a component is
+    the object. What a section does not hold is left out, and the rules that read it wait for the class that knows
+    it; a component's argument it does not take is None."""
+    sections = {"model": model, "data": data, "naive_comparison": naive_comparison}
+    settings = {
+        option: _given(sections[section], name)
+        for option in OPTIONS
+        if option.count(".") == 1 and sections[(section := option.split(".")[0])] is not None
+        for name in [option.split(".")[1]]
+    }
+    if model is not None:
+        network, regime = (
+            _component(settings.get("model.network", UNKNOWN)),
+            _component(settings.get("model.regime", UNKNOWN)),
+        )
+        settings |= {
+            "model.network": network[0],
+            "model.network.patch_length": _inner(network[1], "patch_length"),
+            "model.network.distribution": _component(_inner(network[1], "distribution"))[0],
+            "model.regime": regime[0],
+            "model.regime.feedback": _inner(regime[1], "feedback"),
+            "model.regime.gradient": _inner(regime[1], "gradient"),
+        }
+    return {option: value for option, value in settings.items() if value is not UNKNOWN}
+
+
+UNKNOWN = object()  # a setting the arguments given do not hold
+
+
+def _given(arguments: Any, name: str) -> Any:
+    """A section's argument: a mapping's or a Namespace's entry, or an object's attribute; UNKNOWN where it has none."""
+    if isinstance(arguments, Mapping) or hasattr(arguments, "as_dict"):  # a jsonargparse Namespace
+        return arguments.get(name, UNKNOWN)
+    return getattr(arguments, name, UNKNOWN)
+
+
+def _inner(component: Any, name: str) -> Any:
+    """A known component's argument (None where it takes none); UNKNOWN for a component not known."""
+    if component is UNKNOWN:
+        return UNKNOWN
+    found = _given(component, name) if component is not None else None
+    return None if found is UNKNOWN else found
+
+
+def _component(value: Any) -> tuple[Any, Any]:
+    """A component as the rules read it: the class a ``class_path`` names (looked up among the modules the parser
+    imported, never imported here) and its ``init_args``; or the object, which is both."""
+    class_path = _inner(value, "class_path") if value is not UNKNOWN else None
+    if isinstance(class_path, str):
+        return loaded_class(class_path), _inner(value, "init_args") or {}
+    return value, value
+
+
+def loaded_class(class_path: object) -> Any:
+    """What the dotted ``class_path`` names in a module already imported (by the parser, which checked it), or None:
+    looked up, never imported, so that a class path a value merely holds runs no code."""
+    if not isinstance(class_path, str) or "." not in class_path:
+        return None
+    module_name, _, name = class_path.rpartition(".")
+    return getattr(sys.modules.get(module_name), name, None)
+
+
+OPTIONS = tuple(dict.fromkeys(option for rule in RULES for option in rule.options))  # every option a rule reads

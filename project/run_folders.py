@@ -3,6 +3,7 @@ config.yaml in its folder, every folder checked before the work; nothing of an e
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import lightning as L
@@ -12,7 +13,7 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from project.errors import InputError
 from project.files import check_folder_writable, check_name_lengths
-from project.imports import default_of
+from project.rules import loaded_class
 
 
 class RunConfig(SaveConfigCallback):
@@ -158,3 +159,11 @@ def best_checkpoint(trainer: L.Trainer) -> str | None:
     why = "checkpointing is off" if callback is None else "no validation ran"
     rank_zero_info(f"Testing the weights at the end of training: there is no best checkpoint ({why})")
     return None
+
+
+def default_of(class_path: type | str | None, argument: str) -> object:
+    """The default of the constructor ``argument`` of a class, or of the (imported) class a config names; None when
+    it has none."""
+    cls = class_path if isinstance(class_path, type) else loaded_class(class_path)
+    parameter = inspect.signature(cls).parameters.get(argument) if isinstance(cls, type) else None
+    return None if parameter is None or parameter.default is parameter.empty else parameter.default

@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import lightning as L
@@ -418,3 +419,12 @@ class Terminate(L.Callback):
     def on_validation_batch_start(self, trainer, *args):
         if self._here(trainer, "validation"):
             self._send()
+
+
+def tampered(source: Path, folder: Path, change: Callable[[dict], object], name: str = "tampered") -> Path:
+    """A copy of the checkpoint at ``source`` in ``folder``, changed by ``change``."""
+    checkpoint = torch.load(source, weights_only=False)
+    change(checkpoint)
+    path = folder / f"{name}.ckpt"
+    torch.save(checkpoint, path)
+    return path

@@ -11,11 +11,9 @@ import lightning as L
 import numpy as np
 import pandas as pd
 import torch
-from jsonargparse import ArgumentError, ArgumentParser
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from project import rules
-from project.checkpoints import built_from_checkpoint, read_checkpoint
 from project.data.panel import PanelSettings, build_panel, cached_panel
 from project.data.sampling import EvaluationShard, ResumableLoader, TrainingOrder
 from project.data.scaling import Scaler, Scaling
@@ -24,25 +22,10 @@ from project.data.synthetic import synthetic_panel, synthetic_series
 from project.data.table import DATAFRAME_SOURCE, check_file, read_table
 from project.data.windows import ForecastOrigins, PanelWindows, split_windows
 from project.domains import NonNegativeInt, PositiveInt
-from project.errors import InputError, reported_cause
+from project.errors import InputError
 from project.model.network import InputSizes, component_spec
-from project.option_errors import one_line
 
 SplitName = Literal["train", "val", "test"]
-
-
-def _is_frequency(value: object) -> bool:
-    """Whether ``value`` is a pandas frequency of steps forward (``h``, ``2D``, ``MS``)."""
-    try:
-        return isinstance(value, str) and pd.tseries.frequencies.to_offset(value).n > 0
-    except (ValueError, OverflowError, TypeError):
-        return False
-
-
-def _mapping(value: object, name: str) -> dict:
-    if not isinstance(value, dict):
-        raise InputError(f"{name} must be a mapping; got {type(value).__name__}")
-    return value
 
 
 class WindowDataModule(L.LightningDataModule):
@@ -130,7 +113,7 @@ class WindowDataModule(L.LightningDataModule):
             self.source_name = f"synthetic {synthetic}"
         named = DATAFRAME_SOURCE if isinstance(source, pd.DataFrame) else self.hparams["source"]
         given = {**self.hparams, "source": named}
-        rules.check({f"data.{name}": value for name, value in {**given, "time_column": time_column}.items()})
+        rules.check(rules.options(data={**given, "time_column": time_column}))
         if calendar_features is None:
             calendar_features = time_column is not None
         settings = PanelSettings(
@@ -208,17 +191,6 @@ class WindowDataModule(L.LightningDataModule):
         return DataLoader(dataset, sampler=sampler, **self._loader_settings())
 
     @classmethod
-    def from_config(cls, settings: dict) -> WindowDataModule:
-        """The data module a config's ``data`` section describes (as YAML reads it: a split as ``class_path`` and
-        ``init_args``), parsed and built by jsonargparse as the CLI would."""
-        parser = ArgumentParser(exit_on_error=False)
-        parser.add_class_arguments(cls, "data", fail_untyped=False)
-        try:
-            return parser.instantiate(parser.parse_object({"data": settings})).data
-        except (ArgumentError, ValueError) as error:  # a class's own refusal, or the parser's
-            raise reported_cause(error) or InputError(one_line(str(error))) from None
-
-    @classmethod
     def load_from_checkpoint(
         cls,
         checkpoint_path: str | Path,
@@ -227,11 +199,12 @@ class WindowDataModule(L.LightningDataModule):
         **overrides: object,
     ) -> WindowDataModule:
         """The data module a checkpoint records, with its column roles and scaling: Lightning's
-        ``load_from_checkpoint``, built by ``project.checkpoints.built_from_checkpoint`` (a parser that imports nothing
-        outside this project but the import paths in ``trusted``). ``hparams_file`` replaces the recorded settings, as
-        in Lightning; ``overrides`` replace single settings (``source`` to read other data)."""
-        checkpoint = read_checkpoint(checkpoint_path)
-        return built_from_checkpoint(cls, checkpoint, checkpoint_path, trusted, overrides, hparams_file=hparams_file)
+        ``load_from_checkpoint``, through the checkpoint door (``project.checkpoints``: nothing is imported outside this
+        project but the import paths in ``trusted``). ``hparams_file`` replaces the recorded settings, as in Lightning;
+        ``overrides`` replace single settings (``source`` to read other data)."""
+        from project.checkpoints import load_from_checkpoint  # the door at the edge, which builds this class
+
+        return load_from_checkpoint(cls, checkpoint_path, trusted, overrides, hparams_file)
 
     def state_dict(self) -> dict:
         self.setup()
@@ -246,44 +219,26 @@ class WindowDataModule(L.LightningDataModule):
         }
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """A checkpoint's state of the data: its columns must be this data's, and what it records is checked before it
-        is used (scaling statistics, vocabularies, frequency, the training order's seed and position); a bad value is
-        one line naming the checkpoint, when a Trainer restores it, and the entry."""
+        """A checkpoint's state of the data: its columns must be this data's, and its scaling statistics finite, with
+        scales above zero (``Scaler.from_state``), or the forecasts would be another data's or NaN; a refusal names the
+        checkpoint, when a Trainer restores it."""
         where = f"{self.trainer.ckpt_path}: " if self.trainer is not None and self.trainer.ckpt_path else ""
+        for role, columns in self._column_roles().items():
+            if state_dict.get(role) != columns:
+                recorded = " ".join(repr(state_dict.get(role)).split())
+                raise InputError(
+                    f"{where}its data state's {role} are {recorded:.200}; {self.source_name} has {columns}"
+                )
         try:
-            self._load_state(state_dict)
+            scaler = Scaler.from_state(state_dict.get("scaler") or {}, self.panel, self.split_rows[:, 0])
         except InputError as error:
             raise InputError(f"{where}its data state's {error}") from None
-
-    def _load_state(self, state: dict) -> None:
-        for role, columns in self._column_roles().items():
-            if state.get(role) != columns:
-                recorded = " ".join(repr(state.get(role)).split())
-                raise InputError(f"{role} are {recorded:.200}; {self.source_name} has {columns}")
-        categories = state.get("categories")
-        if not (
-            isinstance(categories, list)
-            and len(categories) == len(self.panel.categories)
-            and all(isinstance(labels, list) and all(isinstance(x, str) for x in labels) for labels in categories)
-        ):
-            raise InputError(f"categories must list the labels of each of {len(self.panel.categories)} columns")
-        frequency, seed, position = state.get("frequency"), state.get("shuffle_seed"), state.get("training_position")
-        if frequency is not None and not _is_frequency(frequency):
-            raise InputError(f"frequency {frequency!r:.40} is not a pandas frequency")
-        if seed is not None and not (isinstance(seed, int) and 0 <= seed < 2**32):
-            raise InputError(f"shuffle_seed must be an integer in 0..2**32-1; got {seed!r:.40}")
-        if position is not None and not (
-            isinstance(position, dict)
-            and all(isinstance(position.get(k), int) and 0 <= position[k] < 2**31 for k in ("epoch", "batches_done"))
-        ):
-            raise InputError(f"training_position must be an epoch and the batches done in it; got {position!r:.80}")
-        scaler = Scaler.from_state(_mapping(state.get("scaler"), "scaler"), self.panel, self.split_rows[:, 0])
-        self._use_vocabularies(categories)
-        if self.panel.frequency is None and frequency:
-            self.panel.frequency = frequency  # too few rows here to infer it: trust the training data
-        self.shuffle_seed = seed  # a resumed run keeps its training order
+        self._use_vocabularies(state_dict.get("categories") or self.panel.categories)
+        if self.panel.frequency is None and state_dict.get("frequency"):
+            self.panel.frequency = state_dict["frequency"]  # too few rows here to infer it: trust the training data
+        self.shuffle_seed = state_dict.get("shuffle_seed")  # a resumed run keeps its training order
         if self.trainer is not None:  # a Trainer resuming the fit, not a tool reading the data's settings
-            self._resume_position = position
+            self._resume_position = state_dict.get("training_position")
         self.scaler = scaler
         self._datasets.clear()
 

@@ -31,7 +31,7 @@ import torch
 from matplotlib.figure import Figure
 from torch.utils.data import DataLoader
 
-from project.checkpoints import built_from_checkpoint
+from project.checkpoints import load_from_checkpoint
 from project.data.datamodule import WindowDataModule
 from project.data.windows import PanelWindows
 from project.domains import PositiveInt
@@ -110,8 +110,8 @@ def refit(
     refitted.scaler, refitted._datasets = None, {}
     refitted.setup("fit")
     L.seed_everything(0)
-    module = built_from_checkpoint(
-        Forecaster, checkpoint, args.ckpt_path[0], args.trust, how_to_trust=HOW_TO_TRUST, weights=False
+    module = load_from_checkpoint(
+        Forecaster, args.ckpt_path[0], args.trust, checkpoint=checkpoint, weights=False, how_to_trust=HOW_TO_TRUST
     )
     calibration = IntervalCalibration(IntervalCalibration.enabled_in(checkpoint))  # as the fit did
     trainer = quiet_trainer(max_epochs=args.refit_epochs, callbacks=[calibration])

@@ -1,6 +1,6 @@
 """What the tools that read a checkpoint share: ``--trust CLASS_PATH …`` (import paths outside this project that the
-checkpoint may name, see ``project.imports``), the checkpoint's model and data module, several checkpoints' models
-as one ``Ensemble``, a Trainer that writes nothing of its own, and an output folder checked before the work."""
+checkpoint may name: ``project.checkpoints.imports``), the checkpoint's model and data module, several checkpoints'
+models as one ``Ensemble``, a Trainer that writes nothing of its own, and an output folder checked before the work."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import lightning as L
 
-from project.checkpoints import TRAINING_ORDER, built_from_checkpoint, checkpoint_inputs, data_state, read_checkpoint
+from project.checkpoints import checkpoint_inputs, data_state, load_from_checkpoint, read_checkpoint
+from project.checkpoints.settings import TRAINING_ORDER
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import Inputs, check_name_lengths, check_output
@@ -34,10 +35,10 @@ def trust_argument(parser: argparse.ArgumentParser) -> None:
 
 def load_checkpoint(path: str | Path, trusted: Iterable[str] = ()) -> tuple[dict, Forecaster]:
     """The checkpoint at ``path`` and its model (the class it records, CPU, eval mode) with its weights, as the tools
-    and scripts open one: read once, built by ``project.checkpoints.built_from_checkpoint``. ``trusted``: the import
+    and scripts open one: read once, built by ``project.checkpoints.load_from_checkpoint``. ``trusted``: the import
     paths outside this project it may name (a tool's ``--trust``)."""
     checkpoint = read_checkpoint(path)
-    model = built_from_checkpoint(Forecaster, checkpoint, path, trusted, how_to_trust=HOW_TO_TRUST)
+    model = load_from_checkpoint(Forecaster, path, trusted, checkpoint=checkpoint, how_to_trust=HOW_TO_TRUST)
     return checkpoint, model.eval()
 
 
@@ -84,7 +85,7 @@ def _data_state(path: str | Path, checkpoint: dict) -> dict:
     """What a checkpoint's data module recorded of its data (its columns, categories and scaling), without the
     training progress."""
     # Members of an ensemble (runs of several seeds) differ in their training order and still read the same batches.
-    return {key: value for key, value in data_state(checkpoint, path).items() if key not in TRAINING_ORDER}
+    return {key: value for key, value in data_state(checkpoint).items() if key not in TRAINING_ORDER}
 
 
 def inputs_of_checkpoints(paths: Sequence[str | Path], checkpoints: Sequence[dict], *sources: str | None) -> list:
@@ -101,12 +102,14 @@ def datamodule_from_checkpoint(
 ) -> WindowDataModule:
     """The data module (the class it was trained with) with the checkpoint's data settings and scaling, reading
     ``source`` (a tool's ``--source``: a file with the same columns) or else the checkpoint's own source."""
-    state = data_state(checkpoint, path)
+    state = data_state(checkpoint)
     overrides = {"source": source} if source else {}
     source = source or checkpoint.get("datamodule_hyper_parameters", {}).get("source")
     if state.get("from_dataframe") and source is None:
         raise InputError(f"{path}: the checkpoint was trained on a DataFrame, which it does not store; pass the data")
-    return built_from_checkpoint(WindowDataModule, checkpoint, path, trusted, overrides, HOW_TO_TRUST)
+    return load_from_checkpoint(
+        WindowDataModule, path, trusted, overrides, checkpoint=checkpoint, how_to_trust=HOW_TO_TRUST
+    )
 
 
 def quiet_trainer(**settings) -> L.Trainer:

@@ -82,7 +82,7 @@ class ValidateEachEpochAtLeast(L.Callback):
 
 
 def decaying_schedule(trainer: L.Trainer) -> object | None:
-    """The run's learning-rate schedule that decays when told to (``start_decay``, as ``WarmupStableDecay``), or None."""
+    """The run's learning-rate schedule that decays when told to (``start_decay``: ``WarmupStableDecay``), or None."""
     configs = trainer.lr_scheduler_configs if trainer.lightning_module is not None else []
     return next((c.scheduler for c in configs if hasattr(c.scheduler, "start_decay")), None)
 

@@ -18,17 +18,15 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
 from project import rules
-from project.checkpoints import built_from_checkpoint, read_checkpoint
 from project.domains import AtLeastTwo, OpenUnitInterval, PositiveInt, UnitLevels
 from project.errors import InputError, TrainingDiverged
 from project.model.decoding import generate
 from project.model.distributions import DEFAULT_QUANTILES, Distribution, check_distribution
 from project.model.network import ForecastNetwork, component_spec, network_spec
-from project.rules import DEFAULT_INTERVAL, DEFAULT_NUM_SAMPLES, longest_forecast
+from project.rules import DEFAULT_INTERVAL, DEFAULT_NUM_SAMPLES, ends_inside_a_patch, longest_forecast
 from project.training.metrics import forecast_scores, score_names, unscale
 from project.training.normalisation import Normalisation
 from project.training.regimes import REGIMES, FreeRunning, Regime
-from project.training.resume import optimizer_state, replay_schedule, restorable
 from project.training.schedules import WarmupStableDecay
 
 DEFAULT_REGIME = FreeRunning()  # free-running detach: immutable, so one instance serves every model
@@ -147,23 +145,17 @@ class Forecaster(L.LightningModule):
         self.save_hyperparameters({**self.hparams, **recorded})  # logged with the others
         self.max_horizon = longest_forecast(horizon, max_horizon)
         self.prediction_quantiles = prediction_quantiles or list(DEFAULT_QUANTILES)
-        rules.check(
-            {
-                **{f"model.{name}": value for name, value in self.hparams.items()},
-                "model.prediction_quantiles": prediction_quantiles,
-                "model.network": network,
-                "model.network.patch_length": network.patch_length,
-                "model.network.n_future_covariates": getattr(network, "n_future_covariates", 0),
-                "model.network.distribution": network.distribution,
-                "model.regime": regime,
-                "model.regime.feedback": getattr(regime, "feedback", None),
-                "model.regime.gradient": getattr(regime, "gradient", None),
-            }
-        )
+        rules.check(rules.options(model={**self.hparams, "network": network, "regime": regime}))
+        if ends_inside_a_patch(
+            predict_horizon or horizon, network.patch_length, getattr(network, "n_future_covariates", 0)
+        ):
+            raise InputError(
+                f"predict_horizon={predict_horizon} must be a multiple of patch_length={network.patch_length} with "
+                "future covariates: a patch's token holds the covariates of all its steps, past the last one asked for"
+            )
         self.regime, self.normalisation = regime, normalisation
         self.optimizer, self.lr_scheduler = optimizer, lr_scheduler
         self.run_steps: float | None = None  # the run's optimizer steps, once fit starts (on_fit_start)
-        self._saved_schedules: list | None = None  # a resumed fit's, until training starts (on_train_start)
         self.network: ForecastNetwork = network
         scores = ["loss", "loss_teacher_forced", *score_names(self.has_distribution)]
         # Every score as a sum and a count synchronised across processes: exact under DDP, unlike sync_dist's mean of
@@ -197,12 +189,13 @@ class Forecaster(L.LightningModule):
         trusted: tuple[str, ...] | list[str] = (),
         **overrides: Any,
     ) -> Forecaster:
-        """The model a checkpoint records, with its weights, in eval mode: Lightning's ``load_from_checkpoint``, built
-        by ``project.checkpoints.built_from_checkpoint`` (a parser that imports nothing outside this project and
-        torch's optimizers but the import paths in ``trusted``). ``hparams_file`` replaces the recorded settings, as in
-        Lightning; ``overrides`` replace single settings."""
-        checkpoint = read_checkpoint(checkpoint_path)
-        model = built_from_checkpoint(cls, checkpoint, checkpoint_path, trusted, overrides, hparams_file=hparams_file)
+        """The model a checkpoint records, with its weights, in eval mode: Lightning's ``load_from_checkpoint``, through
+        the checkpoint door (``project.checkpoints``: nothing is imported outside this project and torch's optimizers
+        but the import paths in ``trusted``). ``hparams_file`` replaces the recorded settings, as in Lightning;
+        ``overrides`` replace single settings."""
+        from project.checkpoints import load_from_checkpoint  # the door at the edge, which builds this class
+
+        model = load_from_checkpoint(cls, checkpoint_path, trusted, overrides, hparams_file)
         return model.to(map_location).eval() if isinstance(map_location, (str, torch.device)) else model.eval()
 
     def forward(self, batch: dict[str, Tensor] | Tensor, horizon: int | None = None) -> Tensor:
@@ -279,12 +272,6 @@ class Forecaster(L.LightningModule):
         self.regime.check_run_length(self.run_steps)
 
     def on_train_start(self) -> None:
-        if self._saved_schedules is not None:  # a resumed fit: each schedule at the restored step, as the config has it
-            steps = int(min(self.global_step, self.run_steps))
-            for index, config in enumerate(self.trainer.lr_scheduler_configs):
-                saved = self._saved_schedules[index] if index < len(self._saved_schedules) else None
-                replay_schedule(config.scheduler, saved, steps, self.trainer.ckpt_path)
-            self._saved_schedules = None
         # Runs with different devices or accumulation are comparable by the batch the optimizer sees. Logged
         # with every other hyperparameter again, because TensorBoard's HPARAMS tab keeps only the last set.
         datamodule = self.trainer.datamodule
@@ -342,13 +329,6 @@ class Forecaster(L.LightningModule):
                 f"then{self._last_good_checkpoint()}; lower the learning rate"
             )
 
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        """Before Lightning restores anything from ``checkpoint``: only what ``project.training.resume`` names, checked;
-        the schedules' saved states are kept for ``on_train_start``."""
-        restored, self._saved_schedules = restorable(checkpoint, self.trainer, self.trainer.datamodule)
-        checkpoint.clear()
-        checkpoint.update(restored)
-
     def _last_good_checkpoint(self) -> str:
         callback = self._trainer.checkpoint_callback if self._trainer is not None else None
         path = callback and (callback.last_model_path or callback.best_model_path)
@@ -374,10 +354,6 @@ class Forecaster(L.LightningModule):
 
     def configure_optimizers(self):
         optimizer, scheduler = self._optimization()
-        # A resumed fit loads each parameter's saved state under this run's hyperparameters (the config's), checked.
-        optimizer.register_load_state_dict_pre_hook(
-            lambda optimizer, saved: optimizer_state(optimizer, saved, self.trainer.ckpt_path)
-        )
         if hasattr(scheduler, "set_run_steps"):  # it decays to zero by the run's last optimizer step
             scheduler.set_run_steps(self._estimated_steps())
         if scheduler is None:

@@ -39,8 +39,8 @@ class NaiveComparison(L.Callback):
         self.scores = {split: {name: MeanMetric(nan_strategy=math.nan) for name in self.naive} for split in SPLITS}
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        settings = {"naive_comparison.enabled": self.enabled, "naive_comparison.season": self.season}
-        rules.check({**settings, "model.context_length": pl_module.hparams.get("context_length")})
+        model = {"context_length": pl_module.hparams.get("context_length")}
+        rules.check(rules.options(naive_comparison=self, model=model))
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch: dict, batch_idx: int, dataloader_idx=0):
         if not trainer.sanity_checking:

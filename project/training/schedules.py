@@ -66,6 +66,10 @@ class WarmupStableDecay(torch.optim.lr_scheduler.LambdaLR):
         decay_share: The decay's length, as a share of the optimizer steps before it.
     """
 
+    progress = (
+        "decay_start",
+    )  # what a resumed run takes from a checkpoint, beside the step (its settings: the config's)
+
     def __init__(
         self, optimizer: torch.optim.Optimizer, warmup_steps: NonNegativeInt = 100, decay_share: Fraction = 0.2
     ) -> None:

@@ -10,7 +10,7 @@ import pytest
 import torch
 from jsonargparse import get_loader
 
-from project.data import WindowDataModule
+from project.cli import datamodule_from_config
 from tests.helpers import BASE, SMALL_MODEL, assert_refused_in_one_line, cli, frame_of_row_numbers, refusal_of
 
 
@@ -260,7 +260,7 @@ def data_settings(arguments: list[str]) -> dict:
 @pytest.mark.parametrize("case", DATA_CASES)
 def test_bad_data_is_refused_in_one_line_by_the_datamodule(case, tmp_path):
     arguments, message = DATA_CASES[case]
-    refused = refusal_of(lambda: WindowDataModule.from_config(data_settings(arguments(tmp_path, None))).setup("fit"))
+    refused = refusal_of(lambda: datamodule_from_config(data_settings(arguments(tmp_path, None))).setup("fit"))
     # Built from Python, an argument is named as the class names it; the CLI names it as a config does (data.…).
     assert re.search(message.removeprefix("data."), refused), refused
 

@@ -235,3 +235,8 @@ def test_an_accelerator_this_machine_lacks_is_refused_in_one_line(capsys):
     assert_refused_in_one_line(
         cli("fit", "--config", BASE, "--trainer.logger=false", "--trainer.accelerator=gpu"), capsys
     )
+
+
+def test_a_seed_lightning_would_refuse_is_refused_by_the_parser_under_its_key(capsys):
+    line = assert_refused_in_one_line(cli("fit", "--config", BASE, "--seed_everything=-1"), capsys)
+    assert line.startswith('error: Parser key "seed_everything": ')

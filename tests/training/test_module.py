@@ -214,7 +214,7 @@ def test_the_warmup_cosine_schedule_is_the_learning_rate_curve_of_before(warmup,
 
 def test_the_default_optimizer_decays_weight_matrices_only_and_the_schedule_ends_at_the_runs_last_step():
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
-    module = tiny_module()  # no optimizer argument: AdamW, lr 1e-3, weight decay 0.01, WarmupCosine(100)
+    module = tiny_module()  # no optimizer argument: AdamW, lr 1e-3, weight decay 0.01, WarmupStableDecay(100)
     trainer = quiet_trainer(max_steps=3, limit_val_batches=0)
     trainer.fit(module, datamodule)
     (optimizer,) = trainer.optimizers
@@ -230,8 +230,8 @@ def test_the_default_optimizer_decays_weight_matrices_only_and_the_schedule_ends
     assert module.hparams.optimizer["class_path"] == "torch.optim.adamw.AdamW"
     assert module.hparams.optimizer["init_args"]["lr"] == 1e-3  # recorded with its defaults, as LightningCLI does
     assert module.hparams.lr_scheduler == {
-        "class_path": "project.training.schedules.WarmupCosine",
-        "init_args": {"warmup_steps": 100, "decay": "cosine", "run_steps": None},
+        "class_path": "project.training.schedules.WarmupStableDecay",
+        "init_args": {"warmup_steps": 100, "decay_share": 0.2},
     }
 
 

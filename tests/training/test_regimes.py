@@ -333,6 +333,7 @@ class Rollout(FreeRunning):
 @pytest.mark.slow
 def test_a_users_own_regime_trains_through_the_cli_and_is_the_naive_loop(tmp_path, monkeypatch):
     from project.checkpoints import read_checkpoint
+    from project.cli import datamodule_from_config
     from project.data import WindowDataModule
     from project.training.module import COVARIATES as COVARIATE_NAMES
     from project.training.module import Forecaster
@@ -351,7 +352,7 @@ def test_a_users_own_regime_trains_through_the_cli_and_is_the_naive_loop(tmp_pat
     assert type(module.regime).__name__ == "Rollout"
     assert module.regime.init_args == {"gradient": "detach", "feedback": "mean", "rollout_dropout": True}
     recorded = trained["datamodule_hyper_parameters"]
-    datamodule = WindowDataModule.from_config({k: v for k, v in recorded.items() if not k.startswith("_")})
+    datamodule = datamodule_from_config({k: v for k, v in recorded.items() if not k.startswith("_")})
     datamodule.load_state_dict(trained[WindowDataModule.__qualname__])  # the run's scaling and training order
     datamodule.setup("fit")
     batch = next(iter(datamodule.train_dataloader()))

@@ -1,5 +1,7 @@
-"""What a resumed fit takes from a checkpoint (``project.training.resume``): the state it names, checked, and nothing
-else; the settings that decide training come from the run's config, never from the file."""
+"""What a Trainer restores from a checkpoint (``project.checkpoints.restore``, the ``CheckpointGuard``): the state the
+table names, and nothing else; the settings that decide training come from the run's config, never from the file. A
+hand-edited entry either cannot harm (each harm: a test below) or ends in the framework's own error, writing
+nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import os
 import shutil
 import sys
 import tempfile
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,16 +19,14 @@ import pytest
 import torch
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from lightning.pytorch.plugins.precision import MixedPrecision
-from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loops.fit_loop import _FitLoop
 
-from project import checkpoints
-from project.checkpoints import read_checkpoint
+from project.checkpoints import CheckpointGuard
 from project.cli import cli_main
 from project.data import WindowDataModule
 from project.errors import InputError
 from project.training.module import Forecaster
-from project.training.resume import restorable
 from tests.helpers import (
     BASE,
     CreatesAFileWhenUnpickled,
@@ -35,20 +34,8 @@ from tests.helpers import (
     cli,
     digests,
     last_line,
-    quiet_trainer,
+    tampered,
 )
-from tests.saved_tensors import LargestStorage
-
-FIT_CALLBACKS = ("ForecastCheckpoint", "EarlyStopping", "RandomState")
-
-
-def tampered(source: Path, folder: Path, change: Callable[[dict], object], name: str = "tampered") -> Path:
-    """A copy of the checkpoint at ``source`` in ``folder``, changed by ``change``."""
-    checkpoint = torch.load(source, weights_only=False)
-    change(checkpoint)
-    path = folder / f"{name}.ckpt"
-    torch.save(checkpoint, path)
-    return path
 
 
 def callback_state(checkpoint: dict, name: str) -> dict:
@@ -141,88 +128,18 @@ def test_what_a_resumed_fit_does_not_take_changes_nothing_it_trains(change, trai
     assert callback_state(resumed, "EarlyStopping") == callback_state(untouched_resume, "EarlyStopping")
 
 
-# A malformed entry of the named state: one line naming the checkpoint and the entry, before any step.
-MALFORMED = {
-    "no loops": (lambda c: c.pop("loops"), "its fit loop's progress must be a mapping; got NoneType"),
-    "a negative counter": (
+# An entry that would cause harm if restored as it is: one line naming the checkpoint and the entry, before any step.
+HARMFUL = {
+    "a negative counter, which would train for ever": (
         set_in_loops("fit_loop", "epoch_loop.batch_progress", "total", "ready", value=-5),
-        "its fit loop's progress.epoch_loop.batch_progress.total.ready must be an integer in 0..2147483647; got -5",
-    ),
-    "a counter of text": (
-        set_in_loops("fit_loop", "epoch_progress", "current", "completed", value="abc"),
-        "its fit loop's progress.epoch_progress.current.completed must be an integer in 0..2147483647; got 'abc'",
+        "its fit loop.epoch_loop.batch_progress.total.ready must be an integer in 0..2147483647, a step count of a "
+        "run; got -5",
     ),
     "a counter past any run": (
         set_in_loops("fit_loop", "epoch_loop.state_dict", "_batches_that_stepped", value=2**40),
         "_batches_that_stepped must be an integer in 0..2147483647",
     ),
-    "stages out of order": (
-        set_in_loops("fit_loop", "epoch_loop.batch_progress", "total", "completed", value=99),
-        "its fit loop's progress.epoch_loop.batch_progress.total counts [4, 4, 4, 99] for ready, started, processed, "
-        "completed; each at most the last",
-    ),
-    "a flag of text": (
-        set_in_loops("fit_loop", "epoch_loop.batch_progress", "is_last_batch", value="yes"),
-        "is_last_batch must be true or false",
-    ),
-    "callbacks not a mapping": (lambda c: c.update(callbacks=[]), "its callbacks must be a mapping; got list"),
-    "a callback state not a mapping": (
-        lambda c: c["callbacks"].update({k: 5 for k in c["callbacks"] if k.startswith("ForecastCheckpoint")}),
-        "its ForecastCheckpoint state must be a mapping; got int",
-    ),
-    "a NaN score": (
-        set_in_callback("ForecastCheckpoint", "current_score", torch.tensor(math.nan)),
-        "its ForecastCheckpoint state: current_score must be a number in [-inf, inf]; got tensor(nan)",
-    ),
-    "a negative wait": (
-        set_in_callback("EarlyStopping", "wait_count", -1),
-        "its EarlyStopping state: wait_count must be an integer in 0..2147483647; got -1",
-    ),
-    "a generator state of the wrong size": (
-        set_in_callback("RandomState", "torch", torch.zeros(3, dtype=torch.uint8)),
-        f"its RandomState state: torch: a generator's state is {tuple(torch.get_rng_state().shape)} bytes; got (3,)",
-    ),
-    "a generator state torch refuses": (
-        set_in_callback("RandomState", "torch", torch.zeros_like(torch.get_rng_state())),
-        "its RandomState state: torch refuses its generator state (Invalid mt19937 state)",
-    ),
-    "no optimizer state": (lambda c: c.pop("optimizer_states"), "holds no optimizer state to resume"),
-    "a moment of another shape": (
-        lambda c: c["optimizer_states"][0]["state"][0].update(exp_avg=torch.zeros(3)),
-        "its optimizer state of parameter 0: exp_avg must be a tensor of shape (16, 11), finite; got a tensor of "
-        "shape (3,)",
-    ),
-    "a NaN moment": (
-        lambda c: c["optimizer_states"][0]["state"][0]["exp_avg_sq"].fill_(math.nan),
-        "its optimizer state of parameter 0: exp_avg_sq must be a tensor of shape (16, 11), finite; got a tensor of "
-        "shape (16, 11)",
-    ),
-    "a moment as a number": (
-        lambda c: c["optimizer_states"][0]["state"][0].update(exp_avg=0),
-        "its optimizer state of parameter 0: exp_avg must be a tensor of shape (16, 11), finite; got 0",
-    ),
-    "a state this optimizer does not keep": (
-        lambda c: c["optimizer_states"][0]["state"][0].update(momentum_buffer=torch.zeros(16, 11)),
-        "its optimizer state of parameter 0 holds step, exp_avg, exp_avg_sq, momentum_buffer; this optimizer keeps "
-        "step, exp_avg, exp_avg_sq",
-    ),
-    "a negative step count": (
-        lambda c: c["optimizer_states"][0]["state"][0].update(step=torch.tensor(-1.0)),
-        "its optimizer state of parameter 0: step must be a non-negative whole number; got -1.0",
-    ),
-    "other parameter groups": (
-        lambda c: c["optimizer_states"][0]["param_groups"].pop(),
-        "its optimizer state does not have this optimizer's 2 parameter groups",
-    ),
-    "a version Lightning cannot read": (
-        lambda c: c.update({"pytorch-lightning_version": "not-a-version"}),
-        "written by Lightning 'not-a-version'; this template resumes Lightning 2's",
-    ),
-    "a Lightning 1 checkpoint": (
-        lambda c: c.update({"pytorch-lightning_version": "1.9.0"}),
-        "written by Lightning '1.9.0'; this template resumes Lightning 2's",
-    ),
-    "a zero scale": (
+    "a zero scale, which would forecast NaN": (
         lambda c: c["WindowDataModule"]["scaler"]["scale"][0].__setitem__(1, 0.0),
         "its data state's scaler.scale must be finite numbers > 0; got 0.0 at (0, 1)",
     ),
@@ -230,25 +147,102 @@ MALFORMED = {
         lambda c: c["WindowDataModule"]["scaler"]["scale"][0].pop(),
         "its data state's scaler.scale must be finite numbers > 0 of shape (1, 5) (series, columns); got shape (1, 4)",
     ),
-    "a negative shuffle seed": (
-        lambda c: c["WindowDataModule"].update(shuffle_seed=-1),
-        "its data state's shuffle_seed must be an integer in 0..2**32-1; got -1",
-    ),
-    "a training position of text": (
-        lambda c: c["WindowDataModule"].update(training_position="x"),
-        "its data state's training_position must be an epoch and the batches done in it; got 'x'",
+    "no optimizer state (a weights-only checkpoint)": (
+        lambda c: c.pop("optimizer_states"),
+        "holds no optimizer state to resume (saved with save_weights_only?); start from its weights with fit --weights",
     ),
 }
 
 
 @pytest.mark.fast_cases(1)
-@pytest.mark.parametrize(("change", "said"), MALFORMED.values(), ids=MALFORMED.keys())
-def test_a_malformed_entry_of_the_state_a_fit_resumes_is_one_line_before_any_step(
-    change, said, trained_run, tmp_path, capsys
-):
+@pytest.mark.parametrize(("change", "said"), HARMFUL.values(), ids=HARMFUL.keys())
+def test_a_state_entry_that_would_cause_harm_is_one_line_before_any_step(change, said, trained_run, tmp_path, capsys):
     path = tampered(trained_run / "checkpoints" / "last.ckpt", tmp_path, change)
     assert assert_refused_in_one_line(resume(path, tmp_path), capsys, said).startswith(f"error: {path}")
     assert not (tmp_path / "checkpoints").exists() or not list((tmp_path / "checkpoints").iterdir())
+
+
+def framework_refusal(command: Callable[[], int]) -> int:
+    """The exit code a fresh ``python -m project.cli`` process would end with: 1 for an exception the template does not
+    turn into its one line (a traceback of the framework's own)."""
+    try:
+        return command()
+    except Exception:
+        return 1
+
+
+# What a hand-edited file may hold that harms nothing: Lightning or torch refuse it in their own words (a traceback,
+# exit code 1) before the first step. The template's own sentences for these went (issue 76).
+REFUSED_BY_THE_FRAMEWORK = {
+    "a generator state torch refuses": set_in_callback("RandomState", "torch", torch.zeros(3, dtype=torch.uint8)),
+    "a moment of another shape": lambda c: c["optimizer_states"][0]["state"][0].update(exp_avg=torch.zeros(3)),
+    "other parameter groups": lambda c: c["optimizer_states"][0]["param_groups"].pop(),
+    "a NaN moment (the run stops as diverged)": lambda c: c["optimizer_states"][0]["state"][0]["exp_avg_sq"].fill_(
+        math.nan
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change", REFUSED_BY_THE_FRAMEWORK.values(), ids=REFUSED_BY_THE_FRAMEWORK.keys())
+def test_a_hand_edited_entry_that_harms_nothing_ends_in_the_frameworks_error_and_writes_nothing(
+    change, trained_run, tmp_path
+):
+    path = tampered(trained_run / "checkpoints" / "last.ckpt", tmp_path, change)
+    assert framework_refusal(lambda: resume(path, tmp_path)) != 0
+    assert not (tmp_path / "checkpoints").exists() or not list((tmp_path / "checkpoints").iterdir())
+
+
+def test_the_guard_reads_the_checkpoint_before_lightning_restores_anything_and_steps_the_schedule_after(
+    trained_run, tmp_path, monkeypatch
+):
+    """The guard is the strategy's reader: Lightning restores what it returns, the callbacks, loops and optimizer
+    after it; the schedule is stepped to the restored step once training starts, after the optimizer's state."""
+    events = []
+
+    def recorded(owner: object, name: str, event_name: str) -> None:
+        method = getattr(owner, name)
+
+        def record(*args, **kwargs):
+            events.append(event_name)
+            return method(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, record)
+
+    recorded(CheckpointGuard, "read", "read")
+    recorded(ModelCheckpoint, "load_state_dict", "callbacks")
+    recorded(_FitLoop, "load_state_dict", "loops")
+    recorded(torch.optim.Optimizer, "load_state_dict", "optimizer")
+    recorded(torch.optim.lr_scheduler.LRScheduler, "step", "schedule")
+    assert resume(trained_run / "checkpoints" / "last.ckpt", tmp_path) == 0
+    first = {event: events.index(event) for event in ("read", "callbacks", "loops", "optimizer")}
+    assert first == dict(sorted(first.items(), key=lambda item: item[1])), events
+    assert events.count("read") == 1
+    assert "schedule" in events[first["optimizer"] :]
+
+
+def test_a_trainer_of_yours_given_the_guard_restores_what_the_cli_does(trained_run, tmp_path):
+    """``L.Trainer(callbacks=[CheckpointGuard()])`` from Python: a checkpoint's optimizer settings (``maximize``, a NaN
+    rate) give way to the model's own, as ``fit --ckpt_path`` does."""
+    path = tampered(trained_run / "checkpoints" / "last.ckpt", tmp_path, set_in_groups("maximize", True))
+    path = tampered(path, tmp_path, set_in_groups("lr", math.nan), "nan-rate")
+    model, datamodule = Forecaster.load_from_checkpoint(path), WindowDataModule.load_from_checkpoint(path)
+    trainer = L.Trainer(
+        callbacks=[CheckpointGuard()],
+        max_steps=6,
+        limit_train_batches=4,
+        limit_val_batches=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(model.train(), datamodule=datamodule, ckpt_path=path)
+    assert trainer.global_step == 6
+    groups = trainer.optimizers[0].param_groups
+    assert [group["maximize"] for group in groups] == [False, False]
+    assert all(math.isfinite(group["lr"]) for group in groups)
+    assert all(torch.isfinite(parameter).all() for parameter in model.parameters())
 
 
 @pytest.mark.slow
@@ -285,62 +279,6 @@ def test_a_checkpoint_path_outside_the_run_folder_is_never_fetched_read_or_delet
     assert not fetched
 
 
-@pytest.mark.parametrize(
-    ("arguments", "refused"),
-    [
-        (
-            ["predict", "--ckpt_path=http://127.0.0.1:9/best.ckpt"],
-            "error: http://127.0.0.1:9/best.ckpt: a checkpoint is read from a file on this machine, never from a URL",
-        ),
-        (
-            ["fit", "--config", BASE, "--trainer.plugins=lightning.pytorch.plugins.TorchCheckpointIO"],
-            "error: trainer.plugins gives a CheckpointIO; the CLI reads checkpoints through "
-            "project.checkpoints.CheckpointReader (local files only, checked): subclass it to change how",
-        ),
-        (  # Lightning's --weights_only chooses how its own loader unpickles: false could only mislead
-            ["predict", "--weights_only=false", "--ckpt_path=x.ckpt"],
-            "error: --weights_only=false would let predict unpickle a checkpoint's code; every checkpoint is read with "
-            "weights_only=True (project.checkpoints.read_checkpoint)",
-        ),
-    ],
-    ids=["url", "checkpoint-io", "weights-only-false"],
-)
-def test_a_checkpoint_read_from_a_url_or_by_another_reader_is_refused_in_one_line(arguments, refused, capsys):
-    assert assert_refused_in_one_line(cli(*arguments), capsys) == refused
-
-
-def test_a_tensor_stored_as_a_view_of_few_values_is_refused_before_it_is_expanded(trained_run, tmp_path):
-    """A 2**30-element view of one stored number (a zero stride) in a file of kilobytes: refused without allocating
-    its shape."""
-
-    def change(checkpoint: dict) -> None:
-        checkpoint["state_dict"]["network.encoder_embedding.bias"] = torch.zeros(1).expand(2**30)
-
-    path = tampered(trained_run / "checkpoints" / "last.ckpt", tmp_path, change)
-    assert path.stat().st_size < 200_000
-    with LargestStorage() as largest, pytest.raises(InputError, match=r"a tensor of shape \(1073741824,\) is stored"):
-        Forecaster.load_from_checkpoint(path)
-    assert largest.bytes < 10**6
-
-
-def test_settings_that_would_build_a_model_larger_than_its_weights_are_refused_before_it_is_built(
-    trained_run, tmp_path, capsys
-):
-    """A feed-forward width of 2**24 in the settings (4.8 GB of weights) beside the small weights of the file: the
-    settings are built on the meta device and compared with the weights first."""
-
-    def change(checkpoint: dict) -> None:
-        checkpoint["hyper_parameters"]["network"]["init_args"]["dim_feedforward"] = 2**24
-
-    path = tampered(trained_run / "checkpoints" / "last.ckpt", tmp_path, change)
-    with LargestStorage() as largest, pytest.raises(InputError, match="its weights do not fit the settings it records"):
-        Forecaster.load_from_checkpoint(path)
-    assert largest.bytes < 10**6
-    code = cli("predict", f"--ckpt_path={path}", f"--predictions.output={tmp_path / 'out.csv'}")
-    assert_refused_in_one_line(code, capsys, "its weights do not fit the settings it records")
-    assert not (tmp_path / "out.csv").exists()
-
-
 def test_a_fit_from_someone_elses_weights_starts_fresh_from_them(trained_run, tmp_path):
     """``fit --weights``: the checkpoint's weights and settings, with a fresh optimizer, schedule and loops. At a rate
     of 0 the weights stay the checkpoint's bit for bit, while the steps and the optimizer's step counts are this
@@ -370,19 +308,6 @@ def test_weights_and_a_resume_are_one_or_the_other(arguments, said, trained_run,
     assert_refused_in_one_line(cli(*(argument.replace("=W", f"={source}") for argument in arguments)), capsys, said)
 
 
-def test_a_setting_that_names_a_file_is_refused_naming_the_file_never_quoting_it(trained_run, tmp_path, capsys):
-    secret = tmp_path / "secret.txt"
-    secret.write_text("password: hunter2\n")
-
-    def change(checkpoint: dict) -> None:
-        checkpoint["hyper_parameters"]["network"]["init_args"]["distribution"] = str(secret)
-
-    path = tampered(trained_run / "checkpoints" / "last.ckpt", tmp_path, change)
-    line = assert_refused_in_one_line(cli("predict", f"--ckpt_path={path}"), capsys)
-    assert line.startswith(f'error: {path}: Parser key "model.network.init_args.distribution": ')
-    assert "hunter2" not in line
-
-
 def test_the_machines_resources_are_the_runs_own_never_a_checkpoints(trained_run, tmp_path, capsys):
     """A checkpoint's ``num_workers`` is not predict's; more CPU processes than cores is one line before any starts."""
     path = tampered(
@@ -399,11 +324,6 @@ def test_the_machines_resources_are_the_runs_own_never_a_checkpoints(trained_run
         f"error: trainer.devices={too_many} on the CPU starts that many processes; this machine gives this run "
         f"{cores} cores: at most one process each (or two, to try DDP on one core)"
     )
-
-
-def test_a_seed_lightning_would_refuse_is_refused_by_the_parser_under_its_key(capsys):
-    line = assert_refused_in_one_line(cli("fit", "--config", BASE, "--seed_everything=-1"), capsys)
-    assert line.startswith('error: Parser key "seed_everything": ')
 
 
 # The Lightning state a checkpoint carries beside its weights and settings, where the property test places values.
@@ -463,10 +383,10 @@ def test_random_values_anywhere_in_a_checkpoints_state_run_no_code_touch_nothing
     trained_run, data, capsys, monkeypatch
 ):
     """Through every way in (a resumed fit, validate, predict, both load_from_checkpoint): no code runs, no file
-    outside the run's folder is read from a URL or changed, nothing non-finite is written, and each run either
-    trains as its config says (the optimizer's settings and the early stopping's patience are the config's) or stops
-    with one line. The resumed run's folder holds the trained run's checkpoints, so that the paths its state records
-    are its own (and kept) until a drawn value changes them."""
+    outside the run's folder is read from a URL or changed, nothing non-finite is written, and each run either trains
+    as its config says (the optimizer's settings and the early stopping's patience are the config's) or stops (one
+    line, or the framework's own error: exit code 1). The resumed run's folder holds the trained run's checkpoints, so
+    that the paths its state records are its own (and kept) until a drawn value changes them."""
     with tempfile.TemporaryDirectory() as folder:
         one_hostile_checkpoint(Path(folder), trained_run, data, capsys, monkeypatch)
 
@@ -503,19 +423,24 @@ def one_hostile_checkpoint(folder: Path, trained_run: Path, data, capsys, monkey
             refused = ""
         except InputError as error:
             refused = str(error)
+        except Exception:  # the framework's own error
+            refused = ""
         assert not refused or ("\n" not in refused and str(path) in refused), refused
     else:
         if way == "fit":
-            code = resume(path, folder)
+            code = framework_refusal(lambda: resume(path, folder))
         else:
             output = [f"--predictions.output={folder / 'out.csv'}"] if way == "predict" else []
-            code = cli(way, f"--ckpt_path={path}", "--trainer.logger=false", "--trainer.limit_val_batches=2", *output)
+            arguments = [f"--ckpt_path={path}", "--trainer.logger=false", "--trainer.limit_val_batches=2", *output]
+            code = framework_refusal(lambda: cli(way, *arguments))
         error = capsys.readouterr().err
         event(f"{way} exits {code}")
-        assert code in (0, 2), error[-2000:]
+        assert code in (0, 1, 2), error[-2000:]
         if code == 2:
             assert "Traceback" not in error
             assert last_line(error).startswith("error: ")
+        elif code == 1:
+            pass  # the framework's refusal; what it may not have done is checked below
         elif way == "fit":
             resumed = torch.load(folder / "checkpoints" / "last.ckpt", weights_only=True)
             assert all(torch.isfinite(value).all() for value in resumed["state_dict"].values())
@@ -535,22 +460,6 @@ def one_hostile_checkpoint(folder: Path, trained_run: Path, data, capsys, monkey
     assert "marker_module" not in sys.modules
 
 
-def test_the_gradient_scalers_scale_is_restored_and_its_factors_are_the_configs(trained_run):
-    """fp16 mixed precision (a CUDA run's; on the CPU Lightning uses bf16 and no scaler: the plugin is given one)."""
-    trainer = quiet_trainer(plugins=[MixedPrecision("16-mixed", "cpu", torch.amp.GradScaler("cpu"))])
-    trainer.state.fn = TrainerFn.FITTING
-    checkpoint = torch.load(trained_run / "checkpoints" / "last.ckpt", weights_only=True)
-    saved = {"scale": 1024.0, "growth_factor": 100.0, "backoff_factor": 0.9, "growth_interval": 1, "_growth_tracker": 7}
-    restored, _ = restorable({**checkpoint, "MixedPrecision": saved}, trainer)
-    assert restored["MixedPrecision"] == {
-        **trainer.precision_plugin.state_dict(),
-        "scale": 1024.0,
-        "_growth_tracker": 7,
-    }
-    with pytest.raises(InputError, match=r"the gradient scaler's scale must be a finite number in \(0, inf\]; got -1"):
-        restorable({**checkpoint, "MixedPrecision": {**saved, "scale": -1.0}}, trainer)
-
-
 class Counter(L.Callback):
     """A user's callback that counts the training batches and keeps the count in checkpoints."""
 
@@ -567,32 +476,19 @@ class Counter(L.Callback):
         self.batches = state_dict["batches"]
 
 
-class CheckedCounter(Counter):
-    """The same callback, checking what it restores: a resumed fit takes its state."""
-
-    def checked_state(self, saved: dict, where: str) -> dict:
-        if not (isinstance(saved.get("batches"), int) and saved["batches"] >= 0):
-            raise InputError(f"{where}: batches must be a non-negative integer")
-        return {"batches": saved["batches"]}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(("callback", "counted"), [("Counter", 2), ("CheckedCounter", 4)])
-def test_a_callback_of_yours_restores_its_state_only_when_it_checks_it(callback, counted, tmp_path):
+def test_a_callback_of_yours_restores_its_own_state(tmp_path):
     folder = tmp_path / "checkpoints"
-    arguments = ["--config", BASE, f"--trainer.callbacks+=tests.cli.test_resume.{callback}", "--trainer.logger=false"]
-    arguments += [f"--checkpoint.dirpath={folder}", "--test_after_fit=false", "--trainer.limit_val_batches=1"]
+    arguments = ["--config", BASE, "--trainer.callbacks+=tests.checkpoints.test_restore.Counter"]
+    arguments += ["--trainer.logger=false", f"--checkpoint.dirpath={folder}", "--test_after_fit=false"]
+    arguments += ["--trainer.limit_val_batches=1"]
     assert cli("fit", *arguments, "--trainer.max_steps=2") == 0
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert cli("fit", *arguments, "--trainer.max_steps=4", f"--ckpt_path={folder / 'last.ckpt'}") == 0
-    dropped = [w for w in caught if "the saved state of Counter is not restored" in str(w.message)]
-    assert len(dropped) == (callback == "Counter")
-    assert callback_state(torch.load(folder / "last.ckpt", weights_only=True), callback)["batches"] == counted
+    assert cli("fit", *arguments, "--trainer.max_steps=4", f"--ckpt_path={folder / 'last.ckpt'}") == 0
+    assert callback_state(torch.load(folder / "last.ckpt", weights_only=True), "Counter")["batches"] == 4
 
 
 @pytest.mark.slow
-def test_a_plateau_schedules_counters_and_lowered_rates_are_restored_within_the_configs(tmp_path, capsys):
+def test_a_plateau_schedules_counters_and_lowered_rates_are_restored_within_the_configs(tmp_path):
     plateau = ["--model.lr_scheduler=torch.optim.lr_scheduler.ReduceLROnPlateau", "--trainer.logger=false"]
     plateau += [f"--checkpoint.dirpath={tmp_path / 'first'}", "--test_after_fit=false", "--trainer.limit_val_batches=1"]
     plateau += ["--trainer.limit_train_batches=2"]
@@ -613,11 +509,10 @@ def test_a_plateau_schedules_counters_and_lowered_rates_are_restored_within_the_
     def raised(checkpoint: dict) -> None:
         checkpoint["lr_schedulers"][0]["_last_lr"] = [5.0, 5.0]
 
-    path = tampered(last, tmp_path, raised, "raised")
-    code = cli("fit", "--config", BASE, *resumed, f"--ckpt_path={path}")
-    assert assert_refused_in_one_line(code, capsys).endswith(
-        f"{path}: its ReduceLROnPlateau state: _last_lr must be a finite number in [0, 0.001]; got 5.0"
-    )
+    raised_run = [*plateau, "--trainer.max_steps=5", f"--checkpoint.dirpath={tmp_path / 'raised'}"]
+    assert cli("fit", "--config", BASE, *raised_run, f"--ckpt_path={tampered(last, tmp_path, raised, 'raised')}") == 0
+    rates = torch.load(tmp_path / "raised" / "last.ckpt", weights_only=True)["optimizer_states"][0]["param_groups"]
+    assert all(0 < group["lr"] <= 1e-3 for group in rates)  # never above the config's rate
 
 
 @pytest.mark.slow
@@ -664,22 +559,3 @@ def test_a_run_budgeted_in_steps_with_validations_across_epochs_resumes_bit_for_
         assert torch.equal(actual["state_dict"][name], value), name
     kept = ({checkpoint.name for checkpoint in path.glob("best-*.ckpt")} for path in (whole, cut))
     assert next(kept) == next(kept) != set()  # the best one, named by the epoch and step of its validation
-
-
-def test_a_checkpoint_of_lists_that_share_or_hold_themselves_is_read_at_once(trained_run, tmp_path, monkeypatch):
-    """Unpickling allows a list that holds itself and a chain of lists each holding the next twice (2**60 paths in a
-    file of kilobytes): each is walked once. Past ``MAX_CHECKPOINT_ITEMS`` values, one line."""
-
-    def change(checkpoint: dict) -> None:
-        chain, itself = [0], []
-        for _ in range(60):
-            chain = [chain, chain]
-        itself.append(itself)
-        checkpoint["callbacks"].update(chain=chain, itself=itself)
-
-    path = tampered(trained_run / "checkpoints" / "last.ckpt", tmp_path, change)
-    assert read_checkpoint(path)["callbacks"]["chain"]
-    monkeypatch.setattr(checkpoints, "MAX_CHECKPOINT_ITEMS", 100)
-    wide = tampered(path, tmp_path, lambda checkpoint: checkpoint["callbacks"].update(wide=list(range(200))), "wide")
-    with pytest.raises(InputError, match=f"{wide}: it holds more than 100 values; is it a checkpoint"):
-        read_checkpoint(wide)

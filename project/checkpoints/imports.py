@@ -13,11 +13,12 @@ from __future__ import annotations
 import contextlib
 import inspect
 import re
-import sys
 from collections.abc import Iterable, Iterator
 
 import jsonargparse
 from jsonargparse import _common as jsonargparse_settings
+
+from project.rules import loaded_class
 
 # What a checkpoint may name without the user naming it: the project's own classes, and torch's optimizers and
 # schedulers (the classes a checkpoint's optimizer and lr_scheduler record).
@@ -85,20 +86,3 @@ def refused_import(error: BaseException | None) -> str | None:
             return refused[1]
         error = error.__cause__ or error.__context__
     return None
-
-
-def loaded_class(class_path: object) -> object | None:
-    """What the dotted ``class_path`` names in a module already imported (by the parser, which checked it), or None:
-    looked up, never imported, so that a class path a value merely holds runs no code."""
-    if not isinstance(class_path, str) or not _DOTTED_NAME.fullmatch(class_path):
-        return None
-    module_name, _, name = class_path.rpartition(".")
-    return getattr(sys.modules.get(module_name), name, None)
-
-
-def default_of(class_path: type | str | None, argument: str) -> object:
-    """The default of the constructor ``argument`` of a class, or of the (imported) class a config names; None when
-    it has none."""
-    cls = class_path if isinstance(class_path, type) else loaded_class(class_path)
-    parameter = inspect.signature(cls).parameters.get(argument) if isinstance(cls, type) else None
-    return None if parameter is None or parameter.default is parameter.empty else parameter.default

@@ -1,8 +1,8 @@
 """Whatever a checkpoint records, at any depth and in any spelling, nothing it names is imported unless the user named
-it: jsonargparse's import policy, configured as an allowlist (``project.imports``), refuses it where the parser would
-import it. Hypothesis places random import-path-like values (unicode names, YAML and JSON strings, lists, file names and
-paths of config files) at random places of a checkpoint's recorded settings and of an ``hparams.yaml``, beside a module
-that writes a marker file when imported, and loads it every way there is."""
+it: jsonargparse's import policy, configured as an allowlist (``project.checkpoints.imports``), refuses it where the
+parser would import it. Hypothesis places random import-path-like values (unicode names, YAML and JSON strings,
+lists, file names and paths of config files) at random places of a checkpoint's recorded settings and of an
+``hparams.yaml``, beside a module that writes a marker file when imported, and loads it every way there is."""
 
 from __future__ import annotations
 
