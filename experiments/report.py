@@ -4,8 +4,8 @@
 
 A page holds a generated paragraph (or table) between two lines, ``<!-- generated: NAME -->`` and
 ``<!-- end generated -->``; NAME is one of ``BLOCKS``, each a function of the files under ``experiments/results/``.
-A block's text is wrapped at 116 columns: a table is left as it is, and a text starting with ``- `` is one list
-item, its continuation lines indented. The pages' copies of whole results tables
+A block's paragraphs are wrapped at 116 columns: a table is left as it is, and a paragraph starting with ``- `` is
+one list item, its continuation lines indented. The pages' copies of whole results tables
 (``<!-- experiments/results/NAME.md -->`` … ``<!-- end -->``) are refreshed by the same command.
 ``experiments/tests/test_report.py`` regenerates every block and fails on any difference, so a figure on a page is
 the file's and a verdict is the rule's.
@@ -1046,45 +1046,101 @@ def ensemble(here: Path) -> str:
     )
 
 
-# The defaults on the seven real datasets (issue 70): the budget's decision on validation, then the one test read.
-DECISION, DEFAULTS_VALIDATION = "budget/decision_a3.md", "budget/validation_a3.md"
-BUDGET_TESTS = ("budget/test_etth1_m4_hourly.md", "budget/test_m4_weekly.md", "budget/test_single_series.md")
-LAST_VALUE = "budget/last_value.md"
+# The defaults on the seven real datasets (issue 70) beside the previous defaults: which runs are which is this one
+# mapping. When a candidate is adopted, its runs become "defaults" and the adopted ones "previous defaults": each
+# names its validation table (``experiments.your_data --splits val``) and the test tables read once after its decision.
+
+
+@dataclass(frozen=True)
+class Runs:
+    """A config's three seeds on the seven real datasets: how the table names it, and its results files."""
+
+    name: str
+    validation: str
+    tests: tuple[str, ...]
+
+
+DEFAULTS = {
+    "defaults": Runs(
+        "candidate A3, a budget of optimizer steps (`experiments/results/budget/decision_a3.md`)",
+        "budget/validation_a3.md",
+        ("budget/test_etth1_m4_hourly.md", "budget/test_m4_weekly.md", "budget/test_single_series.md"),
+    ),
+    "previous defaults": Runs(
+        "a budget of 10 epochs",
+        "ensemble/validation.md",
+        ("ensemble/test_etth1_m4_hourly.md", "ensemble/test_m4_weekly_and_single_series.md"),
+    ),
+}
 SIMPLE = ("repeat-last", "seasonal naive", "AutoETS", "AutoTheta")
+# AutoETS and AutoTheta on the validation windows, fitted once for every config (they do not depend on it).
+VALIDATION_FLOOR = "ensemble/validation.md"
 
 
-OLD_TESTS = ("ensemble/test_etth1_m4_hourly.md", "ensemble/test_m4_weekly_and_single_series.md")
+@dataclass(frozen=True)
+class Simple:
+    """The best simple forecast on a split's windows: its name and its MAE as the file prints it."""
+
+    name: str
+    text: str
+
+    @property
+    def score(self) -> Score:
+        return Score((number(self.text),), self.text)
 
 
-def tested(names: tuple[str, ...]) -> dict[str, tuple[Score, str, float]]:
-    """Per dataset of the floor tables of ``names`` (split test): the model's test MAE over its seeds, and the best
-    simple forecast on the same windows with its MAE."""
+def validation_best_simple(label: str, validation: str) -> Simple:
+    """The lowest validation MAE of repeat-last and seasonal naive (``validation``'s table, every window) and AutoETS
+    and AutoTheta (``VALIDATION_FLOOR``'s floor table) where the floor scored every window, as
+    experiments/results/search/budget.md states it; where the floor scored every Nth window (ETTh1), its models must
+    be above seasonal naive there, as the rule assumed."""
+    simple = {name: score(validation, label, f"{name} MAE").text.split(" (")[0] for name in SIMPLE[:2]}
+    floor = nth_table(VALIDATION_FLOOR, 1)
+    cells = row_where(
+        VALIDATION_FLOOR, floor, lambda cells: cells[0] == label and cells[1] == "validation", repr(label)
+    )
+    every_window = cells[column_index(VALIDATION_FLOOR, floor, "windows")] == "every window"
+    seasonal_there = number(cells[column_index(VALIDATION_FLOOR, floor, "seasonal naive MAE")])
+    for name in SIMPLE[2:]:
+        text = cells[column_index(VALIDATION_FLOOR, floor, f"{name} MAE")].split(" (")[0]
+        if every_window:
+            simple[name] = text
+        elif number(text) < seasonal_there:
+            raise InputError(
+                f"{RESULTS / VALIDATION_FLOOR}: {label}'s {name} is below seasonal naive on its windows; the rule "
+                "assumed not"
+            )
+    best = min(simple, key=lambda name: number(simple[name]))
+    return Simple(best, simple[best])
+
+
+def validated(runs: Runs) -> dict[str, tuple[Score, Simple]]:
+    """Per dataset of ``runs``' validation table: the model's validation MAE over its seeds and the best simple
+    forecast."""
     found = {}
-    for name in names:
+    for cells in nth_table(runs.validation, 0).rows:
+        label = cells[0]
+        model = score(runs.validation, label, "model MAE", seeds_key=f"{label}, validation model MAE")
+        found[label] = (model, validation_best_simple(label, runs.validation))
+    return found
+
+
+def tested(runs: Runs) -> dict[str, tuple[Score, Simple, str]]:
+    """Per dataset of the floor tables of ``runs``' test files: the model's test MAE over its seeds, the best simple
+    forecast on the same windows, and which windows they are."""
+    found = {}
+    for name in runs.tests:
         floor = table_where(name, lambda t: "AutoETS MAE" in t.header, 'with a column "AutoETS MAE"')
         for cells in floor.rows:
             if cells[1] != "test":
                 continue
-            key = f"{cells[0]}, test, {cells[2]}, model MAE"
-            model = Score(seeds(name, key, 1), cells[column_index(name, floor, "model MAE")])
-            simple = {label: number(cells[column_index(name, floor, f"{label} MAE")]) for label in SIMPLE}
-            best = min(simple, key=simple.get)
-            found[cells[0]] = (model, best, simple[best])
+            windows = cells[column_index(name, floor, "windows")]
+            values = seeds(name, f"{cells[0]}, test, {windows}, model MAE", 1)
+            model = Score(values, cells[column_index(name, floor, "model MAE")])
+            simple = {label: cells[column_index(name, floor, f"{label} MAE")].split(" (")[0] for label in SIMPLE}
+            best = min(simple, key=lambda label: number(simple[label]))
+            found[cells[0]] = (model, Simple(best, simple[best]), windows)
     return found
-
-
-def against_the_previous_defaults(new: dict[str, tuple[Score, str, float]]) -> str:
-    """The defaults' test MAE (``new``, as ``tested`` gives it) beside the previous defaults' (the epoch budget) on
-    the same windows, by the verdict rule over seeds."""
-    old = tested(OLD_TESTS)
-    words: dict[str, list[str]] = {"below": [], "level with": [], "above": []}
-    for data, (model, _, _) in new.items():
-        previous = old[data][0]
-        words[verdict(model, previous)].append(f"{short_name(data)} {model.text} against {previous.text}")
-    said = "Against the previous defaults (10 epochs) on the same test windows, read before this budget was chosen "
-    said += f"(`{OLD_TESTS[0]}`, `{OLD_TESTS[1]}`), the test MAE is "
-    verdicts = [f"{word} on {len(found)} ({'; '.join(found)})" for word, found in words.items() if found]
-    return said + "; ".join(verdicts) + "."
 
 
 def short_name(label: str) -> str:
@@ -1092,53 +1148,64 @@ def short_name(label: str) -> str:
 
 
 def defaults_on_real_data(here: Path) -> str:
-    """Where the defaults win and lose on the seven real datasets, each seed against the best simple forecast, on
-    validation (the budget's decision) and on the test read once after it, and what to try where they lose."""
-    decision = nth_table(DECISION, 0)
-    candidate = next(c for c in decision.header if c.endswith(": every seed below") and not c.startswith("old"))
-    on_test, lost, validation_wins, test_only = tested(BUDGET_TESTS), [], 0, []
-    for cells in decision.rows:
-        below = cells[column_index(DECISION, decision, candidate)]
-        validation_wins += below.startswith("yes")
-        model, best, simple = on_test[cells[0]]
-        worst = model.high
-        if below.startswith("yes") and worst >= simple:
-            test_only.append(short_name(cells[0]))
-        if not below.startswith("yes") or worst >= simple:
-            on_validation = cells[column_index(DECISION, decision, "validation best simple forecast")]
-            lost.append(
-                f"on {short_name(cells[0])} {best}'s test MAE {simple:,.3f} is below the worst seed's {worst:,.3f} "
-                f"(the model {worst / simple - 1:+.0%}; on validation {below.partition('(')[2].rstrip(')')} against "
-                f"{on_validation})"
-            )
-    test_wins = sum(model.high < simple for model, _, simple in on_test.values())
-    last_value, tried = nth_table(LAST_VALUE, 0), []
-    for cells in last_value.rows:
-        norm = Score(seeds(LAST_VALUE, f"{cells[0]}, validation model MAE"), cells[2])
-        defaults = score(DEFAULTS_VALIDATION, cells[0], "model MAE", seeds_key=f"{cells[0]}, validation model MAE")
-        tried.append(f"{short_name(cells[0])} {norm.text} against the defaults' {defaults.text}")
-    files = joined([f"[`{Path(name).name}`]({link(here, 'experiments/results/' + name)})" for name in BUDGET_TESTS])
-    rule = link(here, "experiments/results/search/budget.md")
-    return (
-        f"The defaults on {len(decision.rows)} real datasets, three seeds each, given only what this section asks "
-        f"(the budget chosen on validation by [rules committed before their runs]({rule}), "
-        f"[`{Path(DECISION).name}`]({link(here, 'experiments/results/' + DECISION)}); the test sets read once after "
-        f"it: {files}): every seed is below the best simple forecast (repeat-last, seasonal naive, AutoETS, AutoTheta "
-        f"on the same windows) on {validation_wins} of {len(decision.rows)} validation sets and {test_wins} of "
-        f"{len(on_test)} test sets. {against_the_previous_defaults(on_test)} "
-        f"**Where they lose**: {'; '.join(lost) if lost else 'nowhere'}. "
-        + (
-            f"On {joined(test_only)} every seed wins on validation and the worst loses on test: the seeds' spread "
-            "(which the mean of three seeds' forecasts, `python -m project.tools.ensemble`, averages). "
-            if test_only
-            else ""
+    """The defaults and the previous defaults on the seven real datasets, validation and test, beside the best simple
+    forecast on the same windows; whether every seed of the defaults is below it, by the verdict rule, and how many
+    datasets each config wins; the files it reads are ``DEFAULTS``'."""
+    new, old = DEFAULTS["defaults"], DEFAULTS["previous defaults"]
+    on_validation = {key: validated(runs) for key, runs in DEFAULTS.items()}
+    on_test = {key: tested(runs) for key, runs in DEFAULTS.items()}
+    labels = list(on_validation["defaults"])
+    for key, found in [*on_validation.items(), *on_test.items()]:
+        if set(found) != set(labels):
+            raise InputError(f"the {key}' files hold {', '.join(found)}; the defaults' hold {', '.join(labels)}")
+    header = ["data", "validation MAE: defaults", "previous defaults", "best simple forecast"]
+    header += ["test MAE: defaults", "previous defaults", "best simple forecast", "the defaults against it"]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * 6 + "---|"]
+    wins = {key: {"validation": 0, "test": 0} for key in DEFAULTS}
+    only_validation, subsets = [], {}
+    for label in labels:
+        words = {}
+        for split, found in (("validation", on_validation), ("test", on_test)):
+            for key in DEFAULTS:
+                model, simple = found[key][label][:2]
+                below = verdict(model, simple.score) == "below"
+                wins[key][split] += below
+                if key == "defaults":
+                    words[split] = verdict(model, simple.score)
+        if words["validation"] == "below" != words["test"]:
+            only_validation.append(short_name(label))
+        if (windows := on_test["defaults"][label][2]) != "every window":
+            subsets.setdefault(windows, []).append(short_name(label))
+        said = (
+            f"{words['validation']} on both"
+            if words["validation"] == words["test"]
+            else f"{words['validation']} on validation, {words['test']} on test"
         )
-        + "What to try on a single short series whose level moves (a lockdown, a trend), where a statistical model "
-        "fitted to it wins: statsforecast's AutoETS or AutoTheta (the `baselines` extra, fitted as "
-        "`experiments/statistical.py` fits them). `--model.normalisation=project.training.LastValueNorm` follows the "
-        "latest level; its validation MAE "
-        f"([`last_value.md`]({link(here, 'experiments/results/' + LAST_VALUE)})): {'; '.join(tried)}."
+        cells = [short_name(label)]
+        for found in (on_validation, on_test):
+            simple = found["defaults"][label][1]
+            cells += [found["defaults"][label][0].text, found["previous defaults"][label][0].text]
+            cells.append(f"{simple.name} {simple.text}")
+        lines.append("| " + " | ".join([*cells, said]) + " |")
+    total = len(labels)
+    files = [new.validation, *new.tests, old.validation, *old.tests]
+    cited = joined([f"`experiments/results/{name}`" for name in files])
+    said = (
+        f"Every seed below the best simple forecast (repeat-last, seasonal naive, AutoETS, AutoTheta on the same "
+        f"windows, by the verdict rule): the defaults on {wins['defaults']['validation']} of {total} validation sets "
+        f"and {wins['defaults']['test']} of {total} test sets; the previous defaults on "
+        f"{wins['previous defaults']['validation']} of {total} validation sets and "
+        f"{wins['previous defaults']['test']} of {total} test sets. "
     )
+    if only_validation:
+        said += f"On {joined(only_validation)} every seed is below it on validation and not on test. "
+    for windows, names in subsets.items():
+        said += f"{joined(names)}'s test columns are on {windows}, where AutoETS and AutoTheta were fitted. "
+    said += (
+        f"The defaults: {new.name}; the previous defaults: {old.name}; MAE in original units, mean ± sd over the "
+        f"seeds. From {cited}."
+    )
+    return "\n".join(lines) + "\n\n" + said
 
 
 BLOCKS: dict[str, Callable[[Path], str]] = {
@@ -1183,6 +1250,20 @@ def evidence_named(link: re.Match, here: Path) -> str:
     return f"{link[1]} (`{target.relative_to(REPOSITORY).as_posix()}`)"
 
 
+def wrapped(text: str) -> str:
+    """A block's text as the hand-written pages are: each paragraph wrapped at 116 columns (a list item with its
+    continuation lines indented), a table as it is."""
+    paragraphs = []
+    for paragraph in text.split("\n\n"):
+        if not paragraph.startswith("|"):
+            indent = "  " if paragraph.startswith("- ") else ""
+            paragraph = textwrap.fill(
+                paragraph, 116, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+            )
+        paragraphs.append(paragraph)
+    return "\n\n".join(paragraphs)
+
+
 def generated(page: str, here: Path = REPOSITORY) -> str:
     """The page (in the folder ``here``, for its links) with every generated block rewritten from the results
     files."""
@@ -1193,12 +1274,7 @@ def generated(page: str, here: Path = REPOSITORY) -> str:
         text = BLOCKS[match[2]](here)
         if not here.resolve().is_relative_to(REPOSITORY / "experiments"):
             text = EVIDENCE_LINK.sub(lambda link: evidence_named(link, here), text)
-        if not text.startswith(
-            "|"
-        ):  # a paragraph or a list item, wrapped as the hand-written ones are; a table as it is
-            indent = "  " if text.startswith("- ") else ""
-            text = textwrap.fill(text, 116, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
-        return f"{match[1]}{text}\n{match[4]}"
+        return f"{match[1]}{wrapped(text)}\n{match[4]}"
 
     return BLOCK.sub(one, page)
 

@@ -57,6 +57,23 @@ def test_a_score_takes_its_seeds_from_the_lines_under_its_own_table():
     assert all_windows.text.startswith("0.381 ± ")
 
 
+def test_the_defaults_table_takes_which_runs_are_the_defaults_from_one_mapping(monkeypatch):
+    """report.DEFAULTS names the defaults' and the previous defaults' files: swapping them swaps the columns and the
+    counts, every dataset keeps its row, and a loss is a row like a win."""
+    counts = "the defaults on {} of 7 validation sets and {} of 7 test sets; the previous defaults on {} of 7"
+    today = report.defaults_on_real_data(REPOSITORY)
+    rows = [line for line in today.splitlines() if line.startswith("| ")]
+    assert len(rows) == 1 + 7
+    assert counts.format(5, 3, 5) + " validation sets and 5 of 7 test sets" in " ".join(today.split())
+    assert "| pedestrian counts | 3585.376 ± 73.991 | 3654.718 ± 110.756 | AutoETS 1537.865 |" in today
+    assert rows[-1].endswith("| above on validation, level with on test |")
+    swapped = {"defaults": report.DEFAULTS["previous defaults"], "previous defaults": report.DEFAULTS["defaults"]}
+    monkeypatch.setattr(report, "DEFAULTS", swapped)
+    switched = report.defaults_on_real_data(REPOSITORY)
+    assert counts.format(5, 5, 5) + " validation sets and 3 of 7 test sets" in " ".join(switched.split())
+    assert "| pedestrian counts | 3654.718 ± 110.756 | 3585.376 ± 73.991 | AutoETS 1537.865 |" in switched
+
+
 # Figures of the README's prose that are not results: versions, a licence, a default setting, the suite's run time.
 NOT_RESULTS = {"3.10": "Python", "2.13": "PyTorch", "4.0": "CC BY-ND", "0.01": "the default weight decay"}
 NOT_RESULTS["1.0"] = "Lightning's default val_check_interval (every epoch)"
