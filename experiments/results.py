@@ -368,6 +368,16 @@ def seal_problem(text: str) -> str | None:
     return None
 
 
+# A stamp's commit, and each reused run's ("Runs as trained: … at commit …"), as git abbreviates it.
+STAMPED_COMMIT = re.compile(r"\bat commit ([0-9a-f]{7,40})\b")
+
+
+def commits_outside(text: str, history: list[str]) -> list[str]:
+    """The commits a results file's stamps name that are not in ``history`` (full hashes, ``git rev-list HEAD``)."""
+    named = sorted(set(STAMPED_COMMIT.findall(text)))
+    return [commit for commit in named if not any(full.startswith(commit) for full in history)]
+
+
 # The files under experiments/results/ that no command writes, so none carries a seal: the searches' rules and
 # records (search/, committed before their runs), a record of reruns, and the test-read history (each row names the
 # files its figures are in, and a test reads them there); and the benchmark's CSV files, which pandas reads whole.

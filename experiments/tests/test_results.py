@@ -222,28 +222,29 @@ def test_sealing_refuses_a_file_sealed_already_or_cut_short(tmp_path, capsys, te
     assert path.read_text() == text
 
 
-def git(*arguments: str) -> str | None:
-    """A git command's output in this repository, or None when there is no git or no repository (a copy)."""
+def history() -> list[str] | None:
+    """Every commit of HEAD's history, or None where git cannot tell: no git, a copy without .git, a shallow clone
+    (CI's checkout)."""
     try:
-        done = subprocess.run(["git", *arguments], cwd=REPOSITORY, capture_output=True, text=True, check=False)
+        shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=REPOSITORY, capture_output=True)
+        if shallow.returncode != 0 or shallow.stdout.strip() != b"false":
+            return None
+        return subprocess.run(
+            ["git", "rev-list", "HEAD"], cwd=REPOSITORY, capture_output=True, text=True
+        ).stdout.split()
     except FileNotFoundError:
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
-STAMPED_COMMIT = re.compile(r"\bat commit ([0-9a-f]{7,40})\b")
 
 
 def test_every_commit_a_results_stamp_names_is_in_this_repository_s_history():
     """The commit in a file's stamp and each reused run's ("Runs as trained … at commit …"): a commit of HEAD's
-    history. A copy without .git, or a shallow clone (CI's checkout), cannot tell, and skips."""
-    if git("rev-parse", "--is-shallow-repository") != "false":
-        pytest.skip("no full git history here (a copy without .git, or a shallow clone)")
-    history = git("rev-list", "HEAD").split()
-    named = {commit for path in SEALED for commit in STAMPED_COMMIT.findall(path.read_text())}
-    assert len(named) >= 30
-    unknown = sorted(c for c in named if not any(full.startswith(c) for full in history))
-    assert not unknown, f"stamps name commits outside HEAD's history: {unknown}"
+    history."""
+    commits = history()
+    if commits is None:
+        pytest.skip("no full git history here (no git, a copy without .git, or a shallow clone)")
+    assert len({c for path in SEALED for c in results.STAMPED_COMMIT.findall(path.read_text())}) >= 30
+    outside = {results_name(path): results.commits_outside(path.read_text(), commits) for path in SEALED}
+    assert {name: found for name, found in outside.items() if found} == {}
 
 
 def test_a_study_reads_each_checkpoint_once_for_its_epoch_settings_weights_and_forecasts(user_run, monkeypatch):
