@@ -8,7 +8,9 @@ A block's paragraphs are wrapped at 116 columns: a table is left as it is, and a
 one list item, its continuation lines indented. The pages' copies of whole results tables
 (``<!-- experiments/results/NAME.md -->`` … ``<!-- end -->``) are refreshed by the same command.
 ``experiments/tests/test_report.py`` regenerates every block and fails on any difference, so a figure on a page is
-the file's and a verdict is the rule's.
+the file's and a verdict is the rule's; the prose between the blocks quotes no figure
+(``experiments.figure_checks.result_figures``, held by ``experiments/tests/test_pages.py``). Which runs are "the
+defaults" and "the previous defaults" in the README's table of the seven real datasets is ``DEFAULTS``, one mapping.
 
 The rule (``verdict``): one model's error is *below* another's when its range over seeds lies below the other's,
 *above* when it lies above, and *level with* it otherwise: when the two ranges overlap or only touch. The seeds are
