@@ -64,10 +64,10 @@ TEST_READS = "test_reads.md"
 CITED = re.compile(r"`(?:([0-9a-f]{7,40}):)?([\w./-]+)`")
 
 
-def cited_text(commit: str | None, path: str, root: Path) -> str | None:
-    """A cited file's text: in this tree, or as ``commit`` held it (None where git cannot tell: a copy without .git,
-    a shallow clone, a commit not fetched)."""
-    if commit is None:
+def cited_text(commit: str, path: str, root: Path) -> str | None:
+    """A cited file's text: in this tree (no ``commit``), or as ``commit`` held it (None where git cannot tell: a copy
+    without .git, a shallow clone, a commit not fetched)."""
+    if not commit:
         return (root / path).read_text() if (root / path).is_file() else ""
     try:
         shown = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=root, capture_output=True, text=True)
