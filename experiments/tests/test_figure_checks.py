@@ -16,7 +16,7 @@ from experiments.figure_checks import (
     spread_mismatches,
     verdict_mismatches,
 )
-from experiments.tests.test_results import history
+from experiments.tests.helpers import history
 from tests.helpers import REPOSITORY
 
 RESULTS = REPOSITORY / "experiments" / "results"

@@ -11,6 +11,7 @@ from torch.utils.data import TensorDataset
 
 from experiments import results
 from experiments.linear_baseline import LinearBaseline
+from experiments.tests.helpers import history
 from tests.helpers import REPOSITORY
 
 
@@ -220,20 +221,6 @@ def test_sealing_refuses_a_file_sealed_already_or_cut_short(tmp_path, capsys, te
         results.main(["--seal", str(path)])
     assert message in capsys.readouterr().err
     assert path.read_text() == text
-
-
-def history() -> list[str] | None:
-    """Every commit of HEAD's history, or None where git cannot tell: no git, a copy without .git, a shallow clone
-    (CI's checkout)."""
-    try:
-        shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=REPOSITORY, capture_output=True)
-        if shallow.returncode != 0 or shallow.stdout.strip() != b"false":
-            return None
-        return subprocess.run(
-            ["git", "rev-list", "HEAD"], cwd=REPOSITORY, capture_output=True, text=True
-        ).stdout.split()
-    except FileNotFoundError:
-        return None
 
 
 def test_every_commit_a_results_stamp_names_is_in_this_repository_s_history():
