@@ -22,28 +22,9 @@ from project.errors import InputError, reported_in_one_line
 from project.files import check_output
 from project.training.runs import read_scalars
 
-OLD = "ensemble/validation.md"
-MODEL, FLOOR = "model MAE", ("AutoETS MAE", "AutoTheta MAE")
+OLD = report.VALIDATION_FLOOR  # the old defaults' validation rows, and AutoETS and AutoTheta on those windows
+MODEL = "model MAE"
 OLD_EPOCHS = 10  # the old budget: max_epochs 10
-
-
-def best_simple(label: str, new: str) -> tuple[str, float]:
-    """The lowest validation MAE of repeat-last, seasonal naive (the candidate's table, every window) and AutoETS and
-    AutoTheta (the old defaults' floor table), where the floor scored every window; where it scored every Nth, its
-    models count only if they are below seasonal naive on those windows (the rule: ETTh1's are not)."""
-    simple = {name: report.score(new, label, f"{name} MAE").mean for name in ("repeat-last", "seasonal naive")}
-    floor = report.nth_table(OLD, 1)
-    cells = report.row_where(OLD, floor, lambda cells: cells[0] == label and cells[1] == "validation", repr(label))
-    every_window = cells[report.column_index(OLD, floor, "windows")] == "every window"
-    seasonal_there = report.number(cells[report.column_index(OLD, floor, "seasonal naive MAE")])
-    for column in FLOOR:
-        value = report.number(cells[report.column_index(OLD, floor, column)])
-        if every_window:
-            simple[column.removesuffix(" MAE")] = value
-        elif value < seasonal_there:
-            raise InputError(f"{OLD}: {label}'s {column} is below seasonal naive on its windows; the rule assumed not")
-    name = min(simple, key=simple.get)
-    return name, simple[name]
 
 
 def steps(logs: Path, key: str, seeds: list[int]) -> str:
@@ -84,7 +65,8 @@ def decision(
         spread = max(statistics.stdev(old.values), statistics.stdev(tried.values))
         within = tried.mean <= old.mean + spread
         held.append(within)
-        name, simple = best_simple(label, new)
+        best = report.validation_best_simple(label, new)
+        name, simple = best.name, report.number(best.text)
         below = {}
         for config, score in (("old", old), (candidate, tried)):
             margin = score.high / simple - 1

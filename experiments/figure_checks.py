@@ -1,220 +1,118 @@
-"""Checks that a figure written by hand on a results page is the one its sentence names, and that every figure a
-results file derives (a mean ± sd, a verdict, a count, a decision) follows from the figures it is derived from.
+"""The checks that hold the pages to the results files, besides regenerating them (``experiments/tests/test_report.py``)
+and the files' seals (``experiments/tests/test_results.py``): no result figure in a page's hand-written prose, each
+test-read row's figures in the files it cites, and every figure a results file derives (a mean ± sd, a verdict cell,
+a decision) following from the figures it is derived from.
 
-``experiments/tests/test_figure_checks.py`` runs them over the real pages and files, and plants realistic errors
-(a neighbouring seed, the other split's value, a cell that contradicts its verdict) that each must flag.
+The pages' rule is one plain one, ``result_figures``: a decimal number, a percentage, a number with a thousands
+separator, a duration ("82 s", "4.2 min") or a count ("5 of 7") outside the generated blocks, the copies of results
+tables and code is a result written by hand, and fails, unless ``NOT_RESULTS`` names the phrase it sits in (a version,
+a licence, a target). A setting is written as code (``max_steps: 5000``, ``--data.stride=16``). Prose explains and
+points at the tables and blocks; it does not quote them.
+
+``experiments/tests/test_figure_checks.py`` runs the checks over the real pages and files, and plants realistic
+errors, each of which some check must flag.
 """
 
 from __future__ import annotations
 
 import re
 import statistics
-from dataclasses import dataclass
-from functools import cache
+import subprocess
 from pathlib import Path
 
 from experiments import report
 
-SPLIT_WORDS = ("validation", "test")
-WORD = re.compile(r"[a-z0-9]+")
-DECIMAL = re.compile(r"(?<![\w.,])(\d+\.\d+)(?![\w.]*\d)")
-SENTENCE_END = re.compile(r"(?<=[.;:!?])\s+(?=[A-Z(*])|\n\s*\n")
+# The rule: what a result looks like in prose.
+RESULT_FIGURE = re.compile(
+    r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d])"  # a thousands separator: 4,201.578, 10,000
+    r"|(?<![\w.])\d+(?:\.\d+)? ?(?:ms|s|min|minutes?|seconds?|CPU-minutes|CPU-hours)\b"  # a duration: 82 s, 4.2 min
+    r"|(?<![\w.])[+-]?\d+(?:\.\d+)?%"  # a percentage: 24%, -2.7%
+    r"|(?<![\w.])\d+\.\d+(?![\w.]*\d)"  # a decimal: 0.381, not a version's 2.13.0 or a commit
+    r"|\b\d+ of (?:the )?\d+\b"  # a count: 5 of 7, 3 of the 7
+)
+# Numbers of the pages' prose that are not results, by the phrase they sit in, and why.
+NOT_RESULTS = {
+    "Python ≥ 3.10": "the Python version the template needs",
+    "PyTorch 2.13": "the torch version the Makefile installs",
+    "CC BY-ND 4.0": "ETTh1's licence",
+    "A target of 1.5× teacher forcing": "a goal the benchmark was set, not what it measured",
+}
+
+
+def result_figures(text: str) -> list[str]:
+    """The result figures of a text by the rule, apart from the phrases of ``NOT_RESULTS``."""
+    text = re.sub(r"\s+", " ", text)  # a figure or a phrase may be wrapped over two lines
+    for phrase in NOT_RESULTS:
+        text = text.replace(phrase, "")
+    return [match[0] for match in RESULT_FIGURE.finditer(text)]
+
+
+def hand_written_figures(page: str) -> list[str]:
+    """The result figures of a page's hand-written prose: outside its generated blocks, table copies and code."""
+    return result_figures(report.prose(page))
+
+
 PER_SEED = re.compile(r"^- (.+?): (seed \S+: .+)$")
 SEED_VALUE = re.compile(r"seed \S+: (-?[\d,]*\.?\d+)")
-# A sentence that names a seed by its number may quote that seed's value ("seed 0 gave 263.181", "seed-0 run").
-NAMED_SEED = re.compile(r"\bseeds? \d|\bseed-\d", re.IGNORECASE)
-# Figures the prose may name that are goals, not results.
-TARGETS = {"9.5": "M4 Hourly's sMAPE target", "1.5": "detach's step-time target, as a multiple of teacher forcing"}
 
 
-def words(text: str) -> list[str]:
-    return WORD.findall(re.sub(r"\((measured[^)]*|this template|published)\)", "", text.lower()).replace("-", " "))
+# The test-read history: a table of experiments/results/test_reads.md, one row a read, each naming in its last column
+# the files its figures are in: a path in this tree (``experiments/results/m4_hourly.md``) or a file as a commit held
+# it (``45c170f:results/m4_hourly.md``, read with git).
+
+TEST_READS = "test_reads.md"
+CITED = re.compile(r"`(?:([0-9a-f]{7,40}):)?([\w./-]+)`")
 
 
-def column_split(column: str) -> str | None:
-    """The split a column is of when its header starts with it (``test MSE``), or None (``model MAE``)."""
-    first = words(column)[:1]
-    return first[0] if first and first[0] in SPLIT_WORDS else None
+def cited_text(commit: str, path: str, root: Path) -> str | None:
+    """A cited file's text: in this tree (no ``commit``), or as ``commit`` held it (None where git cannot tell: a copy
+    without .git, a shallow clone, a commit not fetched)."""
+    if not commit:
+        return (root / path).read_text() if (root / path).is_file() else ""
+    try:
+        shown = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=root, capture_output=True, text=True)
+    except FileNotFoundError:
+        return None
+    return shown.stdout if shown.returncode == 0 else None
 
 
-def split_of(*texts: str) -> str | None:
-    """The split a header, a split column's value or a per-seed key names (its first split word), or None."""
-    for text in texts:
-        found = [word for word in words(text) if word in SPLIT_WORDS]
-        if found:
-            return found[0]
-    return None
+def holds(text: str, figure: str) -> bool:
+    """Whether ``text`` holds ``figure`` as a figure of its own, thousands separators aside: 0.03 is not in 0.030, and
+    a duration or a percentage keeps its unit (6 s is not the 6 of 6 min)."""
+    plain = re.sub(r"(?<=\d),(?=\d{3})", "", text)
+    figure = re.sub(r"(?<=\d),(?=\d{3})", "", figure.lstrip("+-"))
+    number, unit = re.match(r"([\d.]+(?: of (?:the )?\d+)?) ?(.*)", figure).groups()
+    if not unit:
+        end = r"(?!\d)"
+    elif unit == "%":
+        end = "%"
+    else:  # a duration's unit
+        end = rf" ?{re.escape(unit)}\b"
+    return re.search(r"(?<![\d.])" + re.escape(number) + end, plain) is not None
 
 
-@dataclass(frozen=True)
-class Cell:
-    """A figure's place in a results file: a table cell, or one seed's value on the per-seed line under a table."""
-
-    path: Path
-    row: str
-    column: str
-    split: str | None
-    text: str
-    seed: bool = False
-    note: bool = False
+def history_rows(text: str) -> list[list[str]]:
+    """The rows of the test-read table: commit, data, what was read, what changed after, the files cited."""
+    lines = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("|---")]
+    return [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines[1:]]
 
 
-def cells_of(path: Path) -> list[Cell]:
-    """``cells_of_text`` of a file as it is now."""
-    return cells_of_text(path, path.read_text())
-
-
-@cache  # a page's check reads the same hundred files for each figure planted in it
-def cells_of_text(path: Path, text: str) -> list[Cell]:
-    """Every table cell, per-seed value and note figure of a results file (a setting of a YAML file is a row of its
-    own); a cell's split is its column's (``test MSE``) or its row's (a ``split`` column)."""
-    if path.suffix != ".md":
-        settings = re.findall(r"^\s*(\w+): (-?\d+\.\d+(?:e-?\d+)?)$", text, re.MULTILINE)
-        return [Cell(path, key.replace("_", " "), "", None, f"{float(value):f}") for key, value in settings]
-    found, header = notes_of(path, text), None
-    for line in text.splitlines():
-        if line.startswith("|"):
-            if line.startswith("|---"):
-                continue
-            parts = [part.strip() for part in line.strip().strip("|").split("|")]
-            if header is None:
-                header = parts
-                continue
-            row_split = split_of(parts[header.index("split")]) if "split" in header else None
-            for column, text in zip(header[1:], parts[1:], strict=False):
-                found.append(Cell(path, parts[0], column, column_split(column) or row_split, text))
-            continue
-        header = None
-        if seeds := PER_SEED.match(line):
-            key, values = seeds[1], seeds[2]
-            column = key.rpartition(", ")[2]
-            for value in SEED_VALUE.findall(values):
-                found.append(Cell(path, key, column, split_of(column, key), value, seed=True))
-    return found
-
-
-def figures_of_text(text: str) -> set[str]:
-    """The decimals of a text as they may be quoted: each at one to six decimals."""
-    figures = set()
-    for number in re.findall(r"\d+(?:,\d{3})*\.\d+", text):
-        value = float(number.replace(",", ""))
-        figures.update(f"{value:.{digits}f}" for digits in range(1, 7))
-    return figures
-
-
-def names_the_cell(named: set[str], split: str | None, cell: Cell) -> bool:
-    """The prose places a figure in a cell when it names the cell's row (the first two words of its label, before
-    any comma) or, where the table puts the model in the column (e.g. 'repeat-last MAE'), the column; and when the
-    cell belongs to a split (by its column or its row), that split is the one the prose gives the figure."""
-    labels = [label for label in (cell.row, cell.column) if words(label)]
-    return any(set(words(label.split(",")[0])[:2]) <= named for label in labels) and cell.split in (None, split)
-
-
-def quoted_spread(sentence: str, end: int) -> str | None:
-    """The ``± sd`` written right after a figure, or None."""
-    found = re.match(r" ± (\d+\.\d+)", sentence[end:])
-    return found[1] if found else None
-
-
-@cache
-def figure_index(files: tuple[tuple[Path, str], ...]) -> dict[str, list[Cell]]:
-    """The cells that hold each way a figure may be quoted: a mean ± sd as its cell prints it (tables only), a bare
-    figure at any rounding."""
-    index: dict[str, list[Cell]] = {}
-    for path, text in files:
-        for cell in cells_of_text(path, text):
-            quoted = set() if cell.seed or cell.note else set(re.findall(r"^\d+\.\d+ ± \d+\.\d+", cell.text))
-            for figure in quoted | figures_of_text(cell.text):
-                index.setdefault(figure, []).append(cell)
-    return index
-
-
-def split_of_figure(sentence: str, match: re.Match, end: int, last: str | None) -> str | None:
-    """The split the prose gives a figure: of a pair ``A / B`` under ``(validation / test …)``, its side; else the
-    split named in the three words after it, in its clause (``1.785 ± 0.017 validation MAE``, ``… on test``); else
-    the last one named before it (``last``, in the sentence or the paragraph); else the first one named after it."""
-    pair = re.search(r"(validation|test) / (validation|test)", sentence)
-    if pair and re.match(r" / \d", sentence[end:]):
-        return pair[1]
-    if pair and re.search(r"\d / $", sentence[: match.start()]):
-        return pair[2]
-    clause = re.split(r"[;,()]", sentence[end:])[0]
-    after = [w for w in words(clause)[:3] if w in SPLIT_WORDS]
-    if after:
-        return after[0]
-    before = [w for w in words(sentence[: match.start()]) if w in SPLIT_WORDS]
-    if before or last:
-        return before[-1] if before else last
-    return next((w for w in words(sentence[end:]) if w in SPLIT_WORDS), None)
-
-
-def sections(text: str) -> list[tuple[str, str]]:
-    """A page's prose as (heading, paragraph) pairs: a sentence leans on its section's heading and its paragraph's
-    first sentence to name what it speaks of ("seeds 0 and 1 report …" under "M4 Weekly again …")."""
-    found, heading = [], ""
-    for paragraph in re.split(r"\n\s*\n", report.prose(text)):
-        if paragraph.lstrip().startswith("#"):
-            heading = paragraph.strip().splitlines()[0]
-        found.append((heading, paragraph))
-    return found
-
-
-def misplaced_figures(text: str, cited: list[Path]) -> list[str]:
-    """Figures of a page's prose that are not in a cell of a row their sentence (with its paragraph's first sentence
-    and its section's heading) names, under the split the prose gives them: a figure changed to a neighbouring
-    seed's, to the other split's or to another row's fails here. A mean written with its ``± sd`` must be a cell as
-    printed; a seed's value counts only where the sentence names a seed by its number; a note's only where the
-    sentence shares its words."""
-    index = figure_index(tuple((path, path.read_text()) for path in cited))
-    found = []
-    for heading, paragraph in sections(text):
-        sentences, split = SENTENCE_END.split(paragraph), None  # the split the paragraph last named
-        lead = f"{heading} {sentences[0]}"
-        for sentence in sentences:
-            named, says_seed = set(words(f"{lead} {sentence}")), NAMED_SEED.search(sentence) is not None
-            for match in DECIMAL.finditer(sentence):
-                if sentence[: match.start()].endswith("± ") or match[1] in TARGETS:
-                    continue  # a spread is checked with its mean
-                figure, spread = match[1], quoted_spread(sentence, match.end())
-                end = match.end() + (len(f" ± {spread}") if spread else 0)
-                split = split_of_figure(sentence, match, end, split)
-                quoted = figure + (f" ± {spread}" if spread else "")
-                places = [c for c in index.get(quoted, []) if says_seed or not c.seed]
-                if not places:
-                    found.append(f"{quoted} (in no results file the page cites)")
-                elif not any(
-                    names_the_note(sentence, split, c) if c.note else names_the_cell(named, split, c) for c in places
-                ):
-                    rows = sorted({c.row[:80] for c in places})[:3]
-                    found.append(f"{quoted} (not in a row its sentence names, under {split}: {rows})")
-            mentioned = [w for w in words(sentence) if w in SPLIT_WORDS]
-            split = mentioned[-1] if mentioned else split
-    return found
-
-
-def notes_of(path: Path, text: str) -> list[Cell]:
-    """The figures of a results file's notes (its lines outside tables, code included), each placed in its sentence
-    and under its section's heading, which ``names_the_note`` compares with the page's sentence."""
-    found, heading = [], ""
-    lines = [line for line in text.splitlines() if not line.startswith(("|", "- "))]
-    for paragraph in re.split(r"\n\s*\n", "\n".join(lines)):
-        if paragraph.startswith("#"):
-            heading = paragraph.splitlines()[0]
-        for sentence in SENTENCE_END.split(paragraph):
-            for figure in re.findall(r"\d+(?:,\d{3})*\.\d+", sentence):
-                found.append(Cell(path, f"{heading} {sentence}", "", None, figure, note=True))
-    return found
-
-
-def content_words(text: str) -> set[str]:
-    return {word for word in words(text) if len(word) >= 4 and not word.isdigit()}
-
-
-def names_the_note(sentence: str, split: str | None, note: Cell) -> bool:
-    """A page's sentence quotes a note's figure when the two share three words of four letters or more (a note has
-    no row to name) and the note speaks of the split the prose gives the figure."""
-    shared = len(content_words(sentence) & content_words(note.row)) >= 3
-    return shared and (split is None or split in words(note.row))
+def history_mismatches(path: Path, root: Path = report.REPOSITORY) -> tuple[list[str], int]:
+    """Each figure of a test-read row (outside code) that none of the files the row cites holds, and how many rows
+    could not be checked (a cited commit git cannot show here). A row that quotes a figure cites a file."""
+    found, unchecked = [], 0
+    for cells in history_rows(path.read_text()):
+        figures = result_figures(report.INLINE_CODE.sub("", " ".join(cells[2:4])))
+        texts = [cited_text(commit, name, root) for commit, name in CITED.findall(cells[4])]
+        if figures and not texts:
+            found.append(f"{cells[0]} ({cells[1]}): {', '.join(figures)} and no file cited")
+        elif None in texts:
+            unchecked += 1
+        else:
+            missing = [figure for figure in figures if not any(holds(text, figure) for text in texts)]
+            if missing:
+                found.append(f"{cells[0]} ({cells[1]}): {', '.join(missing)} in none of {cells[4]}")
+    return found, unchecked
 
 
 # A mean ± sd against its seeds.
@@ -409,14 +307,3 @@ def decision_mismatches(path: Path) -> list[str]:
     if line[7].startswith("recommend") != recommend:
         found.append(f"{path.name}: the decision {line[7]!r} is not what the rule gives its table")
     return found
-
-
-# Counts and integer percentages written by hand.
-
-COUNT = re.compile(r"\b\d+ of (?:the )?\d+\b|(?<![\d.,])\d+%")
-
-
-def hand_written_counts(text: str) -> list[str]:
-    """The counts ("5 of 7") and integer percentages ("24%") of a page's prose: a result's count is generated, so
-    one written by hand is flagged unless a page's list of settings and goals names it."""
-    return COUNT.findall(report.prose(text))

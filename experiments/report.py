@@ -4,11 +4,13 @@
 
 A page holds a generated paragraph (or table) between two lines, ``<!-- generated: NAME -->`` and
 ``<!-- end generated -->``; NAME is one of ``BLOCKS``, each a function of the files under ``experiments/results/``.
-A block's text is wrapped at 116 columns: a table is left as it is, and a text starting with ``- `` is one list
-item, its continuation lines indented. The pages' copies of whole results tables
+A block's paragraphs are wrapped at 116 columns: a table is left as it is, and a paragraph starting with ``- `` is
+one list item, its continuation lines indented. The pages' copies of whole results tables
 (``<!-- experiments/results/NAME.md -->`` … ``<!-- end -->``) are refreshed by the same command.
 ``experiments/tests/test_report.py`` regenerates every block and fails on any difference, so a figure on a page is
-the file's and a verdict is the rule's.
+the file's and a verdict is the rule's; the prose between the blocks quotes no figure
+(``experiments.figure_checks.result_figures``, held by ``experiments/tests/test_pages.py``). Which runs are "the
+defaults" and "the previous defaults" in the README's table of the seven real datasets is ``DEFAULTS``, one mapping.
 
 The rule (``verdict``): one model's error is *below* another's when its range over seeds lies below the other's,
 *above* when it lies above, and *level with* it otherwise: when the two ranges overlap or only touch. The seeds are
@@ -39,7 +41,6 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 RESULTS = REPOSITORY / "experiments" / "results"
 # A marker is a line of its own: the same words quoted in prose or in inline code open no block.
 BLOCK = re.compile(r"^(<!-- generated: ([\w-]+) -->\n)(.*?)^(<!-- end generated -->)$", re.DOTALL | re.MULTILINE)
-HISTORY = re.compile(r"^<!-- history:[^\n]*-->\n.*?^<!-- end history -->$", re.DOTALL | re.MULTILINE)
 FENCED_CODE = re.compile(r"^ *```.*?^ *```", re.DOTALL | re.MULTILINE)
 # A code span may go on over a wrapped line but never past its paragraph, so a backtick left open hides at most
 # the rest of one paragraph (and test_pages fails on it).
@@ -52,9 +53,9 @@ def pages(root: Path = REPOSITORY) -> list[Path]:
 
 
 def prose(page: str) -> str:
-    """A page's hand-written prose: the page without its generated blocks, its copies of results tables, its
-    test-read history (figures of the earlier commits it names) and its code (settings, not figures)."""
-    for block in (BLOCK, TABLE_BLOCK, HISTORY, FENCED_CODE, INLINE_CODE):
+    """A page's hand-written prose: the page without its generated blocks, its copies of results tables and its code
+    (settings, not figures)."""
+    for block in (BLOCK, TABLE_BLOCK, FENCED_CODE, INLINE_CODE):
         page = block.sub("", page)
     return page
 
@@ -1046,45 +1047,101 @@ def ensemble(here: Path) -> str:
     )
 
 
-# The defaults on the seven real datasets (issue 70): the budget's decision on validation, then the one test read.
-DECISION, DEFAULTS_VALIDATION = "budget/decision_a3.md", "budget/validation_a3.md"
-BUDGET_TESTS = ("budget/test_etth1_m4_hourly.md", "budget/test_m4_weekly.md", "budget/test_single_series.md")
-LAST_VALUE = "budget/last_value.md"
+# The defaults on the seven real datasets (issue 70) beside the previous defaults: which runs are which is this one
+# mapping. When a candidate is adopted, its runs become "defaults" and the adopted ones "previous defaults": each
+# names its validation table (``experiments.your_data --splits val``) and the test tables read once after its decision.
+
+
+@dataclass(frozen=True)
+class Runs:
+    """A config's three seeds on the seven real datasets: how the table names it, and its results files."""
+
+    name: str
+    validation: str
+    tests: tuple[str, ...]
+
+
+DEFAULTS = {
+    "defaults": Runs(
+        "candidate A3, a budget of optimizer steps (`experiments/results/budget/decision_a3.md`)",
+        "budget/validation_a3.md",
+        ("budget/test_etth1_m4_hourly.md", "budget/test_m4_weekly.md", "budget/test_single_series.md"),
+    ),
+    "previous defaults": Runs(
+        "a budget of 10 epochs",
+        "ensemble/validation.md",
+        ("ensemble/test_etth1_m4_hourly.md", "ensemble/test_m4_weekly_and_single_series.md"),
+    ),
+}
 SIMPLE = ("repeat-last", "seasonal naive", "AutoETS", "AutoTheta")
+# AutoETS and AutoTheta on the validation windows, fitted once for every config (they do not depend on it).
+VALIDATION_FLOOR = "ensemble/validation.md"
 
 
-OLD_TESTS = ("ensemble/test_etth1_m4_hourly.md", "ensemble/test_m4_weekly_and_single_series.md")
+@dataclass(frozen=True)
+class Simple:
+    """The best simple forecast on a split's windows: its name and its MAE as the file prints it."""
+
+    name: str
+    text: str
+
+    @property
+    def score(self) -> Score:
+        return Score((number(self.text),), self.text)
 
 
-def tested(names: tuple[str, ...]) -> dict[str, tuple[Score, str, float]]:
-    """Per dataset of the floor tables of ``names`` (split test): the model's test MAE over its seeds, and the best
-    simple forecast on the same windows with its MAE."""
+def validation_best_simple(label: str, validation: str) -> Simple:
+    """The lowest validation MAE of repeat-last and seasonal naive (``validation``'s table, every window) and AutoETS
+    and AutoTheta (``VALIDATION_FLOOR``'s floor table) where the floor scored every window, as
+    experiments/results/search/budget.md states it; where the floor scored every Nth window (ETTh1), its models must
+    be above seasonal naive there, as the rule assumed."""
+    simple = {name: score(validation, label, f"{name} MAE").text.split(" (")[0] for name in SIMPLE[:2]}
+    floor = nth_table(VALIDATION_FLOOR, 1)
+    cells = row_where(
+        VALIDATION_FLOOR, floor, lambda cells: cells[0] == label and cells[1] == "validation", repr(label)
+    )
+    every_window = cells[column_index(VALIDATION_FLOOR, floor, "windows")] == "every window"
+    seasonal_there = number(cells[column_index(VALIDATION_FLOOR, floor, "seasonal naive MAE")])
+    for name in SIMPLE[2:]:
+        text = cells[column_index(VALIDATION_FLOOR, floor, f"{name} MAE")].split(" (")[0]
+        if every_window:
+            simple[name] = text
+        elif number(text) < seasonal_there:
+            raise InputError(
+                f"{RESULTS / VALIDATION_FLOOR}: {label}'s {name} is below seasonal naive on its windows; the rule "
+                "assumed not"
+            )
+    best = min(simple, key=lambda name: number(simple[name]))
+    return Simple(best, simple[best])
+
+
+def validated(runs: Runs) -> dict[str, tuple[Score, Simple]]:
+    """Per dataset of ``runs``' validation table: the model's validation MAE over its seeds and the best simple
+    forecast."""
     found = {}
-    for name in names:
+    for cells in nth_table(runs.validation, 0).rows:
+        label = cells[0]
+        model = score(runs.validation, label, "model MAE", seeds_key=f"{label}, validation model MAE")
+        found[label] = (model, validation_best_simple(label, runs.validation))
+    return found
+
+
+def tested(runs: Runs) -> dict[str, tuple[Score, Simple, str]]:
+    """Per dataset of the floor tables of ``runs``' test files: the model's test MAE over its seeds, the best simple
+    forecast on the same windows, and which windows they are."""
+    found = {}
+    for name in runs.tests:
         floor = table_where(name, lambda t: "AutoETS MAE" in t.header, 'with a column "AutoETS MAE"')
         for cells in floor.rows:
             if cells[1] != "test":
                 continue
-            key = f"{cells[0]}, test, {cells[2]}, model MAE"
-            model = Score(seeds(name, key, 1), cells[column_index(name, floor, "model MAE")])
-            simple = {label: number(cells[column_index(name, floor, f"{label} MAE")]) for label in SIMPLE}
-            best = min(simple, key=simple.get)
-            found[cells[0]] = (model, best, simple[best])
+            windows = cells[column_index(name, floor, "windows")]
+            values = seeds(name, f"{cells[0]}, test, {windows}, model MAE", 1)
+            model = Score(values, cells[column_index(name, floor, "model MAE")])
+            simple = {label: cells[column_index(name, floor, f"{label} MAE")].split(" (")[0] for label in SIMPLE}
+            best = min(simple, key=lambda label: number(simple[label]))
+            found[cells[0]] = (model, Simple(best, simple[best]), windows)
     return found
-
-
-def against_the_previous_defaults(new: dict[str, tuple[Score, str, float]]) -> str:
-    """The defaults' test MAE (``new``, as ``tested`` gives it) beside the previous defaults' (the epoch budget) on
-    the same windows, by the verdict rule over seeds."""
-    old = tested(OLD_TESTS)
-    words: dict[str, list[str]] = {"below": [], "level with": [], "above": []}
-    for data, (model, _, _) in new.items():
-        previous = old[data][0]
-        words[verdict(model, previous)].append(f"{short_name(data)} {model.text} against {previous.text}")
-    said = "Against the previous defaults (10 epochs) on the same test windows, read before this budget was chosen "
-    said += f"(`{OLD_TESTS[0]}`, `{OLD_TESTS[1]}`), the test MAE is "
-    verdicts = [f"{word} on {len(found)} ({'; '.join(found)})" for word, found in words.items() if found]
-    return said + "; ".join(verdicts) + "."
 
 
 def short_name(label: str) -> str:
@@ -1092,52 +1149,413 @@ def short_name(label: str) -> str:
 
 
 def defaults_on_real_data(here: Path) -> str:
-    """Where the defaults win and lose on the seven real datasets, each seed against the best simple forecast, on
-    validation (the budget's decision) and on the test read once after it, and what to try where they lose."""
-    decision = nth_table(DECISION, 0)
-    candidate = next(c for c in decision.header if c.endswith(": every seed below") and not c.startswith("old"))
-    on_test, lost, validation_wins, test_only = tested(BUDGET_TESTS), [], 0, []
-    for cells in decision.rows:
-        below = cells[column_index(DECISION, decision, candidate)]
-        validation_wins += below.startswith("yes")
-        model, best, simple = on_test[cells[0]]
-        worst = model.high
-        if below.startswith("yes") and worst >= simple:
-            test_only.append(short_name(cells[0]))
-        if not below.startswith("yes") or worst >= simple:
-            on_validation = cells[column_index(DECISION, decision, "validation best simple forecast")]
-            lost.append(
-                f"on {short_name(cells[0])} {best}'s test MAE {simple:,.3f} is below the worst seed's {worst:,.3f} "
-                f"(the model {worst / simple - 1:+.0%}; on validation {below.partition('(')[2].rstrip(')')} against "
-                f"{on_validation})"
-            )
-    test_wins = sum(model.high < simple for model, _, simple in on_test.values())
-    last_value, tried = nth_table(LAST_VALUE, 0), []
-    for cells in last_value.rows:
-        norm = Score(seeds(LAST_VALUE, f"{cells[0]}, validation model MAE"), cells[2])
-        defaults = score(DEFAULTS_VALIDATION, cells[0], "model MAE", seeds_key=f"{cells[0]}, validation model MAE")
-        tried.append(f"{short_name(cells[0])} {norm.text} against the defaults' {defaults.text}")
-    files = joined([f"[`{Path(name).name}`]({link(here, 'experiments/results/' + name)})" for name in BUDGET_TESTS])
-    rule = link(here, "experiments/results/search/budget.md")
-    return (
-        f"The defaults on {len(decision.rows)} real datasets, three seeds each, given only what this section asks "
-        f"(the budget chosen on validation by [rules committed before their runs]({rule}), "
-        f"[`{Path(DECISION).name}`]({link(here, 'experiments/results/' + DECISION)}); the test sets read once after "
-        f"it: {files}): every seed is below the best simple forecast (repeat-last, seasonal naive, AutoETS, AutoTheta "
-        f"on the same windows) on {validation_wins} of {len(decision.rows)} validation sets and {test_wins} of "
-        f"{len(on_test)} test sets. {against_the_previous_defaults(on_test)} "
-        f"**Where they lose**: {'; '.join(lost) if lost else 'nowhere'}. "
-        + (
-            f"On {joined(test_only)} every seed wins on validation and the worst loses on test: the seeds' spread "
-            "(which the mean of three seeds' forecasts, `python -m project.tools.ensemble`, averages). "
-            if test_only
-            else ""
+    """The defaults and the previous defaults on the seven real datasets, validation and test, beside the best simple
+    forecast on the same windows; whether every seed of the defaults is below it, by the verdict rule, and how many
+    datasets each config wins; the files it reads are ``DEFAULTS``'."""
+    new, old = DEFAULTS["defaults"], DEFAULTS["previous defaults"]
+    on_validation = {key: validated(runs) for key, runs in DEFAULTS.items()}
+    on_test = {key: tested(runs) for key, runs in DEFAULTS.items()}
+    labels = list(on_validation["defaults"])
+    for key, found in [*on_validation.items(), *on_test.items()]:
+        if set(found) != set(labels):
+            raise InputError(f"the {key}' files hold {', '.join(found)}; the defaults' hold {', '.join(labels)}")
+    header = ["data", "validation MAE: defaults", "previous defaults", "best simple forecast"]
+    header += ["test MAE: defaults", "previous defaults", "best simple forecast", "the defaults against it"]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * 6 + "---|"]
+    wins = {key: {"validation": 0, "test": 0} for key in DEFAULTS}
+    only_validation, subsets = [], {}
+    for label in labels:
+        words = {}
+        for split, found in (("validation", on_validation), ("test", on_test)):
+            for key in DEFAULTS:
+                model, simple = found[key][label][:2]
+                below = verdict(model, simple.score) == "below"
+                wins[key][split] += below
+                if key == "defaults":
+                    words[split] = verdict(model, simple.score)
+        if words["validation"] == "below" != words["test"]:
+            only_validation.append(short_name(label))
+        if (windows := on_test["defaults"][label][2]) != "every window":
+            subsets.setdefault(windows, []).append(short_name(label))
+        said = (
+            f"{words['validation']} on both"
+            if words["validation"] == words["test"]
+            else f"{words['validation']} on validation, {words['test']} on test"
         )
-        + "What to try on a single short series whose level moves (a lockdown, a trend), where a statistical model "
-        "fitted to it wins: statsforecast's AutoETS or AutoTheta (the `baselines` extra, fitted as "
-        "`experiments/statistical.py` fits them). `--model.normalisation=project.training.LastValueNorm` follows the "
-        "latest level; its validation MAE "
-        f"([`last_value.md`]({link(here, 'experiments/results/' + LAST_VALUE)})): {'; '.join(tried)}."
+        cells = [short_name(label)]
+        for found in (on_validation, on_test):
+            simple = found["defaults"][label][1]
+            cells += [found["defaults"][label][0].text, found["previous defaults"][label][0].text]
+            cells.append(f"{simple.name} {simple.text}")
+        lines.append("| " + " | ".join([*cells, said]) + " |")
+    total = len(labels)
+    files = [new.validation, *new.tests, old.validation, *old.tests]
+    cited = joined([f"`experiments/results/{name}`" for name in files])
+    said = (
+        f"Every seed below the best simple forecast (repeat-last, seasonal naive, AutoETS, AutoTheta on the same "
+        f"windows, by the verdict rule): the defaults on {wins['defaults']['validation']} of {total} validation sets "
+        f"and {wins['defaults']['test']} of {total} test sets; the previous defaults on "
+        f"{wins['previous defaults']['validation']} of {total} validation sets and "
+        f"{wins['previous defaults']['test']} of {total} test sets. "
+    )
+    if only_validation:
+        said += f"On {joined(only_validation)} every seed is below it on validation and not on test. "
+    for windows, names in subsets.items():
+        said += f"{joined(names)}'s test columns are on {windows}, where AutoETS and AutoTheta were fitted. "
+    said += (
+        f"The defaults: {new.name}; the previous defaults: {old.name}; MAE in original units, mean ± sd over the "
+        f"seeds. From {cited}."
+    )
+    return "\n".join(lines) + "\n\n" + said
+
+
+# The results page's sections (experiments/README.md): what each table says, one block a section.
+
+
+def scores(name: str, row: str, columns: tuple[str, ...], table: int = 0) -> dict[str, Score]:
+    """A row's cells in several columns (``test MSE``, ``test MAE``), as ``score`` reads each."""
+    return {column: score(name, row, column, table) for column in columns}
+
+
+def against(model: dict[str, Score], other: dict[str, Score], label: str, figures: bool = True) -> str:
+    """Two metrics of a row against another's, by the rule: 'above the least-squares map (0.370 / 0.392)', or 'level
+    with (MSE) and above (MAE) the least-squares map (0.652 / 0.543)'; without the other's ``figures``, 'above them'."""
+    words = {column: verdict(model[column], other[column]) for column in model}
+    if len(set(words.values())) == 1:
+        said = next(iter(words.values()))
+    else:
+        said = joined([f"{word} ({column.split()[-1]})" for column, word in words.items()])
+    return f"{said} {label}" + (f" ({pair(other)})" if figures else "")
+
+
+def pair(cells: dict[str, Score]) -> str:
+    return " / ".join(cell.text for cell in cells.values())
+
+
+ETTH1_LINEAR = {"least-squares linear map": "the least-squares map", "NLinear form": "the NLinear form"}
+
+
+def etth1_regimes(here: Path) -> str:
+    """ETTh1's regimes table: free running against the in-run linear baselines, its ensemble and teacher forcing, on
+    test and on validation, and whether the target (below the best linear baseline on test, both metrics) is met."""
+    name, test, validation = "etth1_regimes.md", ("test MSE", "test MAE"), ("validation MSE", "validation MAE")
+    detach, teacher = scores(name, "free running detach", test), scores(name, "teacher forcing", test)
+    ensemble = scores(name, "free running detach, mean", test)
+    linear = {label: scores(name, row, test) for row, label in ETTH1_LINEAR.items()}
+    best = min(linear, key=lambda label: sum(cell.mean for cell in linear[label].values()))
+    met = all(verdict(detach[column], linear[best][column]) == "below" for column in test)
+    patch = scores(name, "PatchTST/42", test)
+    detach_validation = scores(name, "free running detach", validation)
+    ensemble_validation = scores(name, "free running detach, mean", validation)
+    least_squares = scores(name, "least-squares linear map", validation)
+    return (
+        f"**What it says: the target is {'met' if met else 'missed'}.** The target was the free-running model below "
+        f"the best in-run linear baseline on test, on both metrics. On test free-running `detach` scores "
+        f"{pair(detach)} (MSE / MAE, three seeds), {against(detach, linear[best], best)}, and the mean of its seeds' "
+        f"forecasts ({pair(ensemble)}) is {against(ensemble, linear[best], 'it', False)}. Teacher forcing, searched "
+        f"with the same budget, scores {pair(teacher)}: {against(teacher, detach, 'free running', False)}, and "
+        f"{against(teacher, linear[best], best, False)}. On validation, where every setting was chosen, `detach` "
+        f"scores {pair(detach_validation)}, {against(detach_validation, least_squares, 'the least-squares map')}, and "
+        f"its ensemble {pair(ensemble_validation)}, {against(ensemble_validation, least_squares, 'it', False)}. "
+        f"PatchTST/42, published at the same look-back, scored {pair(patch)} on test."
+    )
+
+
+def lowest(name: str, rows: dict[str, str], column: str, table: int = 0) -> tuple[str, Score]:
+    """Of ``rows`` (row → how the page names it), the one of lowest ``column``: its name and its cell."""
+    cells = {label: score(name, row, column, table) for row, label in rows.items()}
+    label = min(cells, key=lambda label: cells[label].mean)
+    return label, cells[label]
+
+
+ETTH1_BASELINES = {
+    "repeat-last": "repeat-last",
+    "seasonal naive": "seasonal naive",
+    "least-squares linear map": "the least-squares map",
+    "NLinear form": "the NLinear form",
+}
+FLOOR_ROWS = {"AutoETS": "AutoETS", "AutoTheta": "AutoTheta"}
+
+
+def etth1_floor(here: Path) -> str:
+    """ETTh1's statistical floor, the regimes file's second table (every 24th window): AutoETS and AutoTheta against
+    the naive forecasts and the least-squares map, free running against all of them, and the lowest baseline."""
+    name, test, validation = "etth1_regimes.md", "test MSE", "validation MSE"
+    cell = {row: score(name, row, test, 1) for row in [*ETTH1_BASELINES, *FLOOR_ROWS, "free running detach"]}
+    theta, ets, naive, last = cell["AutoTheta"], cell["AutoETS"], cell["seasonal naive"], cell["repeat-last"]
+    linear, detach = cell["least-squares linear map"], cell["free running detach"]
+    theta_validation = score(name, "AutoTheta", validation, 1)
+    linear_validation = score(name, "least-squares linear map", validation, 1)
+    floor_label, floor = lowest(name, {**ETTH1_BASELINES, **FLOOR_ROWS}, test, 1)
+    return (
+        f"On those test windows AutoTheta scores {theta.text} MSE, {verdict(theta, naive)} seasonal naive's "
+        f"{naive.text} (one value each: the rule has no spread to weigh), and AutoETS {ets.text}, "
+        f"{verdict(ets, last)} repeat-last's {last.text}; the least-squares map's {linear.text} is "
+        f"{verdict(linear, theta)} AutoTheta and {verdict(linear, ets)} AutoETS, and on validation "
+        f"{linear_validation.text} is {verdict(linear_validation, theta_validation)} AutoTheta's "
+        f"{theta_validation.text}. Free-running `detach` on the same test windows scores {detach.text}, "
+        f"{verdict(detach, theta)} AutoTheta, {verdict(detach, ets)} AutoETS and {verdict(detach, linear)} the "
+        f"least-squares map: on ETTh1 the lowest baseline, the floor to beat, is {floor_label} ({floor.text})."
+    )
+
+
+def m4_hourly(here: Path) -> str:
+    """M4 Hourly's table: free running against M4's winner and best hourly entry, the baselines and the statistical
+    floor, the ensemble on validation and test, and the measured seasonal naive against M4's published row."""
+    name, metrics = "m4_hourly.md", ("sMAPE", "MASE")
+    test = tuple(f"test {m}" for m in metrics)
+    detach = scores(name, "free running detach (", test)
+    winner, best = scores(name, "ES-RNN", test), scores(name, "best hourly", test)
+    measured, published = scores(name, "seasonal naive (measured)", test), scores(name, "seasonal naive (sNaive)", test)
+    same = all(measured[column].text == published[column].text for column in test)
+    behind = {
+        "seasonal naive": "seasonal naive (measured)",
+        "the least-squares map": "least-squares linear map",
+        "the NLinear form": "NLinear form",
+        "AutoETS": "AutoETS",
+        "AutoTheta": "AutoTheta",
+    }
+    baselines = {label: score(name, row, "test sMAPE") for label, row in behind.items()}
+    words = {verdict(cell, detach["test sMAPE"]) for cell in baselines.values()}
+    floor = {label: scores(name, label, ("validation sMAPE", "test sMAPE")) for label in FLOOR_ROWS}
+    naive = scores(name, "seasonal naive (measured)", ("validation sMAPE", "test sMAPE"))
+    floor_words = {
+        verdict(floor[label][column], naive[column]) for label in floor for column in ("validation sMAPE", "test sMAPE")
+    }
+    seeds_validation = score(name, "free running detach (", "validation sMAPE")
+    ensemble_validation = score(name, "free running detach, mean", "validation sMAPE")
+    ensemble = scores(name, "free running detach, mean", test)
+    return (
+        f"**What it says.** The measured seasonal naive's test sMAPE / MASE, {pair(measured)}, "
+        f"{'are' if same else 'are not'} M4's published sNaive row's, which checks the metric code. On test free "
+        f"running scores {pair(detach)} (sMAPE / MASE, three seeds): {against(detach, winner, 'ES-RNN, the winner')}, "
+        f"and {against(detach, best, 'the best hourly entry')}. On test sMAPE "
+        + joined([f"{label} ({cell.text})" for label, cell in baselines.items()])
+        + (f" are all {next(iter(words))} it" if len(words) == 1 else " are not all on one side of it")
+        + f", and AutoETS and AutoTheta are {joined(sorted(floor_words))} seasonal naive on validation and test. On "
+        f"validation the mean of the three seeds' forecasts scores {ensemble_validation.text} sMAPE against the seeds' "
+        f"{seeds_validation.text}, {verdict(ensemble_validation, seeds_validation)} them, so validation chooses it; on "
+        f"test it scores {pair(ensemble)}, {against(ensemble, best, 'the best hourly entry', False)} ({pair(best)}; "
+        "one ensemble against one entry: the rule has no spread to weigh)."
+    )
+
+
+M4_WEEKLY_BASELINES = {
+    "seasonal naive": "seasonal naive",
+    "repeat-last": "repeat-last",
+    "least-squares linear map": "the least-squares map",
+    "NLinear form": "the NLinear form",
+    "AutoETS": "AutoETS",
+    "AutoTheta": "AutoTheta",
+}
+
+
+def m4_weekly(here: Path) -> str:
+    """M4 Weekly's table: free running against AutoTheta and AutoETS at the data's season, each split, the lowest
+    baseline of each test metric, the ensemble, and AutoTheta as the competition fitted it (the note under the
+    table)."""
+    name, metrics = "m4_weekly.md", ("sMAPE", "MASE")
+    test, validation = tuple(f"test {m}" for m in metrics), tuple(f"validation {m}" for m in metrics)
+    detach = scores(name, "free running detach (", test)
+    detach_validation = scores(name, "free running detach (", validation)
+    on_test = [against(detach, scores(name, row, test), f"{row} at season 52") for row in FLOOR_ROWS]
+    on_validation = [against(detach_validation, scores(name, row, validation), row) for row in FLOOR_ROWS]
+    nearest = []
+    for column in test:
+        label, cell = lowest(name, M4_WEEKLY_BASELINES, column)
+        nearest.append(f"{verdict(detach[column], cell)} {label} ({cell.text}), the lowest baseline on {column}")
+    ensemble = scores(name, "free running detach, mean", test)
+    ensemble_validation = scores(name, "free running detach, mean", ("validation sMAPE",))
+    seeds_validation = {"validation sMAPE": detach_validation["validation sMAPE"]}
+    competition = re.search(r"AutoTheta at season 52\s+scores ([\d.]+) sMAPE / ([\d.]+) MASE", results_text(name))
+    if competition is None:
+        raise lacking(name, "note 'AutoTheta at season 52 scores … sMAPE / … MASE'")
+    fitted = {column: Score((number(value),), value) for column, value in zip(test, competition.groups())}
+    return (
+        f"On test free running scores {pair(detach)} (sMAPE / MASE, three seeds): {'; '.join(on_test)}. On "
+        f"validation, where every choice is read, it scores {pair(detach_validation)}: {'; '.join(on_validation)}. "
+        f"Free running is {', and '.join(nearest)}. On validation the mean of the seeds' forecasts scores "
+        f"{pair(ensemble_validation)} sMAPE, {against(ensemble_validation, seeds_validation, 'the seeds')}, so "
+        f"validation would choose it; on test it scores {pair(ensemble)}. Fitted as M4's entries were, on every week "
+        "before the test weeks (`experiments.m4.competition_scores`, the note under the table), AutoTheta at season "
+        f"52 scores {pair(fitted)} on test, and free running is {against(detach, fitted, 'it', False)} too."
+    )
+
+
+def split_score(name: str, row: str, split: str, column: str, table: int = 0) -> Score:
+    """A cell of a table with a split column: the first row starting with ``row`` on ``split``, with its seeds."""
+    found = nth_table(name, table)
+    cells = row_where(name, found, lambda c: c[0].startswith(row) and c[1] == split, f"{row!r} on {split}")
+    text = cells[column_index(name, found, column)]
+    if " ± " in text:
+        return Score(seeds(name, f"{cells[0]}, {split} {column}", table), text)
+    return Score((number(text),), text.split(" (")[0])
+
+
+def all_said(models: list[Score], other: Score) -> str:
+    """Several rows against one by the rule, as one word when they agree ('below'), else each word."""
+    words = sorted({verdict(model, other) for model in models})
+    return words[0] if len(words) == 1 else "by turns " + joined(words)
+
+
+def grouped(words: dict[str, str]) -> str:
+    """Verdicts against several rows (row → word), each word once: 'below seasonal naive (18.582) and repeat-last
+    (24.466)', 'level with the least-squares map (0.058) and above the NLinear form (0.053)'."""
+    groups: dict[str, list[str]] = {}
+    for label, word in words.items():
+        groups.setdefault(word, []).append(label)
+    return " and ".join(f"{word} {joined(labels)}" for word, labels in groups.items())
+
+
+INTERMITTENT, INTERMITTENT_FLOOR = "intermittent_panel.md", "intermittent_floor.md"
+NAIVE_COLUMNS = {"seasonal naive": "seasonal naive (12) MAE", "repeat-last": "repeat-last MAE"}
+
+
+def recipes(split: str) -> dict[str, Score]:
+    """The intermittent panel's recipes on ``split`` (the statistical rows left out): recipe → model MAE."""
+    found = nth_table(INTERMITTENT, 0)
+    rows = [c[0] for c in found.rows if c[1] == split and not c[0].startswith(("AutoETS", "AutoTheta"))]
+    return {row: split_score(INTERMITTENT, row, split, "model MAE") for row in rows}
+
+
+def intermittent(here: Path) -> str:
+    """The intermittent panel's recipes against the naive forecasts on validation, the chosen one on test, and the
+    statistical floor of the same run."""
+    tried, chosen = recipes("validation"), recipes("test")
+    (chosen_score,) = chosen.values()
+    naive = {
+        split: {
+            label: split_score(INTERMITTENT, next(iter(found)), split, column)
+            for label, column in NAIVE_COLUMNS.items()
+        }
+        for split, found in (("validation", tried), ("test", chosen))
+    }
+    low, high = min(tried.values(), key=lambda s: s.mean), max(tried.values(), key=lambda s: s.mean)
+    best = min(tried, key=lambda row: tried[row].mean)
+    floor = {label: split_score(INTERMITTENT, label, "test", "model MAE") for label in FLOOR_ROWS}
+    seasonal = naive["test"]["seasonal naive"]
+    on_validation = grouped(
+        {f"{label} ({cell.text})": all_said(list(tried.values()), cell) for label, cell in naive["validation"].items()}
+    )
+    on_test = grouped({f"{label} ({cell.text})": verdict(chosen_score, cell) for label, cell in naive["test"].items()})
+    words = {label: verdict(cell, seasonal) for label, cell in floor.items()}
+    if len(set(words.values())) == 1:
+        floor_said = f"both {next(iter(words.values()))} seasonal naive ({seasonal.text})"
+    else:
+        floor_said = joined([f"{label} {word}" for label, word in words.items()]) + f" seasonal naive ({seasonal.text})"
+    chosen_said = grouped({label: verdict(chosen_score, cell) for label, cell in floor.items()})
+    return (
+        f"**What it says.** On validation every recipe ({low.text} to {high.text} model MAE) is {on_validation}; the "
+        f"recipes lie within {high.mean / low.mean - 1:.1%} of each other, and the lowest, {best.split(' (')[0]}, was "
+        f"chosen. On test the chosen recipe scores {chosen_score.text} model MAE, {on_test}. The statistical floor of "
+        f"the same run, on the same test windows: AutoTheta scores {floor['AutoTheta'].text} and AutoETS "
+        f"{floor['AutoETS'].text}, {floor_said}, and the chosen recipe is {chosen_said}."
+    )
+
+
+def intermittent_floor(here: Path) -> str:
+    """The floor alone (intermittent_floor.md): the recipes against AutoETS and AutoTheta on validation, and AutoARIMA
+    against the naive forecast, the other statistical models and the recipes."""
+    name, tried = INTERMITTENT_FLOOR, recipes("validation")
+    floor = {
+        row: {split: score(name, row, f"{split} MAE") for split in ("validation", "test")}
+        for row in ("seasonal naive", "AutoETS", "AutoTheta", "AutoARIMA")
+    }
+    low, high = min(tried.values(), key=lambda s: s.mean), max(tried.values(), key=lambda s: s.mean)
+    arima, naive = floor["AutoARIMA"], floor["seasonal naive"]
+    others = joined([f"{verdict(arima['validation'], floor[row]['validation'])} {row}" for row in FLOOR_ROWS])
+    recipes_said = all_said(list(tried.values()), arima["validation"])
+    return (
+        f"On validation the recipes' {low.text} to {high.text} model MAE is "
+        f"{all_said(list(tried.values()), floor['AutoTheta']['validation'])} AutoTheta's "
+        f"{floor['AutoTheta']['validation'].text} and {all_said(list(tried.values()), floor['AutoETS']['validation'])} "
+        f"AutoETS's {floor['AutoETS']['validation'].text}. AutoARIMA, fitted per series at season 12, scores "
+        f"{arima['validation'].text} on validation, {verdict(arima['validation'], naive['validation'])} seasonal naive "
+        f"({naive['validation'].text}), {others}, and every recipe is {recipes_said} it; on test AutoARIMA scores "
+        f"{arima['test'].text}, {verdict(arima['test'], naive['test'])} seasonal naive ({naive['test'].text}) and "
+        f"{verdict(arima['test'], floor['AutoTheta']['test'])} AutoTheta ({floor['AutoTheta']['test'].text})."
+    )
+
+
+COVARIATES = "etth1_covariates.md"
+COVARIATE_ROWS = {
+    "OT with the six loads (past) and the calendar": "OT with the loads and the calendar",
+    "OT with the six loads": "OT with the six loads",
+    "OT with the calendar": "OT with the calendar",
+}
+
+
+def etth1_covariates(here: Path) -> str:
+    """The covariates table: each covariate row against OT alone on test, OT alone against the linear baselines, the
+    lowest model row on validation, and the statistical floor on every 24th window."""
+    name, test, validation = COVARIATES, "test MSE", "validation MSE"
+    alone = score(name, "OT alone", test)
+    rows = {label: score(name, row, test) for row, label in COVARIATE_ROWS.items()}
+    helping = [label for label, cell in rows.items() if verdict(cell, alone) == "below"]
+    linear = {label: score(name, row, test) for row, label in ETTH1_LINEAR.items()}
+    models = {"OT alone": "OT alone", **COVARIATE_ROWS}
+    best_label, best = lowest(name, models, validation)
+    alone_validation = score(name, "OT alone", validation)
+    floor = {label: score(name, label, test, 1) for label in FLOOR_ROWS}
+    last = score(name, "repeat-last", test, 1)
+    alone_there, alone_there_validation = score(name, "OT alone", test, 1), score(name, "OT alone", validation, 1)
+    theta_validation = score(name, "AutoTheta", validation, 1)
+    etss_is_last = all(
+        score(name, "AutoETS", column, 1).text == score(name, "repeat-last", column, 1).text
+        for column in nth_table(name, 1).header[1:5]
+    )
+    return (
+        f"**What it says.** {'No covariate row is' if not helping else joined(helping) + ' is'} below OT alone on "
+        f"test: OT alone scores {alone.text} MSE, "
+        + grouped({f"{label} ({cell.text})": verdict(alone, cell) for label, cell in linear.items()})
+        + "; "
+        + "; ".join(f"{label} scores {cell.text}, {verdict(cell, alone)} it" for label, cell in rows.items())
+        + f". On validation the lowest model row is {best_label} ({best.text}"
+        + (
+            f", against OT alone's {alone_validation.text}: {verdict(best, alone_validation)} it)"
+            if best_label != "OT alone"
+            else ")"
+        )
+        + f". On every 24th window (the second table) AutoTheta scores {floor['AutoTheta'].text} test MSE and AutoETS "
+        f"{floor['AutoETS'].text}"
+        + (", AutoETS's figures being repeat-last's there" if etss_is_last else f" (repeat-last {last.text})")
+        + f"; OT alone scores {alone_there.text} there, "
+        f"{grouped({label: verdict(alone_there, cell) for label, cell in floor.items()})}, and on validation "
+        f"{alone_there_validation.text}, "
+        f"{verdict(alone_there_validation, theta_validation)} AutoTheta's {theta_validation.text}."
+    )
+
+
+PROBABILISTIC = "etth1_probabilistic.md"
+QUANTILES = "free-running detach, Quantiles distribution"
+
+
+def etth1_probabilistic(here: Path) -> str:
+    """The probabilistic table: the CRPS beside a point forecast's, the calibration on validation and the coverage on
+    test, the median against the point model, and the floor on every 24th window. The file lists its seeds' scores
+    for the MSE and MAE columns only, so the rule weighs those alone."""
+    name = PROBABILISTIC
+    found = nth_table(name, 0)
+    coverage_column = next(column for column in found.header if column.endswith("coverage"))
+
+    def printed(row: str, column: str) -> str:
+        cells = row_where(name, found, lambda c: c[0].startswith(row), f"starting with {row!r}")
+        return cells[column_index(name, found, column)]
+
+    median, point = score(name, QUANTILES, "test MSE"), score("etth1_regimes.md", "free running detach", "test MSE")
+    there = score(name, QUANTILES, "test MSE", 1)
+    floor = {label: score(name, label, "test MSE", 1) for label in FLOOR_ROWS}
+    linear = score(name, "least-squares linear map", "test MSE", 1)
+    return (
+        f"**What it says.** The forecast distribution's CRPS is {printed(QUANTILES, 'CRPS')}, the least-squares "
+        f"map's {printed('least-squares linear map', 'CRPS')} (a point forecast's CRPS is its absolute error; the "
+        "file lists no seed's CRPS, so the rule gives no word on it). Validation widened the paths by an interval "
+        f"scale of {printed(QUANTILES, 'interval scale')} so that the central interval held its share of the "
+        f"validation targets; on the test months its {coverage_column} is {printed(QUANTILES, coverage_column)}. "
+        f"The median forecast's test MSE, {median.text}, is {verdict(median, point)} the point model's {point.text} "
+        f"(`etth1_regimes.md`). On every 24th window (the second table) the median scores {there.text} test MSE, "
+        f"{grouped({f'{label} ({cell.text})': verdict(there, cell) for label, cell in floor.items()})}, and "
+        f"{verdict(there, linear)} the least-squares map ({linear.text})."
     )
 
 
@@ -1163,6 +1581,14 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "path-changes-the-answer": path_changes_the_answer,
     "baseline-path": baseline_path,
     "ensemble": ensemble,
+    "etth1-regimes": etth1_regimes,
+    "etth1-floor": etth1_floor,
+    "m4-hourly": m4_hourly,
+    "m4-weekly": m4_weekly,
+    "intermittent": intermittent,
+    "intermittent-floor": intermittent_floor,
+    "etth1-covariates": etth1_covariates,
+    "etth1-probabilistic": etth1_probabilistic,
 }
 
 
@@ -1183,6 +1609,20 @@ def evidence_named(link: re.Match, here: Path) -> str:
     return f"{link[1]} (`{target.relative_to(REPOSITORY).as_posix()}`)"
 
 
+def wrapped(text: str) -> str:
+    """A block's text as the hand-written pages are: each paragraph wrapped at 116 columns (a list item with its
+    continuation lines indented), a table as it is."""
+    paragraphs = []
+    for paragraph in text.split("\n\n"):
+        if not paragraph.startswith("|"):
+            indent = "  " if paragraph.startswith("- ") else ""
+            paragraph = textwrap.fill(
+                paragraph, 116, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+            )
+        paragraphs.append(paragraph)
+    return "\n\n".join(paragraphs)
+
+
 def generated(page: str, here: Path = REPOSITORY) -> str:
     """The page (in the folder ``here``, for its links) with every generated block rewritten from the results
     files."""
@@ -1193,19 +1633,15 @@ def generated(page: str, here: Path = REPOSITORY) -> str:
         text = BLOCKS[match[2]](here)
         if not here.resolve().is_relative_to(REPOSITORY / "experiments"):
             text = EVIDENCE_LINK.sub(lambda link: evidence_named(link, here), text)
-        if not text.startswith(
-            "|"
-        ):  # a paragraph or a list item, wrapped as the hand-written ones are; a table as it is
-            indent = "  " if text.startswith("- ") else ""
-            text = textwrap.fill(text, 116, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
-        return f"{match[1]}{text}\n{match[4]}"
+        return f"{match[1]}{wrapped(text)}\n{match[4]}"
 
     return BLOCK.sub(one, page)
 
 
-def refreshed(page: Path) -> str:
-    """The page with its generated blocks and its copies of results tables as the results files give them."""
-    text = page.read_text()
+def refreshed(page: Path, text: str | None = None) -> str:
+    """The page (its ``text``, by default the file's) with its generated blocks and its copies of results tables as
+    the results files give them."""
+    text = page.read_text() if text is None else text
     for block in TABLE_BLOCK.finditer(text):  # a copy's file: whole, as a block's (``results_text``)
         results_text(str(Path(block[2]).relative_to("experiments/results")))
     return generated(with_tables(text, REPOSITORY), page.resolve().parent)

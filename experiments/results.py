@@ -1,8 +1,10 @@
 """What the results scripts (``experiments.etth1``, ``experiments.m4``) share: training through the CLI exactly as
 a user would (one run per seed, several at once with ``jobs``), finding a run's best checkpoint, timing it,
-evaluating it on a split, and writing a Markdown table stamped with the command, the commit and the machine.
+evaluating it on a split, and writing a Markdown table stamped with the command, the commit and the machine, and
+sealed: its last line is the SHA-256 of the lines above it, so that a hand edit fails a test.
 
     python -m experiments.results experiments/README.md --overwrite   # copy every results table the page names into it
+    python -m experiments.results --seal experiments/results/cpu_2core/bench.md   # a file a command wrote unsealed
 
 A page names a table with a line ``<!-- experiments/results/NAME.md -->``; the table follows, up to ``<!-- end -->``.
 """
@@ -332,11 +334,73 @@ def markdown_table(caption: str, header: list[str], rows: list[list[str]]) -> st
 
 
 def write_table(path: Path, table: str, argv: list[str] | None = None, runs: dict[str, Path] | None = None) -> None:
-    """Write the table (its path checked with ``check_output`` before the runs began), stamped, and print it; with
-    ``runs`` (name → folder), the stamp names the commit and config each was trained at."""
+    """Write the table (its path checked with ``check_output`` before the runs began), stamped and sealed, and print
+    it; with ``runs`` (name → folder), the stamp names the commit and config each was trained at."""
     text = f"{stamp(argv)}\n\n" + (f"{trained_line(runs)}\n\n" if runs else "") + table
+    text = sealed(text if text.endswith("\n") else text + "\n")
     write_atomically(path, lambda temporary: temporary.write_text(text))
     print(text)
+
+
+# A results file ends with its seal, the SHA-256 of every line above it: a figure, a decision cell or a stamp changed
+# after the command wrote the file no longer gives it, and experiments/tests/test_results.py fails. A note added later
+# goes below the seal and quotes no figure (the pages' rule, experiments.figure_checks.result_figures).
+SEAL = re.compile(r"^<!-- sha256 of the lines above: ([0-9a-f]{64}) -->$", re.MULTILINE)
+
+
+def sealed(text: str) -> str:
+    """``text`` (whole lines) with its seal as the last line."""
+    return f"{text}<!-- sha256 of the lines above: {hashlib.sha256(text.encode()).hexdigest()} -->\n"
+
+
+def above_seal(text: str) -> str:
+    """A results file's text as its command wrote it: without the seal and any note below it."""
+    found = SEAL.search(text)
+    return text if found is None else text[: found.start()]
+
+
+def seal_problem(text: str) -> str | None:
+    """Why a results file does not hold to its seal (it has none, or the lines above it changed), or None."""
+    found = SEAL.search(text)
+    if found is None:
+        return "no seal (the SHA-256 line write_table ends a results file with)"
+    if hashlib.sha256(text[: found.start()].encode()).hexdigest() != found[1]:
+        return "the lines above its seal are not the ones sealed: changed since the command wrote them"
+    return None
+
+
+# A stamp's commit, and each reused run's ("Runs as trained: … at commit …"), as git abbreviates it.
+STAMPED_COMMIT = re.compile(r"\bat commit ([0-9a-f]{7,40})\b")
+
+
+def commits_outside(text: str, history: list[str]) -> list[str]:
+    """The commits a results file's stamps name that are not in ``history`` (full hashes, ``git rev-list HEAD``)."""
+    named = sorted(set(STAMPED_COMMIT.findall(text)))
+    return [commit for commit in named if not any(full.startswith(commit) for full in history)]
+
+
+# The files under experiments/results/ that no command writes, so none carries a seal: the searches' rules and
+# records (search/, committed before their runs), a record of reruns, and the test-read history (each row names the
+# files its figures are in, and a test reads them there); and the benchmark's CSV files, which pandas reads whole.
+HAND_WRITTEN = ("m4_weekly_seeds_rebuilt_machine.md", "test_reads.md")
+
+
+def is_sealed(name: str) -> bool:
+    """Whether the results file ``name`` (relative to experiments/results/) is one a command wrote, and so sealed."""
+    return not (name.startswith("search/") or name.endswith(".csv") or name in HAND_WRITTEN)
+
+
+def seal(path: Path) -> None:
+    """Seal a results file a command wrote without a seal: a file from before the seals, or from a tool outside
+    experiments/ (``project.tools.bench``). One line for a file that has a seal already, whether it holds or not: a
+    file changed by hand is written again by its command, not sealed again."""
+    text = path.read_text() if path.is_file() else None
+    if text is None or not text.endswith("\n"):
+        raise InputError(f"{path}: {'not found' if text is None else 'cut short (it ends mid-line)'}; nothing sealed")
+    if SEAL.search(text):
+        problem = seal_problem(text)
+        raise InputError(f"{path}: sealed already" + (f", and {problem}: rerun its command" if problem else ""))
+    write_atomically(path, lambda temporary: temporary.write_text(sealed(text)))
 
 
 # A marker is a line of its own, as the block's opening and end.
@@ -352,12 +416,25 @@ def with_tables(page: str, root: Path) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m experiments.results", description=__doc__.split("\n")[0])
-    parser.add_argument("pages", type=Path, nargs="+", help="Markdown pages whose results tables to refresh")
+    parser.add_argument("pages", type=Path, nargs="*", help="Markdown pages whose results tables to refresh")
     parser.add_argument(
         "--overwrite", action="store_true", help="rewrite a page whose tables differ from experiments/results/"
     )
+    parser.add_argument(
+        "--seal",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="append its seal to a results file a command wrote without one (never to a file edited by hand)",
+    )
     args = parser.parse_args(argv)
+    if not args.pages and not args.seal:
+        parser.error("name the pages to refresh, or --seal the results files to seal")
     with reported_in_one_line():
+        for path in args.seal:
+            seal(path)
+            print(f"Sealed {path}")
         for page in args.pages:
             if not page.is_file():
                 raise InputError(f"{page}: page not found")

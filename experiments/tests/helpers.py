@@ -1,27 +1,12 @@
-"""What the studies' test modules share, so that none imports another: the pages that report results and the links
-they cite, and a results file as experiments.your_data writes it."""
+"""What the studies' test modules share, so that none imports another: a results file as experiments.your_data
+writes it, and this repository's git history where there is one."""
 
-import re
+import subprocess
 from pathlib import Path
 
 from tests.helpers import REPOSITORY
 
-RESULTS_PAGE = REPOSITORY / "experiments" / "README.md"
-PROSE_WITH_RESULTS = [RESULTS_PAGE, REPOSITORY / "docs" / "benchmark.md"]
 WITHOUT = "python -m experiments.your_data --seeds 0 1 2"
-
-
-def cited_results(page: Path) -> list[Path]:
-    """The files under experiments/results/ that a page links to (a folder: every file in it) or embeds as a table
-    block."""
-    text, root = page.read_text(), (REPOSITORY / "experiments" / "results").resolve()
-    targets = [page.parent / t for t in re.findall(r"\]\(([^)#]+?)(?:#[^)]*)?\)", text) if "://" not in t]
-    targets += [REPOSITORY / name for name in re.findall(r"<!-- (experiments/results/[\w./-]+) -->", text)]
-    files = []
-    for target in (t.resolve() for t in targets):
-        if target.is_relative_to(root):
-            files += sorted(f for f in target.rglob("*") if f.is_file()) if target.is_dir() else [target]
-    return files
 
 
 def your_data_file(path: Path, validation: dict[str, list[float]], command: str = WITHOUT) -> Path:
@@ -34,3 +19,17 @@ def your_data_file(path: Path, validation: dict[str, list[float]], command: str 
             lines.append(f"- {dataset}, {split} model MAE: {seeds}")
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def history() -> list[str] | None:
+    """Every commit of HEAD's history, or None where git cannot tell: no git, a copy without .git, a shallow clone
+    (CI's checkout)."""
+    try:
+        shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=REPOSITORY, capture_output=True)
+        if shallow.returncode != 0 or shallow.stdout.strip() != b"false":
+            return None
+        return subprocess.run(
+            ["git", "rev-list", "HEAD"], cwd=REPOSITORY, capture_output=True, text=True
+        ).stdout.split()
+    except FileNotFoundError:
+        return None

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from experiments import baseline_path
+from experiments.results import above_seal
 from experiments.tests.helpers import WITHOUT, your_data_file
 from project.errors import InputError
 from tests.helpers import REPOSITORY
@@ -20,7 +21,7 @@ def decide(tmp_path, without: list[list[float]], with_path: list[list[float]]) -
     second = your_data_file(tmp_path / "linear.md", dict(zip(SIX, with_path)), LINEAR)
     output = tmp_path / "decision.md"
     baseline_path.main(["--without", str(first), "--with_path", str(second), "--output", str(output)])
-    return output.read_text().strip().splitlines()[-1]
+    return above_seal(output.read_text()).strip().splitlines()[-1]
 
 
 def test_the_path_is_adopted_when_it_wins_on_most_datasets_and_loses_nowhere_beyond_the_spread(tmp_path):
@@ -57,7 +58,7 @@ def test_a_part_of_the_datasets_decides_nothing(tmp_path):
     second = your_data_file(tmp_path / "linear.md", dict(zip(SIX, with_path)), LINEAR)
     output = tmp_path / "decision.md"
     baseline_path.main(["--without", str(first), "--with_path", str(second), "--output", str(output)])
-    last = output.read_text().strip().splitlines()[-1]
+    last = above_seal(output.read_text()).strip().splitlines()[-1]
     assert last.endswith("Decision: none: the rule is over all 6 datasets and these files hold 4.")
 
 
@@ -87,7 +88,7 @@ def test_a_candidate_s_datasets_may_come_from_several_files_each_dataset_from_on
     baseline_path.main(
         ["--without", *map(str, parts[:2]), "--with_path", *map(str, parts[2:]), "--output", str(output)]
     )
-    assert output.read_text().strip().endswith("Decision: configs/base.yaml takes LinearPath.")
+    assert above_seal(output.read_text()).strip().endswith("Decision: configs/base.yaml takes LinearPath.")
     with pytest.raises(InputError, match=r"none_a\.md: holds data 0 again"):
         baseline_path.arm_maes([parts[0], parts[0]])
 
@@ -147,7 +148,7 @@ def test_a_file_whose_runs_were_given_a_config_is_taken_in_the_role_it_is_given(
     with_path = your_data_file(tmp_path / "linear.md", dict(zip(SIX, [[0.9, 1.0, 1.1]] * 6)), configured)
     output = tmp_path / "decision.md"
     baseline_path.main(["--without", str(without), "--with_path", str(with_path), "--output", str(output)])
-    assert output.read_text().strip().endswith("Decision: configs/base.yaml takes LinearPath.")
+    assert above_seal(output.read_text()).strip().endswith("Decision: configs/base.yaml takes LinearPath.")
 
 
 def test_the_seeds_are_read_from_the_runs_table_never_from_the_floor_table_beside_it():

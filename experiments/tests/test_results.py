@@ -11,6 +11,7 @@ from torch.utils.data import TensorDataset
 
 from experiments import results
 from experiments.linear_baseline import LinearBaseline
+from experiments.tests.helpers import history
 from tests.helpers import REPOSITORY
 
 
@@ -167,6 +168,70 @@ def test_a_table_from_reused_runs_names_how_each_was_trained(tmp_path, monkeypat
     line = (tmp_path / "table.md").read_text().splitlines()[2]
     assert "a_seed0 at trained before runs were stamped" in line
     assert "a_seed1 at commit 38fd896, config " in line
+
+
+def results_name(path) -> str:
+    return path.relative_to(RESULTS).as_posix()
+
+
+SEALED = [path for path in sorted(RESULTS.rglob("*")) if path.is_file() and results.is_sealed(results_name(path))]
+
+
+def test_every_results_file_a_command_wrote_is_sealed():
+    assert len(SEALED) >= 50, f"only {len(SEALED)} sealed files: the list of hand-written ones has grown"
+
+
+@pytest.mark.parametrize("path", SEALED, ids=results_name)
+def test_a_results_file_is_what_its_command_wrote(path):
+    """Its seal, the SHA-256 of its lines above, still holds: no figure, decision or stamp was changed by hand. A file
+    a command wrote without a seal (a tool outside experiments/, or one from before the seals) is sealed by
+    python -m experiments.results --seal PATH; a file changed by hand is written again by its command."""
+    problem = results.seal_problem(path.read_text())
+    assert problem is None, f"{results_name(path)}: {problem}"
+
+
+def test_a_changed_figure_or_stamp_breaks_the_seal_and_a_note_below_it_does_not(tmp_path):
+    text = results.sealed("Written by `python -m x` at commit 7d8ccc6.\n\n| a | b |\n|---|---:|\n| x | 0.417 |\n")
+    assert results.seal_problem(text) is None
+    assert results.seal_problem(text.replace("0.417", "0.471")) is not None
+    assert results.seal_problem(text.replace("7d8ccc6", "7d8ccc7")) is not None
+    assert results.seal_problem(text + "\nA note added later, below the seal.\n") is None
+    assert results.seal_problem(text.rpartition("<!--")[0]) == (
+        "no seal (the SHA-256 line write_table ends a results file with)"
+    )
+    unsealed = tmp_path / "table.md"
+    unsealed.write_text(text.rpartition("<!--")[0])
+    results.main(["--seal", str(unsealed)])
+    assert unsealed.read_text() == text
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (results.sealed("a\n").replace("a\n<", "b\n<"), "sealed already, and the lines above its seal are not"),
+        (results.sealed("a\n"), "sealed already\n"),
+        ("a\nb", "cut short (it ends mid-line); nothing sealed"),
+    ],
+    ids=["changed-after-its-seal", "sealed", "cut-short"],
+)
+def test_sealing_refuses_a_file_sealed_already_or_cut_short(tmp_path, capsys, text, message):
+    path = tmp_path / "table.md"
+    path.write_text(text)
+    with pytest.raises(SystemExit):
+        results.main(["--seal", str(path)])
+    assert message in capsys.readouterr().err
+    assert path.read_text() == text
+
+
+def test_every_commit_a_results_stamp_names_is_in_this_repository_s_history():
+    """The commit in a file's stamp and each reused run's ("Runs as trained … at commit …"): a commit of HEAD's
+    history."""
+    commits = history()
+    if commits is None:
+        pytest.skip("no full git history here (no git, a copy without .git, or a shallow clone)")
+    assert len({c for path in SEALED for c in results.STAMPED_COMMIT.findall(path.read_text())}) >= 30
+    outside = {results_name(path): results.commits_outside(path.read_text(), commits) for path in SEALED}
+    assert {name: found for name, found in outside.items() if found} == {}
 
 
 def test_a_study_reads_each_checkpoint_once_for_its_epoch_settings_weights_and_forecasts(user_run, monkeypatch):

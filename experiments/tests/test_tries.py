@@ -5,6 +5,7 @@ import shlex
 import pytest
 
 from experiments import tries, your_data
+from experiments.results import above_seal
 from experiments.tests.helpers import your_data_file
 from tests.helpers import REPOSITORY
 
@@ -20,7 +21,7 @@ def test_each_try_is_set_beside_the_default_s_run_of_the_same_data_whatever_its_
     output = tmp_path / "tries.md"
     given = ["--try", "look-back 48", str(longer), "--try", "same", str(level)]
     tries.main(["--default", str(default), *given, "--output", str(output)])
-    table = output.read_text()
+    table = above_seal(output.read_text())
     series = SERIES.split(", horizon")[0]
     assert f"| look-back 48 | {series} | 12 → 48 | 1.100 ± 0.100 | 0.600 ± 0.100 | -45.5% | better |" in table
     assert "| same | embedded synthetic panel (configs/panel.yaml's data), 36 daily series | 28 → 28 |" in table
@@ -60,7 +61,7 @@ def test_rows_whose_runs_ran_on_two_machines_are_named_under_the_table(tmp_path)
     tries.main(["--default", str(default), "--try", "same", str(same), "--output", str(output)])
     assert "Two machines" not in output.read_text()
     tries.main(["--default", str(default), "--try", "x", str(other), "--output", str(output), "--overwrite"])
-    note = output.read_text().strip().splitlines()[-1]
+    note = above_seal(output.read_text()).strip().splitlines()[-1]
     assert note.startswith(
         "Two machines: 'x' on embedded synthetic series (`make train`): the try's runs on x86_64 CPU (Intel Xeon), "
         "the default's on x86_64 CPU (AMD EPYC). "
