@@ -80,7 +80,8 @@ def section_parser(**sections: type) -> ArgumentParser:
     the path of that component's config file, a file the run never named (``add_subclass_arguments`` turns them on)."""
     parser = ArgumentParser(exit_on_error=False)
     for section, cls in sections.items():
-        parser.add_argument(f"--{section}", type=cls, required=True, sub_configs=False)
+        action = parser.add_argument(f"--{section}", type=cls, required=True, sub_configs=False)
+        action.sub_add_kwargs = {"fail_untyped": False, "sub_configs": False}  # as add_subclass_arguments sets it
     return parser
 
 

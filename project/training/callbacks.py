@@ -49,17 +49,32 @@ def _resume(trainer: L.Trainer, latest_checkpoint: str, step: int | None = None)
     return f"{latest_checkpoint} holds {holds}; continue with --ckpt_path {option}"
 
 
-def stopped_too_soon(trainer: L.Trainer, monitor: str, step: int) -> str:
-    """What to say of a fit whose best checkpoint came at its last validation (``step``): it may still be improving,
-    and the limit that ended it (``max_steps``, else ``max_epochs``, else ``max_time``) is the option to raise."""
+def how_the_fit_ended(trainer: L.Trainer, monitor: str, best_step: int, last_validation: int) -> str | None:
+    """What the end of a fit says of why it ended, in its schedule's terms: converged (validation stopped improving and
+    the learning rate then decayed to zero), or ended by a limit while the model was still improving, with the option
+    that raises the limit; None when early stopping ended a run without a decaying schedule."""
     if trainer.max_steps != -1 and trainer.global_step >= trainer.max_steps:
         limit = f"trainer.max_steps={trainer.max_steps}"
     elif trainer.max_epochs not in (None, -1) and trainer.current_epoch >= trainer.max_epochs:
         limit = f"trainer.max_epochs={trainer.max_epochs}"
     else:
         limit = "trainer.max_time"
+    schedule = decaying_schedule(trainer)
+    if schedule is not None and schedule.decayed():
+        start, length = (round(step) for step in schedule.decay_steps())
+        if schedule.decay_start is not None:
+            return (
+                f"converged: {monitor} stopped improving, so the learning rate decayed to zero over steps "
+                f"{start}–{start + length}; the best checkpoint is step {best_step}'s"
+            )
+        return (
+            f"{limit} ended the run before {monitor} stopped improving (its best at step {best_step}): the learning "
+            f"rate decayed to zero over the last {length} steps; raise {limit} to train longer"
+        )
+    if best_step != last_validation:
+        return None
     return (
-        f"the best {monitor} came at the last validation (step {step}), so the model may still be "
+        f"the best {monitor} came at the last validation (step {best_step}), so the model may still be "
         f"improving; raise {limit} to train longer"
     )
 
@@ -131,9 +146,9 @@ class ForecastCheckpoint(ModelCheckpoint):
     Lightning writes ``last.ckpt`` only at a step where it also saved a top-k checkpoint, so resuming from it could
     silently repeat work. Here ``save_last`` (``true`` or ``false``; ``link`` is refused) writes it after every
     validation, at the end of every training epoch and of ``fit``, and when SIGTERM or Ctrl-C stops the run, with
-    the Trainer's public ``save_checkpoint``. When the budget ends a fit whose best checkpoint is its last
-    validation's, the end of ``fit`` says so in one line, with the option that raises the budget. The arguments are
-    ``ModelCheckpoint``'s.
+    the Trainer's public ``save_checkpoint``. The end of ``fit`` says in one line why it ended
+    (``how_the_fit_ended``): converged, or a limit reached while the model was improving, with the option to raise.
+    The arguments are ``ModelCheckpoint``'s.
     """
 
     # save_last as the user gave it; save_last itself is set to False at setup so that Lightning's own last.ckpt
@@ -142,6 +157,7 @@ class ForecastCheckpoint(ModelCheckpoint):
     _latest_saved: tuple[int, str] | None = None  # the step and best checkpoint of the latest state saved
     _resumed_from: tuple[str, int] | None = None  # the checkpoint a resumed fit started from, and its step
     _validated_at: int | None = None  # the step of this fit's latest validation
+    _best_at: int | None = None  # the step of the validation that saved this fit's best checkpoint
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
@@ -170,9 +186,12 @@ class ForecastCheckpoint(ModelCheckpoint):
             self.keep_latest, self.save_last = bool(self.save_last), False
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        best = self.best_model_path
         super().on_validation_end(trainer, pl_module)  # a best checkpoint first, then the latest state
         if trainer.state.fn == "fit" and not trainer.sanity_checking:
             self._validated_at = trainer.global_step
+            if self.best_model_path != best:
+                self._best_at = trainer.global_step
         self._save_latest(trainer)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -182,12 +201,12 @@ class ForecastCheckpoint(ModelCheckpoint):
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_train_end(trainer, pl_module)
         self._save_latest(trainer)
-        latest, best = trainer.callback_metrics.get(self.monitor or ""), self.best_model_score
-        best_is_latest = latest is not None and best is not None and float(latest) == float(best)
         if not trainer.is_global_zero or trainer.fast_dev_run or not self.monitor:
             return
-        if best_is_latest and self._validated_at is not None:
-            print(f"note: {stopped_too_soon(trainer, self.monitor, self._validated_at)}", file=sys.stderr)
+        if self._validated_at is not None and self._best_at is not None:
+            said = how_the_fit_ended(trainer, self.monitor, self._best_at, self._validated_at)
+            if said is not None:
+                print(f"note: {said}", file=sys.stderr)
         elif self._validated_at is None and trainer.limit_val_batches:  # a run shorter than its first validation
             print(
                 f"note: no validation ran in this fit's {trainer.global_step} steps (one every "

@@ -66,9 +66,8 @@ class WarmupStableDecay(torch.optim.lr_scheduler.LambdaLR):
         decay_share: The decay's length, as a share of the optimizer steps before it.
     """
 
-    progress = (
-        "decay_start",
-    )  # what a resumed run takes from a checkpoint, beside the step (its settings: the config's)
+    # What a resumed fit takes from a checkpoint beside the step (project.checkpoints.restore); settings: the config's.
+    progress = ("decay_start",)
 
     def __init__(
         self, optimizer: torch.optim.Optimizer, warmup_steps: NonNegativeInt = 100, decay_share: Fraction = 0.2

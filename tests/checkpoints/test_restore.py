@@ -106,8 +106,8 @@ NOT_TAKEN = {
     "optimizer initial rate": set_in_groups("initial_lr", 10.0),
     "schedule negative base rates": set_in_schedule(base_lrs=[-1e-3, -1e-3], _last_lr=[5.0, 5.0], run_steps=1),
     "schedule counters": set_in_schedule(last_epoch=10**6, _step_count=3),
-    "early stopping patience": set_in_callback("EarlyStopping", "patience", 0),
-    "early stopping thresholds": set_in_callback("EarlyStopping", "stopping_reason_message", "/etc/passwd"),
+    "early stopping patience": set_in_callback("AnnealThenStop", "patience", 0),
+    "early stopping thresholds": set_in_callback("AnnealThenStop", "stopping_reason_message", "/etc/passwd"),
 }
 
 
@@ -125,7 +125,7 @@ def test_what_a_resumed_fit_does_not_take_changes_nothing_it_trains(change, trai
     untouched = untouched_resume["optimizer_states"][0]["param_groups"]
     assert groups == [{k: v for k, v in g.items() if k != "params"} for g in untouched]
     assert resumed["lr_schedulers"] == untouched_resume["lr_schedulers"]
-    assert callback_state(resumed, "EarlyStopping") == callback_state(untouched_resume, "EarlyStopping")
+    assert callback_state(resumed, "AnnealThenStop") == callback_state(untouched_resume, "AnnealThenStop")
 
 
 # An entry that would cause harm if restored as it is: one line naming the checkpoint and the entry, before any step.
@@ -185,12 +185,15 @@ REFUSED_BY_THE_FRAMEWORK = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("change", REFUSED_BY_THE_FRAMEWORK.values(), ids=REFUSED_BY_THE_FRAMEWORK.keys())
-def test_a_hand_edited_entry_that_harms_nothing_ends_in_the_frameworks_error_and_writes_nothing(
+def test_a_hand_edited_entry_that_harms_nothing_ends_in_the_frameworks_error_before_a_step_is_saved(
     change, trained_run, tmp_path
 ):
     path = tampered(trained_run / "checkpoints" / "last.ckpt", tmp_path, change)
     assert framework_refusal(lambda: resume(path, tmp_path)) != 0
-    assert not (tmp_path / "checkpoints").exists() or not list((tmp_path / "checkpoints").iterdir())
+    for written in (tmp_path / "checkpoints").glob("*.ckpt"):  # at most the restored step, saved again as it was
+        checkpoint = torch.load(written, weights_only=True)
+        assert checkpoint["global_step"] == 4, written
+        assert all(torch.isfinite(value).all() for value in checkpoint["state_dict"].values())
 
 
 def test_the_guard_reads_the_checkpoint_before_lightning_restores_anything_and_steps_the_schedule_after(
@@ -450,7 +453,7 @@ def one_hostile_checkpoint(folder: Path, trained_run: Path, data, capsys, monkey
                 ((0.9, 0.999), 1e-8, False, 0.0),  # and the biases and norms
             ]
             assert resumed["lr_schedulers"][0]["base_lrs"] == [1e-3, 1e-3]
-            assert callback_state(resumed, "EarlyStopping")["patience"] == 10
+            assert callback_state(resumed, "AnnealThenStop")["patience"] == 10
         elif way == "predict":
             assert pd.read_csv(folder / "out.csv").select_dtypes("number").notna().all().all()
     assert not (folder / "IMPORTED").exists()
@@ -559,3 +562,35 @@ def test_a_run_budgeted_in_steps_with_validations_across_epochs_resumes_bit_for_
         assert torch.equal(actual["state_dict"][name], value), name
     kept = ({checkpoint.name for checkpoint in path.glob("best-*.ckpt")} for path in (whole, cut))
     assert next(kept) == next(kept) != set()  # the best one, named by the epoch and step of its validation
+
+
+@pytest.mark.slow
+def test_a_run_stopped_while_its_learning_rate_decays_resumes_bit_for_bit(tmp_path):
+    """The default schedule's progress beside the step (where the decay started) comes from the checkpoint: a run
+    whose validation stops improving at once (a ``min_delta`` nothing reaches) starts its decay at step 4, where early
+    stopping would stop, and ends at step 8; stopped by SIGTERM at step 6 and resumed, it ends on the uninterrupted
+    run's weights, at the same step."""
+    arguments = ["fit", "--config", BASE, "--trainer.max_steps=50", "--trainer.limit_train_batches=5"]
+    arguments += ["--trainer.val_check_interval=2", "--trainer.check_val_every_n_epoch=null"]
+    arguments += ["--trainer.limit_val_batches=1", "--test_after_fit=false", "--model.network.init_args.dropout=0.2"]
+    arguments += ["--model.lr_scheduler=project.training.WarmupStableDecay", "--model.lr_scheduler.warmup_steps=0"]
+    arguments += [
+        "--model.lr_scheduler.decay_share=1.0",
+        "--early_stopping.patience=1",
+        "--early_stopping.min_delta=1e9",
+    ]
+    arguments += ["--trainer.logger=false", "--trainer.enable_progress_bar=false"]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    assert cli(*arguments, f"--checkpoint.dirpath={whole}") == 0
+    expected = torch.load(whole / "last.ckpt", weights_only=True)
+    assert expected["global_step"] == 8
+    assert expected["lr_schedulers"][0]["decay_start"] == 4
+    stop = ["--trainer.callbacks+=tests.helpers.Terminate", "--trainer.callbacks.step=6"]
+    stop += ["--trainer.callbacks.signal_name=SIGTERM", "--trainer.callbacks.where=batch_end"]
+    assert cli(*arguments, f"--checkpoint.dirpath={cut}", *stop) == 143
+    assert torch.load(cut / "last.ckpt", weights_only=True)["global_step"] == 6
+    assert cli(*arguments, f"--checkpoint.dirpath={cut}", f"--ckpt_path={cut / 'last.ckpt'}") == 0
+    actual = torch.load(cut / "last.ckpt", weights_only=True)
+    assert actual["global_step"] == 8
+    for name, value in expected["state_dict"].items():
+        assert torch.equal(actual["state_dict"][name], value), name

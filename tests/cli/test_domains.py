@@ -149,7 +149,7 @@ HUBER_DELTA = "model.network.init_args.distribution.init_args.huber_delta"
         ),
         (
             ["--early_stopping.monitor=val/accuracy"],
-            "EarlyStopping's monitor 'val/accuracy' is never logged; the model logs test/loss, ",
+            "AnnealThenStop's monitor 'val/accuracy' is never logged; the model logs test/loss, ",
         ),
         (
             [

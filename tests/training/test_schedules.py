@@ -1,0 +1,170 @@
+"""Schedules that follow the run that happens (issue 77): ``WarmupStableDecay``'s curve, the decay that
+``AnnealThenStop`` starts where early stopping would stop and that ends the run, and what the end of a fit says."""
+
+import math
+
+import lightning as L
+import pytest
+import torch
+
+from project.training.callbacks import AnnealThenStop, ForecastCheckpoint
+from project.training.schedules import WarmupStableDecay
+from tests.helpers import quiet_trainer
+
+
+def schedule(warmup: int = 10, share: float = 0.2) -> WarmupStableDecay:
+    return WarmupStableDecay(torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0), warmup, share)
+
+
+def stepped(scheduler: WarmupStableDecay, steps: int) -> WarmupStableDecay:
+    for _ in range(steps):
+        scheduler.optimizer.step()
+        scheduler.step()
+    return scheduler
+
+
+def test_the_rate_warms_up_then_holds_its_peak_while_the_run_has_no_known_end():
+    scheduler = schedule(warmup=10)
+    assert [scheduler.factor(step) for step in (0, 4, 9)] == [0.1, 0.5, 1.0]
+    assert [scheduler.factor(step) for step in (10, 1000, 10**6)] == [1.0, 1.0, 1.0]
+    assert not stepped(scheduler, 500).decayed()
+
+
+def test_the_decay_takes_a_share_of_the_steps_before_it_and_ends_at_zero():
+    scheduler = stepped(schedule(warmup=10, share=0.2), 400)
+    scheduler.start_decay()
+    scheduler.start_decay()  # once started, it stays where it started
+    assert scheduler.decay_steps() == (400, 80)
+    assert scheduler.factor(400) == 1.0
+    assert scheduler.factor(440) == pytest.approx(0.5)
+    assert scheduler.factor(480) == scheduler.factor(10**6) == 0.0
+    assert not stepped(scheduler, 79).decayed()
+    assert stepped(scheduler, 1).decayed()
+    assert scheduler.optimizer.param_groups[0]["lr"] == 0.0
+    assert scheduler.state_dict()["decay_start"] == 400  # a resumed fit takes it (its progress)
+
+
+def test_a_run_of_known_length_ends_annealed_at_its_last_step():
+    """``max_steps`` 1200: the decay of a fifth of the steps before it starts at 1000 and ends at 1200; a plateau
+    before then starts it sooner."""
+    scheduler = schedule(warmup=10, share=0.2)
+    scheduler.set_run_steps(1200)
+    assert scheduler.decay_steps() == (1000, 200)
+    assert scheduler.factor(999) == 1.0
+    assert scheduler.factor(1200) == 0.0
+    stepped(scheduler, 300).start_decay()
+    assert scheduler.decay_steps() == (300, 60)
+
+
+class ScriptedValidation(L.LightningModule):
+    """One weight trained on ten batches an epoch, a WarmupStableDecay (no warm-up, the decay half the steps before
+    it); the n-th validation logs ``losses[n]`` (the last one thereafter) as ``val/loss``."""
+
+    def __init__(self, losses: list[float]) -> None:
+        super().__init__()
+        self.weight, self.losses, self.checks = torch.nn.Parameter(torch.zeros(())), losses, 0
+
+    def training_step(self, batch, batch_index):
+        return (self.weight - batch.sum()) ** 2
+
+    def validation_step(self, batch, batch_index):
+        pass
+
+    def on_validation_epoch_end(self):
+        self.log("val/loss", self.losses[min(self.checks, len(self.losses) - 1)])
+        self.checks += 1
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.01)
+        scheduler = WarmupStableDecay(optimizer, warmup_steps=0, decay_share=0.5)
+        scheduler.set_run_steps(self.trainer.estimated_stepping_batches)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def train_dataloader(self):
+        return torch.utils.data.DataLoader(torch.ones(10, 1), batch_size=1)
+
+    def val_dataloader(self):
+        return torch.utils.data.DataLoader(torch.ones(1, 1), batch_size=1)
+
+
+class Rates(L.Callback):
+    """The learning rate and the step of each validation."""
+
+    def __init__(self) -> None:
+        self.validations = []
+
+    def on_validation_end(self, trainer, pl_module):
+        self.validations.append((trainer.global_step, trainer.optimizers[0].param_groups[0]["lr"]))
+
+
+def test_where_early_stopping_would_stop_the_rate_decays_to_zero_and_the_run_ends_after_one_more_validation():
+    """A validation every 4 steps; val/loss improves until step 8 and never after: with a patience of 2 validations,
+    early stopping would stop at step 16. There the decay starts (8 steps, half of 16), and the run stops at step 24,
+    validated there at a rate of zero."""
+    rates, stopping = Rates(), AnnealThenStop("val/loss", patience=2)
+    trainer = quiet_trainer(
+        num_sanity_val_steps=0,
+        callbacks=[rates, stopping],
+        max_steps=1000,
+        val_check_interval=4,
+        check_val_every_n_epoch=None,
+    )
+    trainer.fit(ScriptedValidation([3.0, 2.0, 2.5]))
+    steps = [step for step, _ in rates.validations]
+    assert steps == [4, 8, 12, 16, 20, 24]
+    assert trainer.global_step == 24
+    assert rates.validations[3][1] == pytest.approx(0.01)  # the peak, where early stopping would have stopped
+    assert rates.validations[4][1] == pytest.approx(0.005)  # half-way down the cosine
+    assert rates.validations[5][1] == 0.0
+
+
+def test_without_a_decaying_schedule_it_stops_as_early_stopping_does():
+    class Constant(ScriptedValidation):
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    rates = Rates()
+    trainer = quiet_trainer(
+        num_sanity_val_steps=0,
+        callbacks=[rates, AnnealThenStop("val/loss", patience=2)],
+        max_steps=1000,
+        val_check_interval=4,
+        check_val_every_n_epoch=None,
+    )
+    trainer.fit(Constant([3.0, 2.0, 2.5]))
+    assert trainer.global_step == 16
+
+
+@pytest.mark.parametrize(
+    ("limits", "losses", "said"),
+    [
+        (  # validation stops improving at step 8; the decay from step 16 to 24 ends the run
+            {"max_steps": 1000},
+            [3.0, 2.0, 2.5],
+            "converged: val/loss stopped improving, so the learning rate decayed to zero over steps 16–24; the best "
+            "checkpoint is step 8's",
+        ),
+        (  # still improving at step 24: the budget's decay (from 16, 24 / 1.5) ended the run
+            {"max_steps": 24},
+            [6.0, 5.0, 4.0, 3.0, 2.0, 1.0],
+            "trainer.max_steps=24 ended the run before val/loss stopped improving (its best at step 24): the learning "
+            "rate decayed to zero over the last 8 steps; raise trainer.max_steps=24 to train longer",
+        ),
+    ],
+    ids=["converged", "ended-by-the-budget"],
+)
+def test_the_end_of_a_fit_says_whether_it_converged_or_which_limit_ended_it(tmp_path, capsys, limits, losses, said):
+    checkpoint = ForecastCheckpoint(dirpath=tmp_path, monitor="val/loss")
+    stopping = AnnealThenStop("val/loss", patience=2)
+    trainer = quiet_trainer(
+        enable_checkpointing=True,
+        num_sanity_val_steps=0,
+        callbacks=[checkpoint, stopping],
+        val_check_interval=4,
+        check_val_every_n_epoch=None,
+        **limits,
+    )
+    trainer.fit(ScriptedValidation(losses))
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert notes == [f"note: {said}"]
+    assert math.isfinite(trainer.optimizers[0].param_groups[0]["lr"])
