@@ -43,7 +43,8 @@ WEIGHTS_AND_SETTINGS = (
     "datamodule_hyper_parameters",
     "datamodule_hparams_name",
 )
-EARLY_STOPPING_PROGRESS = ("wait_count", "stopped_epoch", "best_score", "stopping_reason")  # its settings: the config's
+# Early stopping's progress (AnnealThenStop's: the best weights too); its settings are the config's.
+EARLY_STOPPING_PROGRESS = ("wait_count", "stopped_epoch", "best_score", "stopping_reason", "best_weights")
 PLATEAU_PROGRESS = ("best", "num_bad_epochs", "cooldown_counter", "last_epoch")
 
 

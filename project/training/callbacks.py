@@ -104,35 +104,58 @@ def decaying_schedule(trainer: L.Trainer) -> object | None:
 
 class AnnealThenStop(EarlyStopping):
     """Early stopping that anneals before it stops: when the monitored score has not improved for ``patience``
-    validations, the learning-rate schedule's decay starts (a schedule with ``start_decay``, as the default
-    ``WarmupStableDecay``), and the run stops when the rate reaches zero, after a last validation; the best checkpoint
-    is then taken at a rate that has decayed, not at the peak. With another schedule, or none, it stops at once, as
-    ``EarlyStopping`` does. The arguments are ``EarlyStopping``'s."""
+    validations, the model goes back to its weights of the best validation and the learning-rate schedule's decay
+    starts (a schedule with ``start_decay``, as the default ``WarmupStableDecay``); the run stops when the rate reaches
+    zero, after a last validation. The best weights are annealed, not the ones training drifted to since; the best
+    checkpoint is kept either way. With another schedule, or none, it stops at once, as ``EarlyStopping`` does.
 
-    _schedule: object | None = None  # the run's decaying schedule, found when training starts
+    Args:
+        monitor: The score early stopping watches (``val/loss``).
+        restore_best: Go back to the weights of the best validation when the decay starts (kept in memory and in
+            checkpoints); false: decay from the weights the run has.
+        **kwargs: ``EarlyStopping``'s other arguments (``patience``, ``min_delta``, …).
+    """
+
+    def __init__(self, monitor: str, restore_best: bool = True, **kwargs) -> None:
+        super().__init__(monitor, **kwargs)
+        self.restore_best = restore_best
+        self.best_weights: dict[str, torch.Tensor] | None = None  # the model at the best validation
+        self._schedule: object | None = None  # the run's decaying schedule, found when training starts
+        self._module: L.LightningModule | None = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_train_start(trainer, pl_module)
-        self._schedule = decaying_schedule(trainer)
+        self._schedule, self._module = decaying_schedule(trainer), pl_module
 
     def _evaluate_stopping_criteria(self, current: torch.Tensor) -> tuple[bool, str | None]:
+        best = self.best_score
         should_stop, reason = super()._evaluate_stopping_criteria(current)
         schedule = self._schedule
+        if schedule is not None and self.restore_best and not torch.equal(best, self.best_score):
+            self.best_weights = {name: value.detach().clone() for name, value in self._module.state_dict().items()}
         if not (should_stop and self.stopping_reason == EarlyStoppingReason.PATIENCE_EXHAUSTED and schedule):
             return should_stop, reason
         self.stopping_reason = EarlyStoppingReason.NOT_STOPPED  # the decay's end stops the run
         if schedule.decay_start is not None:
             return False, None
         schedule.start_decay()
-        return (
-            False,
-            f"{reason.split(' Signaling')[0]} The learning rate decays to zero over {schedule.decay_steps()[1]} steps.",
-        )
+        if self.best_weights is not None:
+            self._module.load_state_dict(self.best_weights)
+        back = " The model is back at its best weights, and" if self.best_weights is not None else ""
+        steps = schedule.decay_steps()[1]
+        return False, f"{reason.split(' Signaling')[0]}{back} the learning rate decays to zero over {steps} steps."
 
     def on_train_batch_end(self, trainer: L.Trainer, *args) -> None:
         if self._schedule is not None and self._schedule.decayed() and not trainer.should_stop:
             trainer.should_stop = True  # Lightning validates once more before it stops
             self.stopped_epoch = trainer.current_epoch
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "best_weights": self.best_weights}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        self.best_weights = state_dict.get("best_weights")
 
 
 class StoppedBetweenSteps(KeyboardInterrupt):

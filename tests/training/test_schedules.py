@@ -88,20 +88,23 @@ class ScriptedValidation(L.LightningModule):
 
 
 class Rates(L.Callback):
-    """The learning rate and the step of each validation."""
+    """The learning rate and the step of each validation, and the weight at each step's start."""
 
     def __init__(self) -> None:
-        self.validations = []
+        self.validations, self.weights = [], {}
 
     def on_validation_end(self, trainer, pl_module):
         self.validations.append((trainer.global_step, trainer.optimizers[0].param_groups[0]["lr"]))
+
+    def on_train_batch_start(self, trainer, pl_module, *args):
+        self.weights[trainer.global_step] = float(pl_module.weight)
 
 
 def test_where_early_stopping_would_stop_the_rate_decays_to_zero_and_the_run_ends_after_one_more_validation():
     """A validation every 4 steps; val/loss improves until step 8 and never after: with a patience of 2 validations,
     early stopping would stop at step 16. There the decay starts (8 steps, half of 16), and the run stops at step 24,
     validated there at a rate of zero."""
-    rates, stopping = Rates(), AnnealThenStop("val/loss", patience=2)
+    rates, stopping = Rates(), AnnealThenStop("val/loss", patience=2)  # restore_best: the default
     trainer = quiet_trainer(
         num_sanity_val_steps=0,
         callbacks=[rates, stopping],
@@ -116,6 +119,22 @@ def test_where_early_stopping_would_stop_the_rate_decays_to_zero_and_the_run_end
     assert rates.validations[3][1] == pytest.approx(0.01)  # the peak, where early stopping would have stopped
     assert rates.validations[4][1] == pytest.approx(0.005)  # half-way down the cosine
     assert rates.validations[5][1] == 0.0
+    assert rates.weights[16] == rates.weights[8] != rates.weights[15]  # the decay starts from the best weights
+
+
+def test_the_decay_may_start_from_the_weights_the_run_has():
+    rates, stopping = Rates(), AnnealThenStop("val/loss", patience=2, restore_best=False)
+    trainer = quiet_trainer(
+        num_sanity_val_steps=0,
+        callbacks=[rates, stopping],
+        max_steps=1000,
+        val_check_interval=4,
+        check_val_every_n_epoch=None,
+    )
+    trainer.fit(ScriptedValidation([3.0, 2.0, 2.5]))
+    assert trainer.global_step == 24
+    assert rates.weights[16] != rates.weights[8]
+    assert stopping.best_weights is None
 
 
 def test_without_a_decaying_schedule_it_stops_as_early_stopping_does():
