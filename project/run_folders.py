@@ -14,6 +14,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from project.errors import InputError
 from project.files import check_folder_writable, check_name_lengths
 from project.rules import loaded_class
+from project.training.callbacks import find_last_checkpoint, run_version
 
 
 class RunConfig(SaveConfigCallback):
@@ -66,19 +67,7 @@ def resume_last_run(config) -> None:
         return
     config.ckpt_path = str(last)
     if version is None:
-        init_args.version = _version(last)
-
-
-def find_last_checkpoint(log_dir: str | Path) -> Path | None:
-    """The ``last.ckpt`` of the newest ``version_N`` run under ``log_dir`` (a logger's save_dir/name folder)."""
-    runs = [path for path in Path(log_dir).glob("version_*/checkpoints/last.ckpt") if _version(path) is not None]
-    return max(runs, key=_version, default=None)
-
-
-def _version(last: Path) -> int | None:
-    """N of ``version_N/checkpoints/last.ckpt``; None for a folder not named so."""
-    number = last.parts[-3].removeprefix("version_")
-    return int(number) if number.isdigit() else None
+        init_args.version = run_version(last)
 
 
 def check_the_run_folder_is_new(logger, logger_config, ckpt_path: str | None) -> None:

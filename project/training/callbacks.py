@@ -21,7 +21,6 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project.errors import InputError
 from project.files import NAME_MAX, check_name_lengths
-from project.run_folders import find_last_checkpoint
 
 EXIT_SIGTERM = 143  # 128 + SIGTERM's number: what schedulers expect of a terminated job
 EXIT_SIGINT = 130  # 128 + SIGINT's number: what a shell reports of a job stopped by Ctrl-C
@@ -34,6 +33,18 @@ def exit_after_signal(stopped: BaseException, signal_name: str, code: int) -> No
     resume = getattr(stopped, "resume", None) or "no checkpoint holds the current step"
     print(f"error: stopped by {signal_name}; {resume}", file=sys.stderr)
     raise SystemExit(code) from None
+
+
+def find_last_checkpoint(log_dir: str | Path) -> Path | None:
+    """The ``last.ckpt`` of the newest ``version_N`` run under ``log_dir`` (a logger's save_dir/name folder)."""
+    runs = [path for path in Path(log_dir).glob("version_*/checkpoints/last.ckpt") if run_version(path) is not None]
+    return max(runs, key=run_version, default=None)
+
+
+def run_version(last: Path) -> int | None:
+    """N of ``version_N/checkpoints/last.ckpt``; None for a folder not named so."""
+    number = last.parts[-3].removeprefix("version_")
+    return int(number) if number.isdigit() else None
 
 
 def _resume(trainer: L.Trainer, latest_checkpoint: str, step: int | None = None) -> str:

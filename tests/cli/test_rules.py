@@ -2,6 +2,8 @@
 before any class is built or the data read (the data file named here does not exist), and the class built in Python
 refuses it too."""
 
+import sys
+
 import pytest
 
 from project import rules
@@ -65,3 +67,16 @@ def test_a_rule_whose_settings_are_not_all_known_is_left_to_the_class_that_knows
     rules.check({"model.context_length": 12})  # the network's patch length is not known: nothing to refuse
     with pytest.raises(InputError, match=r"^context_length=12 must be a multiple of patch_length=5$"):
         rules.check({"model.context_length": 12, "model.network.patch_length": 5})
+
+
+def test_every_rule_of_the_table_runs_on_the_cli_s_parsed_config(monkeypatch):
+    """The CLI gives the rules every option they read (``rules.options`` on the parsed config, before any class is
+    built): a rule whose options the CLI stage lacks would be skipped there, so it fails here."""
+    given = []
+    check = rules.check
+    monkeypatch.setattr(rules, "check", lambda settings: given.append(settings) or check(settings))
+    monkeypatch.setattr("project.cli.ForecastCLI.instantiate_classes", lambda self: sys.exit(0))  # build nothing
+    assert cli("fit", "--config", BASE) == 0
+    (settings,) = given
+    missing = [option for rule in rules.RULES for option in rule.options if option not in settings]
+    assert not missing, f"the CLI stage cannot run the rules reading {missing}"
