@@ -224,13 +224,12 @@ class ForecastCheckpoint(ModelCheckpoint):
         super().on_validation_end(trainer, pl_module)  # a best checkpoint first, then the latest state
         if trainer.state.fn == "fit" and not trainer.sanity_checking:
             self._validated_at = trainer.global_step
-            if self.best_model_path != best:
-                self._best_at = trainer.global_step
-        self._save_latest(trainer)
+        self._save_latest(trainer, best)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        super().on_train_epoch_end(trainer, pl_module)
-        self._save_latest(trainer)
+        best = self.best_model_path
+        super().on_train_epoch_end(trainer, pl_module)  # where a run validating every epoch saves its best
+        self._save_latest(trainer, best)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_train_end(trainer, pl_module)
@@ -273,8 +272,10 @@ class ForecastCheckpoint(ModelCheckpoint):
         super().on_train_start(trainer, pl_module)
         self._resumed_from = (str(trainer.ckpt_path), trainer.global_step) if trainer.ckpt_path else None
 
-    def _save_latest(self, trainer: L.Trainer) -> None:
+    def _save_latest(self, trainer: L.Trainer, best_before: str | None = None) -> None:
         fitting = trainer.state.fn == "fit" and not (trainer.fast_dev_run or trainer.sanity_checking)
+        if fitting and best_before is not None and self.best_model_path != best_before:
+            self._best_at = trainer.global_step  # a new best checkpoint was saved at this step
         # Saved again at the same step when a best checkpoint came since (Lightning writes the epoch's best at its
         # end, after the validation that saved the latest state): a resumed run must know the best to replace it.
         saved = (trainer.global_step, self.best_model_path)
