@@ -49,11 +49,12 @@ def read_checkpoint(path: str | Path) -> dict:
 
 def data_state(checkpoint: dict, class_name: str | None = None) -> dict:
     """The data module's state a checkpoint records (its columns, scaling, training order), where Lightning keeps it:
-    under the name of the data module's class (``class_name``; else the class its settings record)."""
+    under the name of the data module's class (``class_name``; else the class its settings record), or, a class path
+    edited since, under the template's data module's."""
     if class_name is None:
         recorded = checkpoint.get("datamodule_hyper_parameters", {}).get("_class_path") or "WindowDataModule"
         class_name = str(recorded).rsplit(".", 1)[-1]
-    return checkpoint.get(class_name) or {}
+    return checkpoint.get(class_name) or checkpoint.get("WindowDataModule") or {}
 
 
 def checkpoint_inputs(path: str | Path | None, checkpoint: dict | None, *sources: str | Path | None) -> list:

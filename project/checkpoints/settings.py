@@ -14,7 +14,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from jsonargparse import ArgumentError, ArgumentParser, Namespace
+from jsonargparse import ArgumentParser, Namespace
 from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters_context
 
 from project.checkpoints.imports import allow_only, import_policy_kept, refused_import
@@ -95,7 +95,7 @@ def parsed_settings(
         allow_only(trusted)
         try:
             return parser.parse_object(config)
-        except (ArgumentError, InputError, TypeError, ValueError) as error:
+        except Exception as error:  # the parser's refusal, or a trusted module's own error when imported
             raise InputError(refusal(path, config, error, how_to_trust or PYTHON_TRUST)) from None
 
 

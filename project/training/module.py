@@ -84,7 +84,9 @@ class Forecaster(L.LightningModule):
 
     A batch is a dict of named tensors (the format is documented in ``project.data.windows``): ``context``
     (N, context_length, F), ``target`` (N, horizon, F) and the covariates the data has. Validation and test always
-    forecast free-running, as at prediction time; the teacher-forced loss is logged as a diagnostic.
+    forecast free-running, as at prediction time; the teacher-forced loss is logged as a diagnostic. Checkpoints are
+    the door's at the edge (``project.checkpoints``): ``load_from_checkpoint`` delegates to it, and a Trainer of yours
+    restores a checkpoint as the CLI does when given ``project.checkpoints.CheckpointGuard`` among its callbacks.
 
     Args:
         network: The network (a ``project.model.network.ForecastNetwork``) with its head's ``distribution``, whose loss
