@@ -157,7 +157,6 @@ class Forecaster(L.LightningModule):
             )
         self.regime, self.normalisation = regime, normalisation
         self.optimizer, self.lr_scheduler = optimizer, lr_scheduler
-        self.run_steps: float | None = None  # the run's optimizer steps, once fit starts (on_fit_start)
         self.network: ForecastNetwork = network
         scores = ["loss", "loss_teacher_forced", *score_names(self.has_distribution)]
         # Every score as a sum and a count synchronised across processes: exact under DDP, unlike sync_dist's mean of
@@ -235,7 +234,7 @@ class Forecaster(L.LightningModule):
         covariates = {name: batch[name] for name in COVARIATES if name in batch}
         encoded, start = self.network.encode(context, **covariates), self.network.start_of(context)
         regime = regime or self.regime
-        options = regime.options(self.global_step, self.run_steps, self.hparams.cuda_graph)
+        options = regime.options(self.global_step, self.decay_done(), self.hparams.cuda_graph)
         forecast = regime.forecast(self.network, encoded, start, target, options)
         return self.distribution.affine(forecast, norm.loc, norm.scale) if norm.enabled else forecast
 
@@ -244,7 +243,13 @@ class Forecaster(L.LightningModule):
 
     def teacher_forcing_probability(self) -> float:
         """The regime's share of true previous values at this optimizer step (a schedule's value, or a constant)."""
-        return self.regime.teacher_forcing_probability(self.global_step, self.run_steps)
+        return self.regime.teacher_forcing_probability(self.global_step, self.decay_done())
+
+    def decay_done(self) -> float | None:
+        """The share of the learning rate's decay done at this optimizer step, for a regime that follows it (a
+        schedule that decays when validation stops improving: ``WarmupStableDecay``); None without one."""
+        schedule = self.lr_schedulers() if self._trainer is not None and self.trainer.lr_scheduler_configs else None
+        return schedule.decay_done(self.global_step) if hasattr(schedule, "decay_done") else None
 
     def setup(self, stage: str) -> None:
         if self.hparams.cuda_graph and self.device.type != "cuda":
@@ -269,9 +274,9 @@ class Forecaster(L.LightningModule):
                     f"{type(callback).__name__}'s monitor {monitor!r} is never logged; the model logs "
                     f"{', '.join(sorted(logged))}"
                 )
-        # A regime may size itself to the run's optimizer steps, which only the trainer knows.
-        self.run_steps = self._estimated_steps()
-        self.regime.check_run_length(self.run_steps)
+        self._estimated_steps()  # what Lightning refuses of the run's length, one line before the first step
+        # A regime may follow the learning rate's decay, which only a decaying schedule has.
+        self.regime.check_schedule(any(hasattr(c.scheduler, "decay_done") for c in self.trainer.lr_scheduler_configs))
 
     def on_train_start(self) -> None:
         # Runs with different devices or accumulation are comparable by the batch the optimizer sees. Logged

@@ -73,18 +73,18 @@ class Regime(ABC):
         """Refuse, in one line (``InputError``), a network distribution a regime of yours cannot train with (the
         template's regimes' rules are in ``project.rules``: ``feedback=sample`` needs a distribution, …)."""
 
-    def check_run_length(self, run_steps: float) -> None:  # noqa: B027 (optional: only a schedule sizes itself)
-        """Refuse, when fit starts, a run whose optimizer steps (``Trainer.estimated_stepping_batches``, ``inf`` when
-        unknown) this regime cannot size itself to."""
+    def check_schedule(self, decays: bool) -> None:  # noqa: B027 (optional: only a regime that follows the schedule)
+        """Refuse, when fit starts, a learning-rate schedule this regime cannot follow (``decays``: whether it decays
+        when told to, as ``WarmupStableDecay``)."""
 
-    def teacher_forcing_probability(self, step: int, run_steps: float | None = None) -> float:
-        """The share of true previous values at optimizer step ``step`` of a run of ``run_steps`` optimizer steps
-        (None outside fit)."""
+    def teacher_forcing_probability(self, step: int, decay: float | None = None) -> float:
+        """The share of true previous values at optimizer step ``step``; ``decay`` is the share of the learning rate's
+        decay done there (0 before it starts, 1 at its end; None without a decaying schedule, or outside fit)."""
         return 0.0
 
-    def options(self, step: int = 0, run_steps: float | None = None, cuda_graph: bool = False) -> RegimeOptions:
+    def options(self, step: int = 0, decay: float | None = None, cuda_graph: bool = False) -> RegimeOptions:
         """The settings ``forecast`` reads at optimizer step ``step``."""
-        probability = self.teacher_forcing_probability(step, run_steps)
+        probability = self.teacher_forcing_probability(step, decay)
         return RegimeOptions(teacher_forcing_probability=probability, cuda_graph=cuda_graph)
 
     @abstractmethod
@@ -107,7 +107,7 @@ class Regime(ABC):
 class TeacherForcing(Regime):
     """True previous values in, one parallel pass."""
 
-    def teacher_forcing_probability(self, step: int, run_steps: float | None = None) -> float:
+    def teacher_forcing_probability(self, step: int, decay: float | None = None) -> float:
         return 1.0
 
     def forecast(self, network, encoded, start, target, options):
@@ -121,8 +121,8 @@ class _FeedsBack(Regime):
         _check_choice(self, "feedback", feedback, ("mean", "sample"))
         self.feedback, self.rollout_dropout = feedback, rollout_dropout
 
-    def options(self, step=0, run_steps=None, cuda_graph=False) -> RegimeOptions:
-        options = super().options(step, run_steps, cuda_graph)
+    def options(self, step=0, decay=None, cuda_graph=False) -> RegimeOptions:
+        options = super().options(step, decay, cuda_graph)
         return replace(options, feedback_value=self.feedback, rollout_dropout=self.rollout_dropout)
 
 
@@ -171,8 +171,8 @@ class ScheduledSampling(_FeedsBack):
 
     Args:
         schedule: ``linear``, ``exponential`` or ``inverse_sigmoid`` decay of the teacher-forcing probability.
-        steps: Optimizer steps over which the probability decays; empty: half the run's, so that one config serves
-            runs of any length (a run of unknown length, ``max_epochs: -1`` without ``max_steps``, must set it).
+        steps: Optimizer steps over which the probability decays; empty: over the learning rate's decay, which needs
+            a schedule that decays when validation stops improving (``WarmupStableDecay``).
         minimum: Floor of the teacher-forcing probability.
         feedback: What is fed back where the coin says so, as ``FreeRunning``'s.
         rollout_dropout: Keep dropout on in the no-grad rollout, as ``FreeRunning``'s.
@@ -197,25 +197,18 @@ class ScheduledSampling(_FeedsBack):
         arguments = {"schedule": self.schedule, "steps": self.steps, "minimum": self.minimum}
         return {**arguments, "feedback": self.feedback, "rollout_dropout": self.rollout_dropout}
 
-    def check_run_length(self, run_steps: float) -> None:
-        if self.steps is None and not 1 <= run_steps < math.inf:
+    def check_schedule(self, decays: bool) -> None:
+        if self.steps is None and not decays:
             raise InputError(
-                f"{type(self).__name__}: steps is empty, which sizes the teacher-forcing decay to the run, and this "
-                "run has no known length (max_epochs=-1 without max_steps); set steps"
+                f"{type(self).__name__}: steps is empty, which fades teacher forcing over the learning rate's decay, "
+                "and this run's schedule does not decay when validation stops improving (model.lr_scheduler: "
+                "project.training.WarmupStableDecay does); set steps"
             )
 
-    def decay_steps(self, run_steps: float | None) -> int:
-        """The optimizer steps the probability decays over: ``steps``, or a share of the run's."""
+    def teacher_forcing_probability(self, step: int, decay: float | None = None) -> float:
         if self.steps is not None:
-            return self.steps
-        if run_steps is None:
-            raise InputError(
-                f"{type(self).__name__}: steps is empty (sized to the run when Trainer.fit starts); set it outside fit"
-            )
-        return max(1, round(DECAY_SHARE_OF_RUN * run_steps))
-
-    def teacher_forcing_probability(self, step: int, run_steps: float | None = None) -> float:
-        return teacher_forcing_probability(step, self.schedule, self.decay_steps(run_steps), self.minimum)
+            return teacher_forcing_probability(step, self.schedule, self.steps, self.minimum)
+        return teacher_forcing_probability(decay or 0.0, self.schedule, 1, self.minimum)  # over the decay's share
 
     def forecast(self, network, encoded, start, target, options):
         if options.teacher_forcing_probability >= 1.0:
@@ -282,17 +275,13 @@ def _no_grad_rollout(
             model.train()
 
 
-# ``ScheduledSampling`` without ``steps`` decays over this share of the run: about what the decoder-depth study used
-# (experiments/depth.py: ETTh1 100 of 212 optimizer steps, M4 Hourly 140 of about 280).
-DECAY_SHARE_OF_RUN = 0.5
-
-
 def teacher_forcing_probability(
     step: int, schedule: TeacherForcingSchedule, decay_steps: int, minimum: float = 0.0
 ) -> float:
     """Probability of feeding the true value at optimizer step ``step``: 1 at the start, decaying to ``minimum``.
 
-    The curves of Bengio et al. (2015), parameterised by the steps they take to decay (``decay_steps``): ``linear``
+    The curves of Bengio et al. (2015), parameterised by the steps they take to decay (``decay_steps``; a share of a
+    decay with ``decay_steps`` 1): ``linear``
     reaches the minimum there; ``exponential`` is k^step, 1% there; ``inverse_sigmoid`` is k / (k + exp(step / k)),
     logistic, centred on ``decay_steps / 2``: 99% at the start and 1% at ``decay_steps``.
     """

@@ -98,13 +98,15 @@ class WarmupStableDecay(torch.optim.lr_scheduler.LambdaLR):
 
     def decayed(self) -> bool:
         """Whether the rate has reached zero: the run has nothing left to learn."""
+        return self.decay_done(self.last_epoch) >= 1.0
+
+    def decay_done(self, step: int) -> float:
+        """The share of the decay done at optimizer step ``step``: 0 before it starts, 1 at its end (what scheduled
+        sampling's fade follows by default)."""
         start, length = self.decay_steps()
-        return self.last_epoch >= start + length
+        return min(1.0, max(0.0, (step - start) / length)) if math.isfinite(start) else 0.0
 
     def factor(self, step: int) -> float:
         """The share of the peak learning rate at optimizer step ``step``."""
-        if step < self.warmup_steps:
-            return (step + 1) / self.warmup_steps
-        start, length = self.decay_steps()
-        progress = min(1.0, max(0.0, (step - start) / length)) if math.isfinite(start) else 0.0
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
+        warmed = min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps else 1.0
+        return warmed * 0.5 * (1.0 + math.cos(math.pi * self.decay_done(step)))
