@@ -92,7 +92,7 @@ class WarmupStableDecay(torch.optim.lr_scheduler.LambdaLR):
     def decay_steps(self) -> tuple[float, float]:
         """The first step of the decay and its length: from where validation stopped improving, else from where the
         run's last step ends it (``inf`` for a run of unknown length)."""
-        start = max(self.warmup_steps, self.run_steps / (1 + self.decay_share))
+        start = self.run_steps / (1 + self.decay_share)
         start = start if self.decay_start is None else min(self.decay_start, start)
         return start, max(1, round(self.decay_share * start)) if math.isfinite(start) else math.inf
 

@@ -245,26 +245,27 @@ class RecordTeacherForcing(L.Callback):
         self.probabilities[trainer.global_step] = module.teacher_forcing_probability()
 
 
-def test_an_empty_schedule_steps_decays_over_half_of_the_runs_optimizer_steps():
+def test_an_empty_schedule_steps_fades_teacher_forcing_over_the_learning_rates_decay():
+    """A run of 20 optimizer steps whose decay (a fifth of the steps before it) the budget places at steps 17 to 20:
+    99% teacher forcing while the rate holds, 1% when the rate reaches zero."""
     recorder = RecordTeacherForcing()
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
-    module = tiny_module(regime=ScheduledSampling())  # inverse sigmoid: 99% at step 0, 1% at its end
-    trainer = quiet_trainer(
-        max_epochs=2, limit_train_batches=10, accumulate_grad_batches=2, limit_val_batches=0, callbacks=[recorder]
-    )
+    module = tiny_module(regime=ScheduledSampling())  # inverse sigmoid over the decay's share done
+    trainer = quiet_trainer(max_steps=20, limit_train_batches=10, limit_val_batches=0, callbacks=[recorder])
     trainer.fit(module, datamodule)
-    assert trainer.estimated_stepping_batches == 10  # 2 epochs of 10 batches, accumulated 2 to a step
-    assert module.regime.decay_steps(module.run_steps) == 5
-    assert recorder.probabilities[0] == pytest.approx(0.99, rel=1e-12)
-    assert recorder.probabilities[5] == pytest.approx(0.01, rel=1e-12)
-    assert all(recorder.probabilities[step] < 0.01 for step in range(6, 10))
+    (config,) = trainer.lr_scheduler_configs
+    start, length = config.scheduler.decay_steps()
+    assert (round(start), length) == (17, 3)
+    assert all(recorder.probabilities[step] == pytest.approx(0.99, rel=1e-12) for step in range(17))
+    assert recorder.probabilities[17] > recorder.probabilities[18] > recorder.probabilities[19] > 0.01
+    assert module.teacher_forcing_probability() == pytest.approx(0.01, rel=1e-12)  # step 20: the decay done
 
 
-def test_an_empty_schedule_steps_in_a_run_of_unknown_length_is_refused_at_fit_start():
+def test_an_empty_schedule_steps_without_a_decaying_schedule_is_refused_at_fit_start():
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
-    module = tiny_module(regime=ScheduledSampling())
-    with pytest.raises(InputError, match=r"no known length .* set steps"):
-        quiet_trainer(max_epochs=-1, limit_train_batches=2, limit_val_batches=0).fit(module, datamodule)
+    module = tiny_module(regime=ScheduledSampling(), lr_scheduler=None)
+    with pytest.raises(InputError, match=r"steps is empty, which fades teacher forcing over the learning rate's decay"):
+        quiet_trainer(max_steps=2, limit_val_batches=0).fit(module, datamodule)
     assert module.global_step == 0
 
 
