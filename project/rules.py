@@ -201,17 +201,14 @@ def options(model: Any = None, data: Any = None, naive_comparison: Any = None) -
     the object. What a section does not hold is left out, and the rules that read it wait for the class that knows
     it; a component's argument it does not take is None."""
     sections = {"model": model, "data": data, "naive_comparison": naive_comparison}
-    settings = {
-        option: _given(sections[section], name)
-        for option in OPTIONS
-        if option.count(".") == 1 and sections[(section := option.split(".")[0])] is not None
-        for name in [option.split(".")[1]]
-    }
-    if model is not None:
-        network, regime = (
-            _component(settings.get("model.network", UNKNOWN)),
-            _component(settings.get("model.regime", UNKNOWN)),
-        )
+    settings = {}
+    for option in OPTIONS:
+        section, _, name = option.partition(".")
+        if sections[section] is not None and "." not in name:  # a section's own argument
+            settings[option] = _given(sections[section], name)
+    if model is not None:  # its components: the class, and what the rules read of its arguments
+        network = _component(settings.get("model.network", UNKNOWN))
+        regime = _component(settings.get("model.regime", UNKNOWN))
         settings |= {
             "model.network": network[0],
             "model.network.patch_length": _inner(network[1], "patch_length"),
