@@ -136,6 +136,7 @@ EXAMPLES = settings(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hparams_file", [False, True], ids=["in-the-checkpoint", "in-an-hparams-file"])
 @EXAMPLES
 @given(data=st.data())
@@ -157,6 +158,7 @@ def test_the_python_api_imports_nothing_a_checkpoint_or_an_hparams_file_names_wh
     assert not (folder / "IMPORTED").exists(), (folder / "IMPORTED").read_text()
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_the_cli_imports_nothing_a_checkpoint_names_whatever_its_spelling(

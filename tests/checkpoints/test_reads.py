@@ -13,6 +13,7 @@ from project.training.module import Forecaster
 from tests.helpers import BASE, cli
 
 
+@pytest.mark.fast_cases(1)
 @pytest.mark.parametrize(
     "command",
     [

@@ -282,6 +282,7 @@ def test_a_checkpoint_path_outside_the_run_folder_is_never_fetched_read_or_delet
     assert not fetched
 
 
+@pytest.mark.slow
 def test_a_fit_from_someone_elses_weights_starts_fresh_from_them(trained_run, tmp_path):
     """``fit --weights``: the checkpoint's weights and settings, with a fresh optimizer, schedule and loops. At a rate
     of 0 the weights stay the checkpoint's bit for bit, while the steps and the optimizer's step counts are this
@@ -311,6 +312,7 @@ def test_weights_and_a_resume_are_one_or_the_other(arguments, said, trained_run,
     assert_refused_in_one_line(cli(*(argument.replace("=W", f"={source}") for argument in arguments)), capsys, said)
 
 
+@pytest.mark.slow
 def test_the_machines_resources_are_the_runs_own_never_a_checkpoints(trained_run, tmp_path, capsys):
     """A checkpoint's ``num_workers`` is not predict's; more CPU processes than cores is one line before any starts."""
     path = tampered(

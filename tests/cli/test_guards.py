@@ -39,6 +39,7 @@ def test_predict_never_replaces_its_checkpoint_or_its_config_even_with_overwrite
         assert digests(checkpoint, config) == before
 
 
+@pytest.mark.slow
 def test_an_unwritable_prediction_output_is_refused_before_predicting(user_run, tmp_path, capsys):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -57,6 +58,7 @@ def test_a_read_only_output_folder_is_refused_before_predicting(user_run, tmp_pa
     assert_refused_in_one_line(code, capsys, "cannot write into")
 
 
+@pytest.mark.slow
 def test_an_explicit_scaling_other_than_the_checkpoints_is_refused(user_run, capsys):
     assert_refused_in_one_line(
         cli("predict", f"--ckpt_path={user_run[2]}", "--data.scaling=per_series", "--trainer.logger=false"),
@@ -177,6 +179,7 @@ def test_a_foreign_checkpoint_is_refused_in_one_line(user_run, tmp_path, capsys,
     assert error.startswith(f"error: {path}") or f"{path}:" in error or error.startswith("error: model.optimizer")
 
 
+@pytest.mark.slow
 def test_training_with_the_logger_off_writes_no_file_unless_a_checkpoint_folder_is_named(tmp_path, capsys):
     """Named, the folder holds the checkpoints and nothing else is written: no monitors, figures, hparams.yaml,
     config.yaml (not even in the working directory) or event files."""
@@ -230,6 +233,7 @@ def test_every_way_of_giving_a_config_is_compared_with_the_checkpoint(user_run, 
             )
 
 
+@pytest.mark.slow
 def test_options_apply_in_order_and_a_later_class_choice_wins(tmp_path):
     """jsonargparse's rule, which the CLI keeps: a config that names another network after an option of the first
     replaces the class, and the options the new class does not take go with the old one."""
@@ -240,6 +244,7 @@ def test_options_apply_in_order_and_a_later_class_choice_wins(tmp_path):
     assert "d_model" not in network.init_args
 
 
+@pytest.mark.slow
 def test_a_setting_the_checkpoint_did_not_record_applies_not_ignored(user_run, tmp_path):
     """A network recorded without its dropout argument (an older version): the dropout given applies."""
     checkpoint = torch.load(user_run[2], weights_only=True)
@@ -345,6 +350,7 @@ def test_a_folder_a_run_would_write_is_refused_at_start_up(option, user_run, tmp
         assert not (tmp_path / "logs").exists()  # refused before any work
 
 
+@pytest.mark.slow
 def test_a_name_longer_than_the_file_system_allows_is_refused_in_one_line(user_run, tmp_path, capsys):
     long_name = "x" * 300 + ".csv"
     for option in ("--predictions.output", "--data.source"):
@@ -363,6 +369,7 @@ def test_a_run_folder_or_checkpoint_name_too_long_is_refused_before_training(opt
     assert not list(tmp_path.rglob("*.ckpt"))
 
 
+@pytest.mark.slow
 def test_a_checkpoint_filename_that_expands_past_the_file_systems_limit_is_refused_before_training(tmp_path, capsys):
     template = "x" * 150 + "-{step:0120d}"  # 164 characters; 276 bytes once the step is filled in, with .ckpt
     code = cli("fit", "--config", BASE, *quick_fit_arguments(tmp_path), f"--checkpoint.filename={template}")
@@ -422,6 +429,7 @@ def test_the_logger_values_mean_what_lightning_says(tmp_path, monkeypatch, capsy
     assert list((tmp_path / "lightning_logs").glob("version_0/checkpoints/last.ckpt"))
 
 
+@pytest.mark.slow
 def test_the_embedded_datas_settings_of_a_checkpoint_are_not_blamed_on_a_file_the_user_names(user_run, tmp_path):
     checkpoint = torch.load(user_run[2], weights_only=True)
     checkpoint["datamodule_hyper_parameters"]["synthetic"] = "panel"  # as if trained on the embedded panel
@@ -459,6 +467,7 @@ def test_a_config_before_the_subcommand_or_inline_is_seen_like_any_other(user_ru
     assert cli("predict", *inline, f"--ckpt_path={user_run[2]}", "--trainer.logger=false") == 0
 
 
+@pytest.mark.slow
 def test_naming_the_checkpoints_network_class_alone_compares_the_class_not_its_defaults(user_run, tmp_path):
     output = f"--predictions.output={tmp_path / 'p.csv'}"
     given = ["--model.network=project.model.ForecastTransformer", output, "--trainer.logger=false"]
@@ -474,6 +483,7 @@ def test_a_checkpoint_path_longer_than_the_file_system_allows_is_one_line(tmp_pa
     )
 
 
+@pytest.mark.slow
 def test_a_checkpoint_trained_on_dotted_and_non_ascii_column_names_predicts_and_loads(tmp_path, capsys):
     """A column named ``area.m²`` is a value, never an import path: predict and both ``load_from_checkpoint`` take
     it."""
@@ -492,6 +502,7 @@ def test_a_checkpoint_trained_on_dotted_and_non_ascii_column_names_predicts_and_
     assert WindowDataModule.load_from_checkpoint(checkpoint).hparams["source"] == str(source)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_nested_deeper_than_a_config_may_be_is_one_line(user_run, tmp_path, capsys):
     from project.data import WindowDataModule
 
@@ -518,6 +529,7 @@ def test_a_checkpoint_nested_deeper_than_a_config_may_be_is_one_line(user_run, t
                 loads.load_from_checkpoint(path)
 
 
+@pytest.mark.slow
 def test_a_baseline_path_added_to_a_checkpoint_trained_without_one_is_named_as_the_option(user_run, tmp_path, capsys):
     output = f"--predictions.output={tmp_path / 'p.csv'}"
     path = "--model.network.init_args.baseline_path=LinearPath"
