@@ -27,7 +27,7 @@ from project.model.distributions import Normal, PointForecast, Quantiles, Studen
 from project.model.network import InputSizes
 from project.model.paths import LinearPath, SeasonalNaivePath
 from project.model.transformer import ForecastTransformer
-from project.training import WarmupCosine
+from project.training import WarmupCosine, WarmupStableDecay
 from project.training.module import Forecaster
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -428,3 +428,38 @@ def tampered(source: Path, folder: Path, change: Callable[[dict], object], name:
     path = folder / f"{name}.ckpt"
     torch.save(checkpoint, path)
     return path
+
+
+class ScriptedValidation(L.LightningModule):
+    """One weight trained on ten batches an epoch; the n-th validation logs ``losses[n]`` (the last one thereafter) as
+    ``val/loss``. With ``decay_share``: a ``WarmupStableDecay`` without warm-up, its decay that share of the steps
+    before it; else SGD's constant rate."""
+
+    def __init__(self, losses: list[float], decay_share: float | None = None) -> None:
+        super().__init__()
+        self.weight, self.losses, self.checks = torch.nn.Parameter(torch.zeros(())), losses, 0
+        self.decay_share = decay_share
+
+    def training_step(self, batch, batch_index):
+        return (self.weight - batch.sum()) ** 2
+
+    def validation_step(self, batch, batch_index):
+        pass
+
+    def on_validation_epoch_end(self):
+        self.log("val/loss", self.losses[min(self.checks, len(self.losses) - 1)])
+        self.checks += 1
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.01)
+        if self.decay_share is None:
+            return optimizer
+        scheduler = WarmupStableDecay(optimizer, warmup_steps=0, decay_share=self.decay_share)
+        scheduler.set_run_steps(self.trainer.estimated_stepping_batches)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def train_dataloader(self):
+        return torch.utils.data.DataLoader(torch.ones(10, 1), batch_size=1)
+
+    def val_dataloader(self):
+        return torch.utils.data.DataLoader(torch.ones(1, 1), batch_size=1)

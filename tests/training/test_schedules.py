@@ -9,7 +9,7 @@ import torch
 
 from project.training.callbacks import AnnealThenStop, ForecastCheckpoint
 from project.training.schedules import WarmupStableDecay
-from tests.helpers import quiet_trainer
+from tests.helpers import ScriptedValidation, quiet_trainer
 
 
 def schedule(warmup: int = 10, share: float = 0.2) -> WarmupStableDecay:
@@ -56,35 +56,14 @@ def test_a_run_of_known_length_ends_annealed_at_its_last_step():
     assert scheduler.decay_steps() == (300, 60)
 
 
-class ScriptedValidation(L.LightningModule):
-    """One weight trained on ten batches an epoch, a WarmupStableDecay (no warm-up, the decay half the steps before
-    it); the n-th validation logs ``losses[n]`` (the last one thereafter) as ``val/loss``."""
-
-    def __init__(self, losses: list[float]) -> None:
-        super().__init__()
-        self.weight, self.losses, self.checks = torch.nn.Parameter(torch.zeros(())), losses, 0
-
-    def training_step(self, batch, batch_index):
-        return (self.weight - batch.sum()) ** 2
-
-    def validation_step(self, batch, batch_index):
-        pass
-
-    def on_validation_epoch_end(self):
-        self.log("val/loss", self.losses[min(self.checks, len(self.losses) - 1)])
-        self.checks += 1
-
-    def configure_optimizers(self):
-        optimizer = torch.optim.SGD(self.parameters(), lr=0.01)
-        scheduler = WarmupStableDecay(optimizer, warmup_steps=0, decay_share=0.5)
-        scheduler.set_run_steps(self.trainer.estimated_stepping_batches)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
-
-    def train_dataloader(self):
-        return torch.utils.data.DataLoader(torch.ones(10, 1), batch_size=1)
-
-    def val_dataloader(self):
-        return torch.utils.data.DataLoader(torch.ones(1, 1), batch_size=1)
+def scripted_fit(losses: list[float], callbacks: list, decay_share: float | None = 0.5, **limits) -> L.Trainer:
+    """A fit of ``ScriptedValidation`` (its decay half the steps before it), validated every 4 steps across epochs."""
+    limits = {"max_steps": 1000, "enable_checkpointing": False, **limits}
+    trainer = quiet_trainer(
+        num_sanity_val_steps=0, callbacks=callbacks, val_check_interval=4, check_val_every_n_epoch=None, **limits
+    )
+    trainer.fit(ScriptedValidation(losses, decay_share))
+    return trainer
 
 
 class Rates(L.Callback):
@@ -105,14 +84,7 @@ def test_where_early_stopping_would_stop_the_rate_decays_to_zero_and_the_run_end
     early stopping would stop at step 16. There the decay starts (8 steps, half of 16), and the run stops at step 24,
     validated there at a rate of zero."""
     rates, stopping = Rates(), AnnealThenStop("val/loss", patience=2)  # restore_best: the default
-    trainer = quiet_trainer(
-        num_sanity_val_steps=0,
-        callbacks=[rates, stopping],
-        max_steps=1000,
-        val_check_interval=4,
-        check_val_every_n_epoch=None,
-    )
-    trainer.fit(ScriptedValidation([3.0, 2.0, 2.5]))
+    trainer = scripted_fit([3.0, 2.0, 2.5], [rates, stopping])
     steps = [step for step, _ in rates.validations]
     assert steps == [4, 8, 12, 16, 20, 24]
     assert trainer.global_step == 24
@@ -124,33 +96,14 @@ def test_where_early_stopping_would_stop_the_rate_decays_to_zero_and_the_run_end
 
 def test_the_decay_may_start_from_the_weights_the_run_has():
     rates, stopping = Rates(), AnnealThenStop("val/loss", patience=2, restore_best=False)
-    trainer = quiet_trainer(
-        num_sanity_val_steps=0,
-        callbacks=[rates, stopping],
-        max_steps=1000,
-        val_check_interval=4,
-        check_val_every_n_epoch=None,
-    )
-    trainer.fit(ScriptedValidation([3.0, 2.0, 2.5]))
+    trainer = scripted_fit([3.0, 2.0, 2.5], [rates, stopping])
     assert trainer.global_step == 24
     assert rates.weights[16] != rates.weights[8]
     assert stopping.best_weights is None
 
 
 def test_without_a_decaying_schedule_it_stops_as_early_stopping_does():
-    class Constant(ScriptedValidation):
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
-    rates = Rates()
-    trainer = quiet_trainer(
-        num_sanity_val_steps=0,
-        callbacks=[rates, AnnealThenStop("val/loss", patience=2)],
-        max_steps=1000,
-        val_check_interval=4,
-        check_val_every_n_epoch=None,
-    )
-    trainer.fit(Constant([3.0, 2.0, 2.5]))
+    trainer = scripted_fit([3.0, 2.0, 2.5], [AnnealThenStop("val/loss", patience=2)], decay_share=None)
     assert trainer.global_step == 16
 
 
@@ -174,16 +127,8 @@ def test_without_a_decaying_schedule_it_stops_as_early_stopping_does():
 )
 def test_the_end_of_a_fit_says_whether_it_converged_or_which_limit_ended_it(tmp_path, capsys, limits, losses, said):
     checkpoint = ForecastCheckpoint(dirpath=tmp_path, monitor="val/loss")
-    stopping = AnnealThenStop("val/loss", patience=2)
-    trainer = quiet_trainer(
-        enable_checkpointing=True,
-        num_sanity_val_steps=0,
-        callbacks=[checkpoint, stopping],
-        val_check_interval=4,
-        check_val_every_n_epoch=None,
-        **limits,
-    )
-    trainer.fit(ScriptedValidation(losses))
+    callbacks = [checkpoint, AnnealThenStop("val/loss", patience=2)]
+    trainer = scripted_fit(losses, callbacks, enable_checkpointing=True, **{"max_steps": 1000, **limits})
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
     assert notes == [f"note: {said}"]
     assert math.isfinite(trainer.optimizers[0].param_groups[0]["lr"])

@@ -11,6 +11,7 @@ from project.errors import InputError
 from project.training import FreeRunning
 from project.training.callbacks import ForecastCheckpoint, RandomState, ValidateEachEpochAtLeast
 from tests.helpers import (
+    ScriptedValidation,
     Terminate,
     adamw,
     learnable_series,
@@ -107,33 +108,6 @@ def test_save_last_link_is_refused_in_one_line_rather_than_written_as_a_copy(tmp
         trainer.fit(tiny_module(), datamodule)
     assert "\n" not in str(error.value)
     assert not list(tmp_path.glob("*.ckpt"))
-
-
-class ScriptedValidation(L.LightningModule):
-    """One weight trained on ten batches an epoch; the n-th validation logs ``losses[n]`` as ``val/loss``."""
-
-    def __init__(self, losses: list[float]) -> None:
-        super().__init__()
-        self.weight, self.losses, self.checks = torch.nn.Parameter(torch.zeros(())), losses, 0
-
-    def training_step(self, batch, batch_index):
-        return (self.weight - batch.sum()) ** 2
-
-    def validation_step(self, batch, batch_index):
-        pass
-
-    def on_validation_epoch_end(self):
-        self.log("val/loss", self.losses[self.checks])
-        self.checks += 1
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.01)
-
-    def train_dataloader(self):
-        return torch.utils.data.DataLoader(torch.ones(10, 1), batch_size=1)
-
-    def val_dataloader(self):
-        return torch.utils.data.DataLoader(torch.ones(1, 1), batch_size=1)
 
 
 @pytest.mark.parametrize(
