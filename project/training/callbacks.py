@@ -84,8 +84,14 @@ def how_the_fit_ended(trainer: L.Trainer, monitor: str, best_step: int, last_val
         )
     if best_step != last_validation:
         return None
+    groups = trainer.optimizers[0].param_groups if trainer.optimizers else []
+    rate = (
+        f" at {groups[0]['lr'] / groups[0]['initial_lr']:.0%} of the peak learning rate"
+        if groups and groups[0].get("initial_lr")
+        else ""
+    )
     return (
-        f"the best {monitor} came at the last validation (step {best_step}), so the model may still be "
+        f"the best {monitor} came at the last validation (step {best_step}){rate}, so the model may still be "
         f"improving; raise {limit} to train longer"
     )
 

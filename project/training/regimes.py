@@ -73,18 +73,18 @@ class Regime(ABC):
         """Refuse, in one line (``InputError``), a network distribution a regime of yours cannot train with (the
         template's regimes' rules are in ``project.rules``: ``feedback=sample`` needs a distribution, …)."""
 
-    def check_schedule(self, decays: bool) -> None:  # noqa: B027 (optional: only a regime that follows the schedule)
-        """Refuse, when fit starts, a learning-rate schedule this regime cannot follow (``decays``: whether it decays
-        when told to, as ``WarmupStableDecay``)."""
+    def check_fade(self, known: bool) -> None:  # noqa: B027 (optional: only a regime that fades)
+        """Refuse, when fit starts, a run whose fade clock is not ``known`` (``Forecaster.fade_done``: a run of unknown
+        length without a decaying schedule) where this regime needs it."""
 
-    def teacher_forcing_probability(self, step: int, decay: float | None = None) -> float:
-        """The share of true previous values at optimizer step ``step``; ``decay`` is the share of the learning rate's
-        decay done there (0 before it starts, 1 at its end; None without a decaying schedule, or outside fit)."""
+    def teacher_forcing_probability(self, step: int, fade: float | None = None) -> float:
+        """The share of true previous values at optimizer step ``step``; ``fade`` is how far the run's fade clock has
+        gone there, from 0 to 1 (``Forecaster.fade_done``; None outside fit)."""
         return 0.0
 
-    def options(self, step: int = 0, decay: float | None = None, cuda_graph: bool = False) -> RegimeOptions:
+    def options(self, step: int = 0, fade: float | None = None, cuda_graph: bool = False) -> RegimeOptions:
         """The settings ``forecast`` reads at optimizer step ``step``."""
-        probability = self.teacher_forcing_probability(step, decay)
+        probability = self.teacher_forcing_probability(step, fade)
         return RegimeOptions(teacher_forcing_probability=probability, cuda_graph=cuda_graph)
 
     @abstractmethod
@@ -107,7 +107,7 @@ class Regime(ABC):
 class TeacherForcing(Regime):
     """True previous values in, one parallel pass."""
 
-    def teacher_forcing_probability(self, step: int, decay: float | None = None) -> float:
+    def teacher_forcing_probability(self, step: int, fade: float | None = None) -> float:
         return 1.0
 
     def forecast(self, network, encoded, start, target, options):
@@ -121,8 +121,8 @@ class _FeedsBack(Regime):
         _check_choice(self, "feedback", feedback, ("mean", "sample"))
         self.feedback, self.rollout_dropout = feedback, rollout_dropout
 
-    def options(self, step=0, decay=None, cuda_graph=False) -> RegimeOptions:
-        options = super().options(step, decay, cuda_graph)
+    def options(self, step=0, fade=None, cuda_graph=False) -> RegimeOptions:
+        options = super().options(step, fade, cuda_graph)
         return replace(options, feedback_value=self.feedback, rollout_dropout=self.rollout_dropout)
 
 
@@ -171,8 +171,9 @@ class ScheduledSampling(_FeedsBack):
 
     Args:
         schedule: ``linear``, ``exponential`` or ``inverse_sigmoid`` decay of the teacher-forcing probability.
-        steps: Optimizer steps over which the probability decays; empty: over the learning rate's decay, which needs
-            a schedule that decays when validation stops improving (``WarmupStableDecay``).
+        steps: Optimizer steps over which the probability decays; empty: over the learning rate's decay, where the
+            schedule decays when validation stops improving (``WarmupStableDecay``), else over half the run's optimizer
+            steps (a run of unknown length, ``max_epochs: -1`` without ``max_steps``, must then set it).
         minimum: Floor of the teacher-forcing probability.
         feedback: What is fed back where the coin says so, as ``FreeRunning``'s.
         rollout_dropout: Keep dropout on in the no-grad rollout, as ``FreeRunning``'s.
@@ -197,18 +198,17 @@ class ScheduledSampling(_FeedsBack):
         arguments = {"schedule": self.schedule, "steps": self.steps, "minimum": self.minimum}
         return {**arguments, "feedback": self.feedback, "rollout_dropout": self.rollout_dropout}
 
-    def check_schedule(self, decays: bool) -> None:
-        if self.steps is None and not decays:
+    def check_fade(self, known: bool) -> None:
+        if self.steps is None and not known:
             raise InputError(
-                f"{type(self).__name__}: steps is empty, which fades teacher forcing over the learning rate's decay, "
-                "and this run's schedule does not decay when validation stops improving (model.lr_scheduler: "
-                "project.training.WarmupStableDecay does); set steps"
+                f"{type(self).__name__}: steps is empty, which fades over the learning rate's decay or else half the "
+                "run's optimizer steps, and this run has neither (max_epochs=-1 without max_steps); set steps"
             )
 
-    def teacher_forcing_probability(self, step: int, decay: float | None = None) -> float:
+    def teacher_forcing_probability(self, step: int, fade: float | None = None) -> float:
         if self.steps is not None:
             return teacher_forcing_probability(step, self.schedule, self.steps, self.minimum)
-        return teacher_forcing_probability(decay or 0.0, self.schedule, 1, self.minimum)  # over the decay's share
+        return teacher_forcing_probability(fade or 0.0, self.schedule, 1, self.minimum)  # over the fade's share
 
     def forecast(self, network, encoded, start, target, options):
         if options.teacher_forcing_probability >= 1.0:

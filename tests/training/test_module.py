@@ -261,11 +261,25 @@ def test_an_empty_schedule_steps_fades_teacher_forcing_over_the_learning_rates_d
     assert module.teacher_forcing_probability() == pytest.approx(0.01, rel=1e-12)  # step 20: the decay done
 
 
-def test_an_empty_schedule_steps_without_a_decaying_schedule_is_refused_at_fit_start():
+def test_an_empty_schedule_steps_without_a_decaying_schedule_fades_over_half_of_the_runs_optimizer_steps():
+    recorder = RecordTeacherForcing()
+    datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
+    module = tiny_module(regime=ScheduledSampling(), lr_scheduler=None)  # inverse sigmoid: 99% at step 0, 1% at 5
+    trainer = quiet_trainer(
+        max_epochs=2, limit_train_batches=10, accumulate_grad_batches=2, limit_val_batches=0, callbacks=[recorder]
+    )
+    trainer.fit(module, datamodule)
+    assert trainer.estimated_stepping_batches == 10  # 2 epochs of 10 batches, accumulated 2 to a step
+    assert recorder.probabilities[0] == pytest.approx(0.99, rel=1e-12)
+    assert recorder.probabilities[5] == pytest.approx(0.01, rel=1e-12)
+    assert all(recorder.probabilities[step] < 0.01 for step in range(6, 10))
+
+
+def test_an_empty_schedule_steps_in_a_run_of_unknown_length_without_a_decaying_schedule_is_refused_at_fit_start():
     datamodule = WindowDataModule(learnable_series(400), context_length=8, horizon=4, batch_size=16)
     module = tiny_module(regime=ScheduledSampling(), lr_scheduler=None)
-    with pytest.raises(InputError, match=r"steps is empty, which fades teacher forcing over the learning rate's decay"):
-        quiet_trainer(max_steps=2, limit_val_batches=0).fit(module, datamodule)
+    with pytest.raises(InputError, match=r"steps is empty, .* this run has neither .* set steps"):
+        quiet_trainer(max_epochs=-1, limit_train_batches=2, limit_val_batches=0).fit(module, datamodule)
     assert module.global_step == 0
 
 

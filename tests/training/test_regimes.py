@@ -65,7 +65,7 @@ class HalfTeacherForced(regimes.Regime):
 
     calls: list
 
-    def teacher_forcing_probability(self, step, decay=None):
+    def teacher_forcing_probability(self, step, fade=None):
         return 0.5
 
     def forecast(self, network, encoded, start, target, options):
