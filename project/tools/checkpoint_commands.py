@@ -103,7 +103,7 @@ def datamodule_from_checkpoint(
     """The data module (the class it was trained with) with the checkpoint's data settings and scaling, reading
     ``source`` (a tool's ``--source``: a file with the same columns) or else the checkpoint's own source."""
     state = data_state(checkpoint)
-    overrides = {"source": source} if source else {}
+    overrides = {"source": source, "synthetic": "series"} if source else {}  # the default: the file, not embedded data
     source = source or checkpoint.get("datamodule_hyper_parameters", {}).get("source")
     if state.get("from_dataframe") and source is None:
         raise InputError(f"{path}: the checkpoint was trained on a DataFrame, which it does not store; pass the data")

@@ -5,6 +5,7 @@ import itertools
 import pandas as pd
 import pytest
 
+from project.data.synthetic import synthetic_panel
 from project.tools import backtest
 from project.training.runs import read_scalars
 from tests.helpers import assert_close_in_float32, assert_refused_in_one_line, cli, only_run
@@ -60,9 +61,14 @@ def test_k_origins_give_k_rows_an_overall_row_every_forecast_and_a_figure(traine
 @pytest.mark.slow
 def test_refitting_trains_a_model_per_origin_on_the_rows_before_it(trained, tmp_path):
     _, checkpoint = trained
-    backtest.main(["--ckpt_path", str(checkpoint), "--origins", "2", "--refit", "--output", str(tmp_path)])
-    metrics = pd.read_csv(tmp_path / "metrics.csv")
+    # Two stores of the panel (its columns, as --source asks): each refit trains an epoch of 6 series, not of 36.
+    panel = synthetic_panel()
+    panel[panel["store"].isin(["S01", "S02"])].to_csv(tmp_path / "two_stores.csv", index=False)
+    arguments = ["--ckpt_path", str(checkpoint), "--source", str(tmp_path / "two_stores.csv"), "--origins", "2"]
+    backtest.main([*arguments, "--refit", "--output", str(tmp_path / "backtest")])
+    metrics = pd.read_csv(tmp_path / "backtest" / "metrics.csv")
     assert metrics["origin"].tolist() == ["0", "1", "all"]
+    assert metrics["windows"].tolist() == [6, 6, 12]
 
 
 def test_too_many_origins_is_a_one_line_error(trained, tmp_path, capsys):
