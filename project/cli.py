@@ -213,8 +213,8 @@ class ForecastCLI(LightningCLI):
             super().instantiate_classes()
         except (InputError, MisconfigurationException, ValueError) as error:
             said = " ".join(str(reported_cause(error) or error).split())
-            named = f"{self.config[self.subcommand].ckpt_path}: " if self.checkpoint is not None else ""
-            raise InputError(named + said) from None
+            ckpt_path = self.config[self.subcommand].ckpt_path or self._weights(self.subcommand)
+            raise InputError(f"{ckpt_path}: {said}" if self.checkpoint is not None else said) from None
 
     def after_instantiate_classes(self) -> None:  # before any subcommand loads weights
         if self.checkpoint is not None:
@@ -222,7 +222,8 @@ class ForecastCLI(LightningCLI):
             check_checkpoint_fits(ckpt_path, self.checkpoint, self.model, self.datamodule)
             if self._weights(self.subcommand):  # the weights, and the data's scaling and vocabularies they read
                 self.model.load_state_dict(self.checkpoint["state_dict"])
-                load_data_state(self.datamodule, self.checkpoint, ckpt_path, training_order=False)
+                order = way_in(self.subcommand, weights=True).training_order
+                load_data_state(self.datamodule, self.checkpoint, ckpt_path, training_order=order)
 
     def _dump_config(self) -> None:
         super()._dump_config()

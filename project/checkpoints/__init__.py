@@ -13,7 +13,7 @@ tools, ``load_from_checkpoint``, a Trainer of yours given ``CheckpointGuard``) i
   compared with its weights before any memory is taken;
 - writes non-finite forecasts: its weights finite, its scaling finite with scales above zero;
 - overrides the config's optimizer, schedule, early-stopping or machine settings: ``TAKEN``, the one table of what
-  each way in takes;
+  each command takes (the tools and ``load_from_checkpoint``, which no config comes with, take its settings);
 - resumes to other weights than the uninterrupted run: a resumed fit's state is restored exactly.
 
 What Lightning or torch refuse of a hand-edited file is left to their own error: a non-zero exit, nothing written.

@@ -2,15 +2,16 @@
 
 Lightning restores a checkpoint's whole state as the file has it: a callback's settings and file paths, an
 optimizer's rates, a schedule's settings. Through the guard, validate, test and predict restore the weights and the
-data module's state (its scaling and vocabularies, which the data module checks); a resumed fit restores also
+data module's state (its columns and scaling, which the data module checks); a resumed fit restores also
 
 - the fit loop's counters, each an integer in 0..``MAX_COUNT`` (a negative or a huge one would train for ever);
 - each callback's own state, but ``ModelCheckpoint``'s top-k checkpoints only as files of this run's checkpoint folder
-  (a path elsewhere is never read or deleted) and ``EarlyStopping``'s progress under the config's patience;
+  (a path elsewhere is never read or deleted) and ``EarlyStopping``'s progress under the config's patience (the best
+  weights ``AnnealThenStop`` keeps, finite);
 - the optimizer's per-parameter state, under the config's hyperparameters (rate, betas, weight decay, ``maximize``);
-- the learning-rate schedule as the config builds it, stepped to the restored step; what else its rate depends on
-  (where ``WarmupStableDecay``'s decay started, ``ReduceLROnPlateau``'s counters and lowered rates, within the
-  config's) from the checkpoint;
+- the learning-rate schedule as the config builds it, stepped to the restored step (at most the run's steps); what
+  else its rate depends on from the checkpoint: where ``WarmupStableDecay``'s decay started, ``ReduceLROnPlateau``'s
+  counters, and the rates it lowered, each between its ``min_lr`` and the config's rate;
 - the gradient scaler and the random generators, as saved (torch refuses what it cannot take).
 
 What Lightning or torch refuse of a hand-edited entry (a counter of text, a moment of another shape) is left to their
@@ -19,6 +20,7 @@ own error: the run stops before its first step, with a non-zero exit.
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from pathlib import Path
@@ -28,8 +30,8 @@ import torch
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.plugins.io import CheckpointIO
 
-from project.checkpoints.reading import data_state, read_checkpoint
-from project.checkpoints.settings import TAKEN, TRAINING_ORDER
+from project.checkpoints.reading import check_finite_weights, data_state, read_checkpoint
+from project.checkpoints.settings import TRAINING_ORDER, way_in
 from project.errors import InputError
 
 MAX_COUNT = 2**31 - 1  # a loop counter's bound: two billion batches or steps, beyond any run
@@ -82,9 +84,11 @@ class CheckpointGuard(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._schedules is not None:
+            # The run's steps bound the replay: a checkpoint's counter past them (up to MAX_COUNT) replays no more.
+            steps = int(min(trainer.global_step, trainer.estimated_stepping_batches))
             for index, config in enumerate(trainer.lr_scheduler_configs):
                 saved = self._schedules[index] if index < len(self._schedules) else None
-                replay_schedule(config.scheduler, saved, trainer.global_step)
+                replay_schedule(config.scheduler, saved, steps)
             self._schedules = None
 
 
@@ -111,8 +115,7 @@ class GuardedReader(CheckpointIO):
 def restorable(checkpoint: dict, trainer: L.Trainer) -> tuple[dict, list | None]:
     """The checkpoint as ``trainer``'s command restores it (``TAKEN``), and for a fit the schedules' saved states,
     which the guard replays when training starts (Lightning is given none)."""
-    fitting = trainer.state.fn == "fit"
-    taken = TAKEN["fit --ckpt_path" if fitting else "validate, test, predict"]
+    taken = way_in(trainer.state.fn, weights=False)  # fit --weights loads its weights itself, not through a Trainer
     kept = {key: checkpoint[key] for key in WEIGHTS_AND_SETTINGS if key in checkpoint}
     if trainer.datamodule is not None and (state := data_state(checkpoint, type(trainer.datamodule).__qualname__)):
         left_out = () if taken.training_order else TRAINING_ORDER
@@ -132,7 +135,7 @@ def restorable(checkpoint: dict, trainer: L.Trainer) -> tuple[dict, list | None]
     kept["loops"] = {"fit_loop": counters(trainer.fit_loop.state_dict(), loops.get("fit_loop"), where)}
     saved = checkpoint.get("callbacks") if isinstance(checkpoint.get("callbacks"), dict) else {}
     kept["callbacks"] = {
-        callback.state_key: callback_state(callback, saved[callback.state_key])
+        callback.state_key: callback_state(callback, saved[callback.state_key], f"{trainer.ckpt_path}: its ")
         for callback in trainer.callbacks
         if isinstance(saved.get(callback.state_key), dict)
     }
@@ -153,13 +156,15 @@ def counters(fresh: object, saved: object, where: str) -> object:
     return saved
 
 
-def callback_state(callback: L.Callback, saved: dict) -> dict:
+def callback_state(callback: L.Callback, saved: dict, where: str = "") -> dict:
     """A callback's saved state as it restores it: ``ModelCheckpoint``'s top-k checkpoints as files of this run's
     folder (``checkpoint_progress``), ``EarlyStopping``'s progress with the config's settings, any other's as saved
     (its own ``load_state_dict`` takes it, as Lightning does)."""
     if isinstance(callback, ModelCheckpoint):
         return checkpoint_progress(callback, saved)
     if isinstance(callback, EarlyStopping):
+        if isinstance(saved.get("best_weights"), dict):  # loaded into the model when AnnealThenStop's decay starts
+            check_finite_weights(saved["best_weights"], f"{where}{type(callback).__name__}'s best weights: ")
         return {**callback.state_dict(), **{key: saved[key] for key in EARLY_STOPPING_PROGRESS if key in saved}}
     return saved
 
@@ -217,7 +222,8 @@ def replay_schedule(scheduler: object, saved: object, steps: int) -> None:
         scheduler.load_state_dict({**scheduler.state_dict(), **{k: saved[k] for k in PLATEAU_PROGRESS if k in saved}})
         rates = saved.get("_last_lr") if isinstance(saved.get("_last_lr"), list) else []
         for group, rate, low in zip(scheduler.optimizer.param_groups, rates, scheduler.min_lrs):
-            group["lr"] = min(max(float(rate), low), group.get("initial_lr", group["lr"]))
+            initial = group.get("initial_lr", group["lr"])
+            group["lr"] = initial if math.isnan(float(rate)) else min(max(float(rate), low), initial)
         scheduler._last_lr = [group["lr"] for group in scheduler.optimizer.param_groups]
         return
     for name in getattr(scheduler, "progress", ()):

@@ -64,9 +64,9 @@ def load_ensemble(paths: Sequence[str | Path], trusted: Iterable[str] = ()) -> t
 def check_same_data(paths: Sequence[str | Path], checkpoints: Sequence[dict]) -> None:
     """Refuse in one line a checkpoint whose data module recorded other columns (targets, covariates, categories) or
     other scaling than the first's: its model would read the first's batches as other values."""
-    first = _data_state(paths[0], checkpoints[0])
+    first = _data_state(checkpoints[0])
     for path, checkpoint in zip(paths[1:], checkpoints[1:], strict=True):
-        state = _data_state(path, checkpoint)
+        state = _data_state(checkpoint)
         differing = sorted(key for key in first.keys() | state.keys() if first.get(key) != state.get(key))
         if differing:
             said = ", ".join(
@@ -81,7 +81,7 @@ def check_same_data(paths: Sequence[str | Path], checkpoints: Sequence[dict]) ->
             )
 
 
-def _data_state(path: str | Path, checkpoint: dict) -> dict:
+def _data_state(checkpoint: dict) -> dict:
     """What a checkpoint's data module recorded of its data (its columns, categories and scaling), without the
     training progress."""
     # Members of an ensemble (runs of several seeds) differ in their training order and still read the same batches.

@@ -21,6 +21,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from project.errors import InputError
 from project.files import NAME_MAX, check_name_lengths
+from project.training.schedules import decaying_schedule
 
 EXIT_SIGTERM = 143  # 128 + SIGTERM's number: what schedulers expect of a terminated job
 EXIT_SIGINT = 130  # 128 + SIGINT's number: what a shell reports of a job stopped by Ctrl-C
@@ -113,12 +114,6 @@ class ValidateEachEpochAtLeast(L.Callback):
                 stopping.patience = math.ceil(stopping.patience * interval / epoch)
 
 
-def decaying_schedule(trainer: L.Trainer) -> object | None:
-    """The run's learning-rate schedule that decays when told to (``start_decay``: ``WarmupStableDecay``), or None."""
-    configs = trainer.lr_scheduler_configs if trainer.lightning_module is not None else []
-    return next((c.scheduler for c in configs if hasattr(c.scheduler, "start_decay")), None)
-
-
 class AnnealThenStop(EarlyStopping):
     """Early stopping that anneals before it stops: when the monitored score has not improved for ``patience``
     validations, the model goes back to its weights of the best validation and the learning-rate schedule's decay
@@ -148,7 +143,8 @@ class AnnealThenStop(EarlyStopping):
         best = self.best_score
         should_stop, reason = super()._evaluate_stopping_criteria(current)
         schedule = self._schedule
-        if schedule is not None and self.restore_best and not torch.equal(best, self.best_score):
+        improved = not torch.equal(best.to(self.best_score.device), self.best_score)  # a CPU start, a GPU score
+        if schedule is not None and self.restore_best and improved:
             self.best_weights = {name: value.detach().clone() for name, value in self._module.state_dict().items()}
         if not (should_stop and self.stopping_reason == EarlyStoppingReason.PATIENCE_EXHAUSTED and schedule):
             return should_stop, reason

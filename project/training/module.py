@@ -27,7 +27,7 @@ from project.rules import DEFAULT_INTERVAL, DEFAULT_NUM_SAMPLES, ends_inside_a_p
 from project.training.metrics import forecast_scores, score_names, unscale
 from project.training.normalisation import Normalisation
 from project.training.regimes import REGIMES, FreeRunning, Regime
-from project.training.schedules import WarmupStableDecay
+from project.training.schedules import WarmupStableDecay, decaying_schedule
 
 DEFAULT_REGIME = FreeRunning()  # free-running detach: immutable, so one instance serves every model
 # Without a schedule that decays when validation stops improving, a fade on the run's own clock spans this share of
@@ -113,8 +113,9 @@ class Forecaster(L.LightningModule):
             one decode step captured as a CUDA graph: the same forecasts, far fewer kernel launches. Needs CUDA.
         optimizer: The optimizer (default: AdamW, ``lr`` 1e-3, ``weight_decay`` 0.01), given two parameter groups:
             weight matrices, and biases and norms (``weight_decay`` 0).
-        lr_scheduler: The learning-rate schedule, stepped per optimizer step; default ``project.training.WarmupCosine``;
-            empty (``null``): the optimizer's rate throughout. A ``ReduceLROnPlateau`` is stepped per epoch on its
+        lr_scheduler: The learning-rate schedule, stepped per optimizer step; default
+            ``project.training.WarmupStableDecay`` (``configs/base.yaml``: ``WarmupCosine``); empty (``null``): the
+            optimizer's rate throughout. A ``ReduceLROnPlateau`` is stepped per epoch on its
             ``monitor`` (Lightning's, ``lightning.pytorch.cli.ReduceLROnPlateau``) or on ``val/loss`` (torch's), in a
             run that validates every epoch (``trainer.check_val_every_n_epoch``).
     """
@@ -254,8 +255,8 @@ class Forecaster(L.LightningModule):
         the learning rate's decay, where the schedule decays when validation stops improving
         (``WarmupStableDecay``), else half of the run's optimizer steps; None outside fit, or in a run of unknown
         length without such a schedule."""
-        schedule = self.lr_schedulers() if self._trainer is not None and self.trainer.lr_scheduler_configs else None
-        if hasattr(schedule, "decay_done"):
+        schedule = decaying_schedule(self.trainer) if self._trainer is not None else None
+        if schedule is not None:
             return schedule.decay_done(self.global_step)
         if self.run_steps is None or not math.isfinite(self.run_steps):
             return None

@@ -4,11 +4,20 @@ or a cosine over a run of known length."""
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 
 from project.domains import Fraction, NonNegativeInt, PositiveInt
+
+if TYPE_CHECKING:
+    import lightning as L
+
+
+def decaying_schedule(trainer: L.Trainer) -> object | None:
+    """The run's learning-rate schedule that decays when told to (``start_decay``: ``WarmupStableDecay``), or None."""
+    configs = trainer.lr_scheduler_configs if trainer.lightning_module is not None else []
+    return next((c.scheduler for c in configs if hasattr(c.scheduler, "start_decay")), None)
 
 
 class WarmupCosine(torch.optim.lr_scheduler.LambdaLR):

@@ -12,6 +12,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import lightning as L
 import pandas as pd
@@ -23,9 +24,12 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loops.fit_loop import _FitLoop
 
 from project.checkpoints import CheckpointGuard
+from project.checkpoints.restore import MAX_COUNT, replay_schedule
+from project.checkpoints.restore import callback_state as restored_state
 from project.cli import cli_main
 from project.data import WindowDataModule
 from project.errors import InputError
+from project.training.callbacks import AnnealThenStop
 from project.training.module import Forecaster
 from tests.helpers import (
     BASE,
@@ -518,6 +522,38 @@ def test_a_plateau_schedules_counters_and_lowered_rates_are_restored_within_the_
     assert cli("fit", "--config", BASE, *raised_run, f"--ckpt_path={tampered(last, tmp_path, raised, 'raised')}") == 0
     rates = torch.load(tmp_path / "raised" / "last.ckpt", weights_only=True)["optimizer_states"][0]["param_groups"]
     assert all(0 < group["lr"] <= 1e-3 for group in rates)  # never above the config's rate
+
+
+@pytest.mark.parametrize(("saved", "restored"), [(math.nan, 1e-3), (5.0, 1e-3), (0.0, 1e-6), (1e-4, 1e-4)])
+def test_a_plateaus_saved_rate_is_restored_between_its_min_lr_and_the_configs_rate(saved, restored):
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)  # the config's rate
+    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, min_lr=1e-6)
+    replay_schedule(plateau, {"_last_lr": [saved]}, steps=0)
+    assert plateau.optimizer.param_groups[0]["lr"] == restored
+
+
+def test_a_counter_past_the_runs_steps_replays_the_schedule_no_further_than_the_run():
+    """A step counter within the loops' bound (up to MAX_COUNT, two billion) but past the run: the schedule is stepped
+    the run's steps, not the counter's, before the first batch."""
+    stepped = []
+    schedule = type("Counted", (), {"step": lambda self: stepped.append(1)})()
+    trainer = SimpleNamespace(
+        global_step=MAX_COUNT // 10**6,
+        estimated_stepping_batches=7,
+        lr_scheduler_configs=[SimpleNamespace(scheduler=schedule)],
+    )
+    guard = CheckpointGuard()
+    guard._schedules = [{}]
+    guard.on_train_start(trainer, None)
+    assert len(stepped) == 7
+
+
+def test_early_stoppings_saved_best_weights_are_refused_when_not_finite():
+    stopping = AnnealThenStop(monitor="val/loss")
+    saved = {"best_weights": {"layer.weight": torch.tensor([1.0, math.nan])}, "wait_count": 1}
+    with pytest.raises(InputError, match=r"^run\.ckpt: its AnnealThenStop's best weights: .*non-finite weights"):
+        restored_state(stopping, saved, "run.ckpt: its ")
+    assert restored_state(stopping, {**saved, "best_weights": {"layer.weight": torch.ones(2)}})["wait_count"] == 1
 
 
 @pytest.mark.slow

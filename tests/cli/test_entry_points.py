@@ -3,8 +3,9 @@
 Read from the source, so that a new command (a module with a ``main``) is held to the same rules on the day it is
 added: a file is written only inside a function handed to ``files.write_atomically`` (checked beforehand with
 ``files.check_output`` or the tools' ``check_output_folder``), nothing is deleted, no module but ``project.checkpoints``
-unpickles anything, and no module but ``project.imports`` imports a module by name; and, run, that no command imports
-a module a checkpoint names unless the user named it too (``tests/cli/test_import_policy.py`` tries it at random).
+unpickles anything, and no module but ``project.checkpoints.imports`` imports a module by name; and, run, that no
+command imports a module a checkpoint names unless the user named it too (``tests/checkpoints/test_imports.py`` tries
+it at random).
 """
 
 import ast
@@ -141,8 +142,8 @@ def test_one_function_parses_a_checkpoints_settings_and_one_builds_from_them():
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE.parent)))
 def test_only_the_import_rule_imports_modules_by_name(path):
-    """A class path read from a file is imported through ``project.imports`` alone, which holds the rule of what a
-    checkpoint may name."""
+    """A class path read from a file is imported through ``project.checkpoints.imports`` alone, which holds the rule of
+    what a checkpoint may name."""
     if path.name == "imports.py":
         return
     for call in calls(ast.parse(path.read_text())):
@@ -305,7 +306,8 @@ def test_a_command_that_only_forecasts_never_builds_or_imports_the_checkpoints_o
 ):
     """The optimizer and scheduler are needed only to resume: ``predict``, ``validate`` and ``test`` leave the
     checkpoint's records of them unread, whatever they name. The three commands leave them out in one place
-    (``ForecastCLI._checkpoint_config``): ``predict`` meets every spelling, the other two the first."""
+    (``TAKEN``, read by ``ForecastCLI._checkpoint_defaults``): ``predict`` meets every spelling, the other two
+    the first."""
     from project import cli
 
     for case in HIDDEN_IN_THE_OPTIMIZATION if subcommand == "predict" else HIDDEN_IN_THE_OPTIMIZATION[:1]:
