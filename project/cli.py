@@ -25,6 +25,7 @@ from project.checkpoints.settings import (
     load_data_state,
     model_on_meta,
     parsed_settings,
+    reading_a_file,
     section_parser,
     way_in,
 )
@@ -173,8 +174,7 @@ class ForecastCLI(LightningCLI):
             section: checkpoint_config(self.checkpoint, section, default, left_out)
             for section, default in (("model", Forecaster), ("data", WindowDataModule))
         }
-        if self.config[subcommand].data.init_args.get("source") is not None:
-            config["data"]["init_args"].pop("synthetic", None)
+        reading_a_file(config["data"]["init_args"], self.config[subcommand].data.init_args.get("source"))
         trusted = imports.named_imports(self.config[subcommand])  # the user's classes and callables
         parser = section_parser(model=Forecaster, data=WindowDataModule)
         parsed = parsed_settings(parser, config, ckpt_path, trusted, CLI_TRUST)

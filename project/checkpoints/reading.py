@@ -11,6 +11,8 @@ from project.errors import InputError
 from project.files import check_name_lengths, check_settings_bounds
 
 SECTIONS = {"model": "hyper_parameters", "data": "datamodule_hyper_parameters"}  # a config's section → a checkpoint's
+# The data module's state that records how one run went through its data (a resumed fit's), not the data.
+TRAINING_ORDER = ("shuffle_seed", "training_position")
 # Values in a checkpoint's containers: far above a checkpoint's (a panel of 100,000 series records a few per series),
 # far below what takes minutes to walk.
 MAX_CHECKPOINT_ITEMS = 10_000_000
@@ -47,14 +49,15 @@ def read_checkpoint(path: str | Path) -> dict:
     return checkpoint
 
 
-def data_state(checkpoint: dict, class_name: str | None = None) -> dict:
-    """The data module's state a checkpoint records (its columns, scaling, training order), where Lightning keeps it:
-    under the name of the data module's class (``class_name``; else the class its settings record), or, a class path
-    edited since, under the template's data module's."""
+def data_state(checkpoint: dict, class_name: str | None = None, training_order: bool = True) -> dict:
+    """The data module's state a checkpoint records (its columns, scaling and, unless not ``training_order``, how the
+    run went through its data), where Lightning keeps it: under the name of the data module's class (``class_name``;
+    else the class its settings record), or, a class path edited since, under the template's data module's."""
     if class_name is None:
         recorded = checkpoint.get("datamodule_hyper_parameters", {}).get("_class_path") or "WindowDataModule"
         class_name = str(recorded).rsplit(".", 1)[-1]
-    return checkpoint.get(class_name) or checkpoint.get("WindowDataModule") or {}
+    state = checkpoint.get(class_name) or checkpoint.get("WindowDataModule") or {}
+    return state if training_order else {key: value for key, value in state.items() if key not in TRAINING_ORDER}
 
 
 def checkpoint_inputs(path: str | Path | None, checkpoint: dict | None, *sources: str | Path | None) -> list:

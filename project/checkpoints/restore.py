@@ -31,7 +31,7 @@ from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.plugins.io import CheckpointIO
 
 from project.checkpoints.reading import check_finite_weights, data_state, read_checkpoint
-from project.checkpoints.settings import TRAINING_ORDER, way_in
+from project.checkpoints.settings import way_in
 from project.errors import InputError
 
 MAX_COUNT = 2**31 - 1  # a loop counter's bound: two billion batches or steps, beyond any run
@@ -117,9 +117,9 @@ def restorable(checkpoint: dict, trainer: L.Trainer) -> tuple[dict, list | None]
     which the guard replays when training starts (Lightning is given none)."""
     taken = way_in(trainer.state.fn, weights=False)  # fit --weights loads its weights itself, not through a Trainer
     kept = {key: checkpoint[key] for key in WEIGHTS_AND_SETTINGS if key in checkpoint}
-    if trainer.datamodule is not None and (state := data_state(checkpoint, type(trainer.datamodule).__qualname__)):
-        left_out = () if taken.training_order else TRAINING_ORDER
-        kept[type(trainer.datamodule).__qualname__] = {k: v for k, v in state.items() if k not in left_out}
+    name = type(trainer.datamodule).__qualname__
+    if trainer.datamodule is not None and (state := data_state(checkpoint, name, taken.training_order)):
+        kept[name] = state
     if taken.restored != "training":
         return kept, None
     if not isinstance(checkpoint.get("optimizer_states"), list):

@@ -30,8 +30,6 @@ PYTHON_TRUST = "pass trusted=['{path}']"  # how the Python API trusts an import 
 OPTIMIZATION = ("model.optimizer", "model.lr_scheduler")
 # How many workers load the data and where it is cached: this machine's, the run's own choice.
 MACHINE = ("data.num_workers", "data.cache_dir")
-# The data module's state that records how one run went through its data (a resumed fit's), not the data.
-TRAINING_ORDER = ("shuffle_seed", "training_position")
 # The model's settings its weights are read with (a checkpoint predating one records none).
 LENGTHS = (("data", "context_length"), ("data", "horizon"), ("model", "normalisation"))
 
@@ -72,6 +70,13 @@ def checkpoint_config(checkpoint: dict, section: str, default_class: type, left_
             settings.pop(name.removeprefix(f"{section}."), None)
     default = f"{default_class.__module__}.{default_class.__qualname__}"
     return {"class_path": recorded.get("_class_path", default), "init_args": settings}
+
+
+def reading_a_file(data_settings: dict, source: object) -> None:
+    """A checkpoint's data settings, given a data file (``source``) over them, read it in place of the embedded data
+    they record (``synthetic``, left to the data module's default)."""
+    if source is not None:
+        data_settings.pop("synthetic", None)
 
 
 def section_parser(**sections: type) -> ArgumentParser:
@@ -147,6 +152,8 @@ def load_from_checkpoint(
         checkpoint = {**checkpoint, SECTIONS[section]: read_hparams_file(hparams_file)}
     config = {section: checkpoint_config(checkpoint, section, cls)}
     config[section]["init_args"].update(overrides or {})
+    if section == "data":
+        reading_a_file(config["data"]["init_args"], (overrides or {}).get("source"))
     parser = section_parser(**{section: cls})
     parsed = parsed_settings(parser, config, path, trusted, how_to_trust)
     if section == "model":
@@ -165,9 +172,7 @@ def load_data_state(
 ) -> None:
     """The data module's state the checkpoint at ``path`` records (its scaling, vocabularies, frequency and, unless not
     ``training_order``, the training order's seed and position) loaded into ``datamodule``, which checks it."""
-    state = data_state(checkpoint)
-    if not training_order:
-        state = {key: value for key, value in state.items() if key not in TRAINING_ORDER}
+    state = data_state(checkpoint, training_order=training_order)
     if state:
         try:
             datamodule.load_state_dict(state)

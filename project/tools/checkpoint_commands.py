@@ -11,7 +11,6 @@ from pathlib import Path
 import lightning as L
 
 from project.checkpoints import checkpoint_inputs, data_state, load_from_checkpoint, read_checkpoint
-from project.checkpoints.settings import TRAINING_ORDER
 from project.data.datamodule import WindowDataModule
 from project.errors import InputError
 from project.files import Inputs, check_name_lengths, check_output
@@ -64,9 +63,10 @@ def load_ensemble(paths: Sequence[str | Path], trusted: Iterable[str] = ()) -> t
 def check_same_data(paths: Sequence[str | Path], checkpoints: Sequence[dict]) -> None:
     """Refuse in one line a checkpoint whose data module recorded other columns (targets, covariates, categories) or
     other scaling than the first's: its model would read the first's batches as other values."""
-    first = _data_state(checkpoints[0])
+    # Members of an ensemble (runs of several seeds) differ in their training order and still read the same batches.
+    first = data_state(checkpoints[0], training_order=False)
     for path, checkpoint in zip(paths[1:], checkpoints[1:], strict=True):
-        state = _data_state(checkpoint)
+        state = data_state(checkpoint, training_order=False)
         differing = sorted(key for key in first.keys() | state.keys() if first.get(key) != state.get(key))
         if differing:
             said = ", ".join(
@@ -79,13 +79,6 @@ def check_same_data(paths: Sequence[str | Path], checkpoints: Sequence[dict]) ->
                 f"{path} was trained on other data than {paths[0]} (in brackets): {said}; an ensemble's members read "
                 "the same batches"
             )
-
-
-def _data_state(checkpoint: dict) -> dict:
-    """What a checkpoint's data module recorded of its data (its columns, categories and scaling), without the
-    training progress."""
-    # Members of an ensemble (runs of several seeds) differ in their training order and still read the same batches.
-    return {key: value for key, value in data_state(checkpoint).items() if key not in TRAINING_ORDER}
 
 
 def inputs_of_checkpoints(paths: Sequence[str | Path], checkpoints: Sequence[dict], *sources: str | None) -> list:
@@ -103,7 +96,7 @@ def datamodule_from_checkpoint(
     """The data module (the class it was trained with) with the checkpoint's data settings and scaling, reading
     ``source`` (a tool's ``--source``: a file with the same columns) or else the checkpoint's own source."""
     state = data_state(checkpoint)
-    overrides = {"source": source, "synthetic": "series"} if source else {}  # the default: the file, not embedded data
+    overrides = {"source": source} if source else {}
     source = source or checkpoint.get("datamodule_hyper_parameters", {}).get("source")
     if state.get("from_dataframe") and source is None:
         raise InputError(f"{path}: the checkpoint was trained on a DataFrame, which it does not store; pass the data")
